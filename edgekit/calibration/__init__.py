@@ -1,0 +1,1 @@
+"""Calibration data, activation statistics and range selection."""

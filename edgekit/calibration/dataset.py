@@ -1,0 +1,337 @@
+"""CalibrationSet: raw items from a source + one transform, consumed by index, fingerprinted.
+
+Sources: a folder of images (decoded through a PreprocessSpec), a ``.npy``/``.npz`` file of
+arrays, or a folder of ``.npy`` files (one sample each).
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from edgekit.errors import CalibrationDataError
+from edgekit.preprocess import PreprocessSpec, find_spec, load_image
+
+log = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+LABEL_KEYS = ("labels", "label", "y")
+Sample = List[np.ndarray]  # one array per model input, batch dimension included
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input: name, shape (batch included) and numpy dtype."""
+
+    name: str
+    shape: Tuple[int, ...]
+    dtype: np.dtype
+
+
+class SampleSource:
+    """Raw items of a data source; ``load(i)`` returns one sample (a list of arrays)."""
+
+    kind = "abstract"
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.labels: Optional[List[int]] = None
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def name(self, index: int) -> str:
+        raise NotImplementedError
+
+    def load(self, index: int) -> Sample:
+        raise NotImplementedError
+
+    def digest(self, index: int) -> bytes:
+        """Content digest of one raw item (for the fingerprint)."""
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "path": str(self.path), "items": len(self)}
+
+
+class ImageFolderSource(SampleSource):
+    kind = "image-folder"
+
+    def __init__(self, path: Path, spec: PreprocessSpec) -> None:
+        super().__init__(path)
+        self.spec = spec
+        self.files = sorted(p for p in self.path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        self.labels = _read_labels_csv(self.path, [f.name for f in self.files])
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def name(self, index: int) -> str:
+        return str(self.files[index])
+
+    def load(self, index: int) -> Sample:
+        return [load_image(self.files[index], self.spec)[None]]
+
+    def digest(self, index: int) -> bytes:
+        return hashlib.sha256(self.files[index].read_bytes()).digest()
+
+    def describe(self) -> dict:
+        return {**super().describe(), "preprocess": self.spec.to_dict()}
+
+
+class ArrayFileSource(SampleSource):
+    """A ``.npy`` (N, ...) array, or a ``.npz`` with one array per input (+ optional labels)."""
+
+    kind = "array-file"
+
+    def __init__(self, path: Path, input_names: Sequence[str]) -> None:
+        super().__init__(path)
+        try:
+            loaded = np.load(self.path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise CalibrationDataError(f"cannot read {self.path}: {exc}") from None
+        if isinstance(loaded, np.ndarray):
+            self.arrays = [loaded]
+        else:
+            with loaded:
+                data = {k: loaded[k] for k in loaded.files}
+            label_key = next((k for k in LABEL_KEYS if k in data), None)
+            if label_key:
+                self.labels = [int(v) for v in np.asarray(data.pop(label_key)).reshape(-1)]
+            if all(n in data for n in input_names):
+                self.arrays = [data[n] for n in input_names]
+            elif len(data) == len(input_names):
+                self.arrays = [data[k] for k in sorted(data)]
+            else:
+                raise CalibrationDataError(
+                    f"{self.path} holds arrays {sorted(data)} but the model has inputs {list(input_names)}",
+                    fix="name the arrays after the model inputs (np.savez(path, **{name: array}))",
+                )
+        counts = {len(a) if a.ndim else 0 for a in self.arrays}
+        if len(counts) != 1:
+            raise CalibrationDataError(f"arrays in {self.path} have different sample counts {sorted(counts)}")
+        if self.labels is not None and len(self.labels) != len(self.arrays[0]):
+            raise CalibrationDataError(
+                f"{self.path}: {len(self.labels)} labels for {len(self.arrays[0])} samples"
+            )
+
+    def __len__(self) -> int:
+        return len(self.arrays[0]) if self.arrays[0].ndim else 0
+
+    def name(self, index: int) -> str:
+        return f"{self.path}[{index}]"
+
+    def load(self, index: int) -> Sample:
+        return [np.asarray(a[index])[None] for a in self.arrays]
+
+    def digest(self, index: int) -> bytes:
+        h = hashlib.sha256()
+        for a in self.arrays:
+            h.update(np.ascontiguousarray(a[index]).tobytes())
+            h.update(str(a.dtype).encode())
+        return h.digest()
+
+
+class NpyFolderSource(SampleSource):
+    """A folder of ``.npy`` files, one sample each (single-input models)."""
+
+    kind = "npy-folder"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.files = sorted(self.path.glob("*.npy"))
+        self.labels = _read_labels_csv(self.path, [f.name for f in self.files])
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def name(self, index: int) -> str:
+        return str(self.files[index])
+
+    def load(self, index: int) -> Sample:
+        try:
+            array = np.load(self.files[index], allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise CalibrationDataError(f"cannot read {self.files[index]}: {exc}") from None
+        return [array[None]]
+
+    def digest(self, index: int) -> bytes:
+        return hashlib.sha256(self.files[index].read_bytes()).digest()
+
+
+def _read_labels_csv(folder: Path, names: Sequence[str]) -> Optional[List[int]]:
+    path = folder / "labels.csv"
+    if not path.is_file():
+        return None
+    with open(path, newline="") as handle:
+        rows = {row["file"]: int(row["label"]) for row in csv.DictReader(handle)}
+    missing = [n for n in names if n not in rows]
+    if missing:
+        raise CalibrationDataError(
+            f"{path} has no label for {len(missing)} file(s), e.g. {missing[:3]}",
+            fix="add a row 'file,label' for every image or remove labels.csv",
+        )
+    return [rows[n] for n in names]
+
+
+def open_source(path: Path, input_names: Sequence[str], spec: PreprocessSpec | None = None) -> SampleSource:
+    """Open CALIB: a folder of images, a folder of .npy files, or a .npy/.npz file."""
+    path = Path(path)
+    if not path.exists():
+        raise CalibrationDataError(f"calibration data {path} does not exist")
+    if path.is_file():
+        if path.suffix.lower() not in (".npy", ".npz"):
+            raise CalibrationDataError(
+                f"{path} is not a .npy/.npz file or a folder",
+                fix="pass a folder of PNG/JPEG images, a folder of .npy files, or one .npy/.npz file",
+            )
+        return ArrayFileSource(path, input_names)
+    has_images = any(p.suffix.lower() in IMAGE_SUFFIXES for p in path.iterdir())
+    if has_images:
+        spec = spec or find_spec(path)
+        if spec is None:
+            raise CalibrationDataError(
+                f"image folder {path} has no preprocessing spec",
+                fix=f"put a preprocess.json in {path} or pass --preprocess SPEC.json",
+            )
+        return ImageFolderSource(path, spec)
+    return NpyFolderSource(path)
+
+
+class CalibrationSet:
+    """A deterministic subset of a source, loaded once, validated against the model inputs."""
+
+    def __init__(self, source: SampleSource, indices: Sequence[int], *, seed: int) -> None:
+        self.source = source
+        self.indices = list(indices)
+        self.seed = seed
+        self._samples: Optional[List[Sample]] = None
+        self._fingerprint: Optional[str] = None
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @property
+    def labels(self) -> Optional[List[int]]:
+        if self.source.labels is None:
+            return None
+        return [self.source.labels[i] for i in self.indices]
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            h = hashlib.sha256(self.source.kind.encode())
+            spec = getattr(self.source, "spec", None)
+            if spec is not None:
+                h.update(repr(sorted(spec.to_dict().items())).encode())
+            for i in self.indices:
+                h.update(self.source.digest(i))
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+    def samples(self, inputs: Sequence[InputSpec]) -> List[Sample]:
+        """All samples as float32 arrays shaped like the model inputs; problems collected first."""
+        if self._samples is None:
+            self._samples = _load_and_validate(self.source, self.indices, inputs)
+        return self._samples
+
+    def describe(self) -> dict:
+        return {**self.source.describe(), "selected": len(self), "seed": self.seed, "fingerprint": self.fingerprint}
+
+
+def split(
+    source: SampleSource, *, calib_size: Optional[int], seed: int, holdout_fraction: float
+) -> Tuple[CalibrationSet, Optional[CalibrationSet]]:
+    """Deterministic (seeded) split into a calibration set and an optional held-out set."""
+    n = len(source)
+    if n == 0:
+        raise CalibrationDataError(
+            f"calibration data {source.path} is empty (no usable samples found)",
+            fix="pass a folder with PNG/JPEG images or .npy files, or a non-empty .npy/.npz",
+        )
+    order = np.random.default_rng(seed).permutation(n).tolist()
+    n_holdout = int(round(n * holdout_fraction)) if holdout_fraction > 0 else 0
+    if holdout_fraction > 0 and (n_holdout < 1 or n - n_holdout < 1):
+        raise CalibrationDataError(
+            f"{n} sample(s) in {source.path} are too few to hold some out for parity",
+            fix="add samples or pass --eval-data with separate evaluation data",
+        )
+    holdout = sorted(order[:n_holdout])
+    rest = order[n_holdout:]
+    chosen = sorted(rest if calib_size is None else rest[:calib_size])
+    calib = CalibrationSet(source, chosen, seed=seed)
+    return calib, (CalibrationSet(source, holdout, seed=seed) if holdout else None)
+
+
+def whole(source: SampleSource, *, limit: Optional[int] = None, seed: int = 0) -> CalibrationSet:
+    """Every item of a source (or a seeded subset of ``limit`` items)."""
+    if len(source) == 0:
+        raise CalibrationDataError(f"data {source.path} is empty (no usable samples found)")
+    indices = list(range(len(source)))
+    if limit is not None and limit < len(indices):
+        indices = sorted(np.random.default_rng(seed).permutation(len(indices))[:limit].tolist())
+    return CalibrationSet(source, indices, seed=seed)
+
+
+def _load_and_validate(source: SampleSource, indices: Sequence[int], inputs: Sequence[InputSpec]) -> List[Sample]:
+    problems: list[str] = []
+    bad_values: list[str] = []
+    shape_issues: dict[tuple, list[str]] = {}
+    samples: List[Sample] = []
+    for i in indices:
+        try:
+            sample = source.load(i)
+        except CalibrationDataError as exc:
+            problems.extend(exc.problems)
+            continue
+        if len(sample) != len(inputs):
+            problems.append(f"{source.name(i)} gives {len(sample)} input(s) but the model has {len(inputs)}")
+            continue
+        converted: Sample = []
+        for array, spec in zip(sample, inputs):
+            if not (np.issubdtype(array.dtype, np.floating) and np.issubdtype(spec.dtype, np.floating)):
+                if array.dtype != spec.dtype:
+                    shape_issues.setdefault(("dtype", str(array.dtype), spec.name, str(spec.dtype)), []).append(source.name(i))
+                    continue
+            if not _shape_matches(array.shape, spec.shape):
+                shape_issues.setdefault(("shape", tuple(array.shape[1:]), spec.name, spec.shape), []).append(source.name(i))
+                continue
+            array = array.astype(spec.dtype, copy=False).reshape(_concrete(spec.shape, array.shape))
+            if np.issubdtype(array.dtype, np.floating) and not np.all(np.isfinite(array)):
+                bad_values.append(source.name(i))
+            converted.append(array)
+        if len(converted) == len(inputs):
+            samples.append(converted)
+    for (what, got, name, expected), names in shape_issues.items():
+        where = f"{len(names)} sample(s), e.g. {names[0]}"
+        if what == "dtype":
+            problems.append(f"dtype {got} does not match model input {name!r} dtype {expected} ({where})")
+        else:
+            problems.append(
+                f"sample shape {got} does not match model input {name!r} shape {tuple(expected)} "
+                f"(expected {tuple(expected[1:])} per sample; {where})"
+            )
+    if bad_values:
+        shown = ", ".join(bad_values[:5]) + (f" and {len(bad_values) - 5} more" if len(bad_values) > 5 else "")
+        problems.append(f"{len(bad_values)} sample(s) contain NaN or Inf: {shown}")
+    if problems:
+        raise CalibrationDataError(problems, fix="fix or remove the listed samples, or pass data that matches the model input")
+    if not samples:
+        raise CalibrationDataError(f"no usable samples in {source.path}")
+    return samples
+
+
+def _shape_matches(got: Tuple[int, ...], expected: Tuple[int, ...]) -> bool:
+    """``got`` has a leading batch of 1; model dims <= 0 are dynamic."""
+    if len(got) != len(expected):
+        return False
+    return all(e <= 0 or g == e for g, e in zip(got[1:], expected[1:]))
+
+
+def _concrete(expected: Tuple[int, ...], got: Tuple[int, ...]) -> Tuple[int, ...]:
+    return tuple(g for g in got)

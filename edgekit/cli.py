@@ -1,0 +1,180 @@
+"""The `edgekit` command line: user errors become one clear message and a non-zero exit."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Sequence, Tuple
+
+from edgekit import __version__
+from edgekit.errors import EdgekitError, UserError
+
+log = logging.getLogger("edgekit")
+
+
+def _shape(text: str) -> Tuple[int, ...]:
+    try:
+        dims = tuple(int(v) for v in text.replace("x", ",").split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shape like 1,3,224,224") from None
+    if not dims or any(d <= 0 for d in dims):
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive integers like 1,3,224,224")
+    return dims
+
+
+def _add_tolerance(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--min-cosine", type=float, help=f"minimum cosine similarity per output ({default})")
+    p.add_argument("--min-top1", type=float, help=f"minimum top-1 agreement for classification outputs ({default})")
+    p.add_argument("--min-sqnr-db", type=float, help=f"minimum SQNR in dB per output ({default})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from edgekit.calibration.ranges import RANGE_METHODS
+
+    parser = argparse.ArgumentParser(prog="edgekit", description="Take a trained model to an edge device and prove it still works there.")
+    parser.add_argument("--version", action="version", version=f"edgekit {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show converter logs and tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    q = sub.add_parser("quantize", help="float model + calibration data -> full-int8 model + parity report")
+    q.add_argument("model", help="float .tflite, .onnx, .h5/.keras, SavedModel folder, .pt2, TorchScript, or package.module:factory")
+    q.add_argument("--calib", required=True, type=Path, help="folder of images (with preprocess.json), .npy/.npz, or folder of .npy")
+    q.add_argument("--method", default="minmax", help=f"activation range method: {', '.join(RANGE_METHODS.names())} (default minmax)")
+    q.add_argument("--percentile", type=float, default=99.99, help="percentile for --method percentile (default 99.99)")
+    q.add_argument("--format", default="tflite", help="output format (default tflite)")
+    q.add_argument("--calib-size", type=int, help="use at most N calibration samples (seeded subset)")
+    q.add_argument("--seed", type=int, default=0, help="seed of the calibration subset and held-out split")
+    q.add_argument("--eval-data", type=Path, help="held-out data for parity (default: 20%% of --calib held out)")
+    q.add_argument("--preprocess", type=Path, help="preprocessing spec JSON for image folders (default: preprocess.json in the folder)")
+    q.add_argument("--input-shape", type=_shape, help="input shape, e.g. 1,3,224,224 (TorchScript / factories)")
+    q.add_argument("-o", "--outdir", type=Path, default=Path("out/quantize"), help="output folder (default out/quantize)")
+    _add_tolerance(q, "defaults: cosine 0.98, top-1 0.95")
+
+    p = sub.add_parser("parity", help="compare a candidate model with a reference on the same inputs")
+    p.add_argument("reference", type=Path, help="reference model (.tflite or .onnx)")
+    p.add_argument("candidate", type=Path, help="candidate model (.tflite or .onnx)")
+    p.add_argument("--data", required=True, type=Path, help="inputs: folder of images (with preprocess.json), .npy/.npz, or folder of .npy")
+    p.add_argument("--preprocess", type=Path, help="preprocessing spec JSON for image folders")
+    p.add_argument("--limit", type=int, help="use at most N samples (seeded subset)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--outdir", type=Path, help="write parity.json and report.md here")
+    _add_tolerance(p, "default: not checked")
+    return parser
+
+
+@contextmanager
+def _progress_bars(enabled: bool) -> Iterator[Callable[[str, int], Callable[[int], None]]]:
+    if not enabled:
+        yield lambda label, total: (lambda n: None)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=False) as bars:
+        def factory(label: str, total: int) -> Callable[[int], None]:
+            task = bars.add_task(label, total=total)
+            return lambda n: bars.advance(task, n)
+
+        yield factory
+
+
+def _tolerance(args, default):
+    from edgekit.parity.tolerance import Tolerance
+
+    given = {"min_cosine": args.min_cosine, "min_top1": args.min_top1, "min_sqnr_db": args.min_sqnr_db}
+    if all(v is None for v in given.values()):
+        return default
+    return Tolerance(**given)
+
+
+def cmd_quantize(args) -> int:
+    from edgekit.calibration.ranges import RangeOptions
+    from edgekit.parity.tolerance import QUANTIZE_DEFAULT
+    from edgekit.quantize import QuantizeOptions, quantize
+
+    options = QuantizeOptions(
+        method=args.method, range_options=RangeOptions(percentile=args.percentile), format=args.format,
+        calib_size=args.calib_size, seed=args.seed, input_shape=args.input_shape, preprocess=args.preprocess,
+        eval_data=args.eval_data, tolerance=_tolerance(args, QUANTIZE_DEFAULT),
+    )
+    if args.calib_size is not None and args.calib_size <= 0:
+        raise UserError("--calib-size must be positive")
+    with _progress_bars(sys.stderr.isatty()) as progress:
+        result = quantize(args.model, args.calib, args.outdir, options, progress=progress)
+    _print_parity(result.parity)
+    print(f"wrote {result.outdir}/model_int8.tflite, parity.json, report.md, manifest.json")
+    return 0 if result.parity.passed else 1
+
+
+def cmd_parity(args) -> int:
+    from edgekit.artifact import Artifact, Manifest
+    from edgekit.atomic import atomic_output_dir
+    from edgekit.calibration import dataset as data
+    from edgekit.parity.compare import compare
+    from edgekit.parity.runners import open_runner
+    from edgekit.parity.tolerance import Tolerance
+    from edgekit.preprocess import PreprocessSpec
+    from edgekit.report import json_safe, parity_section
+
+    tolerance = _tolerance(args, Tolerance())
+    reference, candidate = open_runner(args.reference), open_runner(args.candidate)
+    inputs = reference.input_specs()
+    spec = PreprocessSpec.load(args.preprocess) if args.preprocess else None
+    dataset = data.whole(data.open_source(args.data, [i.name for i in inputs], spec), limit=args.limit, seed=args.seed)
+    samples = dataset.samples(inputs)
+    with _progress_bars(sys.stderr.isatty()) as progress:
+        report = compare(reference, candidate, samples, tolerance=tolerance, labels=dataset.labels, progress=progress("parity", len(samples)))
+    report.data = dataset.describe()
+    if args.outdir:
+        with atomic_output_dir(args.outdir) as stage:
+            (stage / "parity.json").write_text(json.dumps(json_safe(report.to_json()), indent=2) + "\n")
+            (stage / "report.md").write_text("# edgekit parity\n\n" + "\n".join(parity_section(report)) + "\n")
+            manifest = Manifest(command="parity", extra={"data": dataset.describe()})
+            manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", params={"thresholds": tolerance.to_json()}))
+            manifest.write(stage / "manifest.json")
+    _print_parity(report)
+    return 0 if report.passed else 1
+
+
+def _print_parity(report) -> None:
+    for o in report.outputs:
+        parts = [f"{k}={o[k]:.4f}" for k in ("top1_agreement", "cosine", "sqnr_db", "max_abs", "bit_exact_fraction") if k in o]
+        print(f"{o['name']}: {' '.join(parts)}")
+    if report.accuracy:
+        a = report.accuracy
+        print(f"accuracy: reference {a['reference_top1']:.4f}, candidate {a['candidate_top1']:.4f} on {a['labels']} labelled samples")
+    if report.passed:
+        print(f"parity PASSED on {report.samples} samples")
+    else:
+        print(f"parity FAILED on {report.samples} samples:", file=sys.stderr)
+        for failure in report.failures:
+            print(f"  - {failure}", file=sys.stderr)
+
+
+COMMANDS = {"quantize": cmd_quantize, "parity": cmd_parity}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        import os
+
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    try:
+        return COMMANDS[args.command](args)
+    except EdgekitError as exc:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"edgekit {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("edgekit: interrupted; no output written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""ONNX -> float .tflite with onnx2tf, keeping the model's NCHW input layout so the same
+input data feeds the ONNX and the TFLite model. Never touches the network: onnx2tf's sample
+calibration download only happens for its own int8 output, which we do not ask for."""
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+from edgekit.errors import ConversionError, InvalidModelError, ToolMissingError, UnsupportedOpError
+from edgekit.quiet import captured_output
+from edgekit.support import OpSupport, SupportReport
+
+log = logging.getLogger(__name__)
+
+
+def load_onnx(path: Path):
+    try:
+        import onnx
+    except ImportError:
+        raise ToolMissingError("onnx", "pip install onnx==1.23.2 (or run `make install`)") from None
+    try:
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        raise InvalidModelError(
+            f"{path} is not a valid ONNX model: {str(exc).strip().splitlines()[0][:300]}",
+            fix="the file may be truncated or corrupt; re-export it",
+        ) from None
+    return model
+
+
+def float_tflite_from_onnx(path: Path) -> bytes:
+    model = load_onnx(path)
+    inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    try:
+        import onnx2tf
+    except ImportError:
+        raise ToolMissingError("onnx2tf", "pip install onnx2tf==1.28.8 onnx-graphsurgeon sng4onnx sne4onnx onnxsim (or run `make install`)") from None
+    with tempfile.TemporaryDirectory(prefix="edgekit-onnx2tf-") as work:
+        try:
+            with captured_output() as output:
+                onnx2tf.convert(
+                    input_onnx_file_path=str(path),
+                    output_folder_path=work,
+                    keep_ncw_or_nchw_or_ncdhw_input_names=inputs,
+                    non_verbose=True,
+                    disable_model_save=False,
+                )
+        except SystemExit:
+            raise _conversion_failure(path, model, output) from None
+        except Exception as exc:
+            output.append(str(exc))
+            raise _conversion_failure(path, model, output) from None
+        produced = sorted(Path(work).glob("*_float32.tflite"))
+        if not produced:
+            raise _conversion_failure(path, model, output)
+        return produced[0].read_bytes()
+
+
+def _conversion_failure(path: Path, model, output: list[str]) -> Exception:
+    text = "\n".join(output)
+    failing = []
+    for node in model.graph.node:
+        if node.op_type in text and node.op_type not in failing and ("not supported" in text or "Unsupported" in text):
+            failing.append(node)
+    if failing:
+        report = SupportReport("TFLite (via onnx2tf)")
+        for node in model.graph.node:
+            if node.op_type in {n.op_type for n in failing}:
+                report.ops.append(OpSupport(f"onnx::{node.op_type}", f"node '{node.name}'", False, "onnx2tf cannot convert it"))
+        return UnsupportedOpError(report, target="TFLite")
+    tail = " | ".join(line.strip() for line in output if line.strip())[-500:]
+    return ConversionError(f"onnx2tf could not convert {path}: {tail}", fix="run with --verbose for the converter log")

@@ -1,0 +1,82 @@
+"""Keras (.h5/.keras) and TF SavedModel -> float .tflite with TFLiteConverter."""
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+
+from edgekit.errors import InvalidModelError, ToolMissingError, UnsupportedOpError
+from edgekit.export.detect import ModelKind
+from edgekit.quiet import captured_output
+from edgekit.support import OpSupport, SupportReport
+
+log = logging.getLogger(__name__)
+
+
+def _tf():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    try:
+        with captured_output((2,)):  # absl/oneDNN banners at import
+            import tensorflow as tf
+    except ImportError:
+        raise ToolMissingError("tensorflow-cpu", "pip install tensorflow-cpu==2.21.0 (or run `make install`)") from None
+    return tf
+
+
+def float_tflite_from_tf(path: Path, kind: ModelKind) -> bytes:
+    tf = _tf()
+    with captured_output():
+        if kind is ModelKind.KERAS:
+            import keras
+
+            try:
+                model = keras.models.load_model(str(path), compile=False, safe_mode=True)
+            except Exception as exc:  # keras raises many kinds for damaged files
+                raise InvalidModelError(
+                    f"cannot load Keras model {path}: {str(exc).strip().splitlines()[0][:300]}",
+                    fix="the file may be truncated, corrupt, or need custom layers; re-save it with model.save()",
+                ) from None
+            converter = tf.lite.TFLiteConverter.from_keras_model(model)
+        else:
+            try:
+                converter = tf.lite.TFLiteConverter.from_saved_model(str(path))
+            except Exception as exc:
+                raise InvalidModelError(
+                    f"cannot load SavedModel {path}: {str(exc).strip().splitlines()[0][:300]}",
+                    fix="check the folder holds a complete SavedModel (saved_model.pb and variables/)",
+                ) from None
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    try:
+        with captured_output() as output:
+            return bytes(converter.convert())
+    except Exception as exc:
+        text = str(exc) + "\n" + "\n".join(output)
+        report = unsupported_tf_ops(text)
+        if report.rejected:
+            raise UnsupportedOpError(report, target="TFLite builtins (needed for int8)") from None
+        raise InvalidModelError(
+            f"TFLiteConverter failed on {path}: {str(exc).strip().splitlines()[0][:300]}"
+        ) from None
+
+
+def unsupported_tf_ops(text: str) -> SupportReport:
+    """Every TF op the converter says TFLite builtins lack, with the layer it comes from."""
+    locations: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        ops = re.findall(r"'(tf\.[A-Z][A-Za-z0-9_]*)' op is neither", line)
+        for op in ops:
+            where = re.search(r'fused\["[^"]*", "([^"@]+)', line)
+            locations.setdefault(op, [])
+            if where and where.group(1) not in locations[op]:
+                locations[op].append(where.group(1))
+    for group in re.findall(r"TF Select ops: ([A-Za-z0-9_, ]+)", text):
+        for name in group.split(","):
+            locations.setdefault(f"tf.{name.strip()}", [])
+    for name in re.findall(r"\bFlex([A-Z][A-Za-z0-9_]*)", text):
+        locations.setdefault(f"tf.{name}", [])
+    report = SupportReport("TFLite builtins")
+    for op, places in sorted(locations.items()):
+        for place in places or ["(location not reported)"]:
+            report.ops.append(OpSupport(op, place, False, "no TFLite builtin for this TensorFlow op"))
+    return report

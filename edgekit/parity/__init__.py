@@ -1,0 +1,1 @@
+"""Parity between a reference and a candidate model: metrics, tolerances, reports."""

@@ -1,0 +1,114 @@
+"""Run a reference and a candidate on the same inputs and compare every output."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from edgekit.calibration.dataset import InputSpec, Sample
+from edgekit.errors import UserError
+from edgekit.parity.metrics import accuracy, output_metrics
+from edgekit.parity.runners import ModelRunner
+from edgekit.parity.tolerance import Tolerance
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ParityReport:
+    reference: dict
+    candidate: dict
+    samples: int
+    tolerance: Tolerance
+    outputs: List[dict] = field(default_factory=list)
+    failures: List[str] = field(default_factory=list)
+    accuracy: Optional[dict] = None
+    data: Optional[dict] = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def to_json(self) -> dict:
+        return {
+            "passed": self.passed,
+            "samples": self.samples,
+            "thresholds": self.tolerance.to_json(),
+            "failures": self.failures,
+            "outputs": self.outputs,
+            "accuracy": self.accuracy,
+            "reference": self.reference,
+            "candidate": self.candidate,
+            "data": self.data,
+        }
+
+
+def check_compatible(reference: Sequence[InputSpec], candidate: Sequence[InputSpec]) -> None:
+    problems = []
+    if len(reference) != len(candidate):
+        problems.append(f"reference has {len(reference)} inputs, candidate {len(candidate)}")
+    for r, c in zip(reference, candidate):
+        if tuple(r.shape) != tuple(c.shape):
+            problems.append(f"input shapes differ: reference {r.name!r} {tuple(r.shape)} vs candidate {c.name!r} {tuple(c.shape)}")
+    if problems:
+        raise UserError("models are not comparable: " + "; ".join(problems), fix="compare models with the same input layout")
+
+
+def compare(
+    reference: ModelRunner,
+    candidate: ModelRunner,
+    samples: Sequence[Sample],
+    *,
+    tolerance: Tolerance,
+    labels: Optional[Sequence[int]] = None,
+    progress: Optional[Callable[[int], None]] = None,
+) -> ParityReport:
+    check_compatible(reference.input_specs(), candidate.input_specs())
+    ref_out: List[List[np.ndarray]] = []
+    cand_out: List[List[np.ndarray]] = []
+    ref_raw: List[List[np.ndarray]] = []
+    cand_raw: List[List[np.ndarray]] = []
+    for sample in samples:
+        r, rr = reference.run(sample)
+        c, cr = candidate.run(sample)
+        ref_out.append(r), cand_out.append(c), ref_raw.append(rr), cand_raw.append(cr)
+        if progress:
+            progress(1)
+    report = ParityReport(reference.describe(), candidate.describe(), len(samples), tolerance)
+    names = candidate.output_names()
+    input_sizes = [int(np.prod(spec.shape[1:])) for spec in reference.input_specs()]
+    for k, name in enumerate(names):
+        ref = np.stack([o[k] for o in ref_out])
+        cand = np.stack([o[k] for o in cand_out])
+        if ref.shape != cand.shape:
+            raise UserError(f"output {name!r} shapes differ: reference {ref.shape[1:]} vs candidate {cand.shape[1:]}")
+        metrics = output_metrics(
+            ref, cand,
+            classification=is_classification(ref, input_sizes),
+            reference_raw=np.stack([o[k] for o in ref_raw]),
+            candidate_raw=np.stack([o[k] for o in cand_raw]),
+        )
+        report.outputs.append({"name": name, **metrics})
+        report.failures.extend(tolerance.failures(name, metrics))
+    if labels is not None and names and is_classification(np.stack([o[0] for o in ref_out]), input_sizes):
+        y = np.asarray(labels)
+        report.accuracy = {
+            "labels": len(y),
+            "reference_top1": accuracy(np.stack([o[0] for o in ref_out]), y),
+            "candidate_top1": accuracy(np.stack([o[0] for o in cand_out]), y),
+        }
+        report.accuracy["drop"] = report.accuracy["reference_top1"] - report.accuracy["candidate_top1"]
+    return report
+
+
+def is_classification(outputs: np.ndarray, input_sizes: Sequence[int] = ()) -> bool:
+    """A (samples, classes) or (samples, 1, classes) output with 2..10000 classes that is not
+    the size of an input (an autoencoder reconstructs its input; that is not a class vector)."""
+    per_sample = outputs.reshape(len(outputs), -1).shape[1]
+    squeezed = [d for d in outputs.shape[1:] if d != 1]
+    return len(squeezed) == 1 and 1 < per_sample <= 10000 and per_sample not in set(input_sizes)

@@ -1,0 +1,76 @@
+"""Numeric agreement metrics between reference and candidate outputs."""
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional
+
+import numpy as np
+
+
+def sqnr_db(reference: np.ndarray, candidate: np.ndarray) -> float:
+    """Signal-to-quantization-noise ratio in dB (inf when identical)."""
+    ref = np.asarray(reference, np.float64)
+    noise = float(np.sum((ref - np.asarray(candidate, np.float64)) ** 2))
+    signal = float(np.sum(ref**2))
+    if noise == 0.0:
+        return math.inf
+    if signal == 0.0:
+        return -math.inf
+    return 10.0 * math.log10(signal / noise)
+
+
+def cosine(reference: np.ndarray, candidate: np.ndarray) -> float:
+    a = np.asarray(reference, np.float64).ravel()
+    b = np.asarray(candidate, np.float64).ravel()
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0.0 and nb == 0.0:
+        return 1.0
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return float(np.dot(a, b) / (na * nb))
+
+
+def output_metrics(
+    reference: np.ndarray,
+    candidate: np.ndarray,
+    *,
+    classification: bool,
+    reference_raw: Optional[np.ndarray] = None,
+    candidate_raw: Optional[np.ndarray] = None,
+) -> Dict[str, float]:
+    """Metrics over all samples of one output; arrays are (samples, ...) in float terms.
+
+    ``*_raw`` are the stored integer values; when both are integer, bit_exact_fraction is added.
+    """
+    ref = np.asarray(reference, np.float64)
+    cand = np.asarray(candidate, np.float64)
+    diff = ref - cand
+    ref_norm = float(np.linalg.norm(ref))
+    metrics: Dict[str, float] = {
+        "cosine": cosine(ref, cand),
+        "sqnr_db": sqnr_db(ref, cand),
+        "rmse": float(np.sqrt(np.mean(diff**2))),
+        "mae": float(np.mean(np.abs(diff))),
+        "rel_l2": float(np.linalg.norm(diff) / ref_norm) if ref_norm else float(np.linalg.norm(diff)),
+        "max_abs": float(np.max(np.abs(diff))) if diff.size else 0.0,
+    }
+    if classification:
+        r = ref.reshape(len(ref), -1).argmax(axis=1)
+        c = cand.reshape(len(cand), -1).argmax(axis=1)
+        metrics["top1_agreement"] = float(np.mean(r == c))
+    if (
+        reference_raw is not None
+        and candidate_raw is not None
+        and np.issubdtype(reference_raw.dtype, np.integer)
+        and np.issubdtype(candidate_raw.dtype, np.integer)
+        and reference_raw.shape == candidate_raw.shape
+    ):
+        equal = reference_raw == candidate_raw
+        metrics["bit_exact_fraction"] = float(np.mean(equal))
+        metrics["differing_elements"] = int(equal.size - int(equal.sum()))
+    return metrics
+
+
+def accuracy(outputs: np.ndarray, labels: np.ndarray) -> float:
+    pred = np.asarray(outputs).reshape(len(outputs), -1).argmax(axis=1)
+    return float(np.mean(pred == np.asarray(labels)))

@@ -1,0 +1,122 @@
+"""Model runners for parity: same float inputs in, float (dequantized) and raw outputs out."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Tuple
+
+import numpy as np
+
+from edgekit.calibration.dataset import InputSpec, Sample
+from edgekit.errors import InvalidModelError, ToolMissingError
+from edgekit.provenance import sha256_file, tool_version
+from edgekit.registry import Registry
+from edgekit.tflite_model import TFLiteModel
+
+RUNNERS: Registry = Registry("model runner")
+
+
+class ModelRunner:
+    """One model on one runtime."""
+
+    def input_specs(self) -> List[InputSpec]:
+        raise NotImplementedError
+
+    def output_names(self) -> List[str]:
+        raise NotImplementedError
+
+    def run(self, sample: Sample) -> Tuple[List[np.ndarray], List[np.ndarray]]:
+        """(outputs in float terms, outputs as stored) for one sample (batch of 1)."""
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        raise NotImplementedError
+
+
+@RUNNERS.register("tflite")
+class TFLiteRunner(ModelRunner):
+    """LiteRT; ``kernels='reference'`` uses BUILTIN_REF, the reference for bit-exactness."""
+
+    def __init__(self, model: TFLiteModel, *, kernels: str = "reference", sha256: str | None = None) -> None:
+        self.model = model
+        self.kernels = kernels
+        self.sha256 = sha256
+
+    @classmethod
+    def open(cls, path: Path) -> "TFLiteRunner":
+        return cls(TFLiteModel.load(path), sha256=sha256_file(path))
+
+    def input_specs(self) -> List[InputSpec]:
+        return self.model.input_specs()
+
+    def output_names(self) -> List[str]:
+        return [o.name for o in self.model.outputs]
+
+    def run(self, sample: Sample):
+        raw = self.model.run(sample, kind=self.kernels, raw=True)
+        from edgekit.tflite_model import dequantize
+
+        return [dequantize(v, info) for v, info in zip(raw, self.model.outputs)], raw
+
+    def describe(self) -> dict:
+        return {
+            "path": self.model.source,
+            "sha256": self.sha256,
+            "format": "tflite",
+            "runtime": f"ai-edge-litert {tool_version('ai-edge-litert')}",
+            "kernels": "BUILTIN_REF" if self.kernels == "reference" else "BUILTIN (no delegates)",
+            "inputs": [{"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype), "scale": t.scale, "zero_point": t.zero_point} for t in self.model.inputs],
+        }
+
+
+@RUNNERS.register("onnx")
+class OnnxRunner(ModelRunner):
+    """onnxruntime on the CPU; QDQ models are fed float inputs as ONNX defines them."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise ToolMissingError("onnxruntime", "pip install onnxruntime==1.32.0 (or run `make install`)") from None
+        self.path = Path(path)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        try:
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:
+            raise InvalidModelError(f"onnxruntime cannot load {path}: {str(exc).strip().splitlines()[0][:300]}") from None
+        self.sha256 = sha256_file(self.path)
+
+    @classmethod
+    def open(cls, path: Path) -> "OnnxRunner":
+        return cls(path)
+
+    def input_specs(self) -> List[InputSpec]:
+        types = {"tensor(float)": np.float32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8, "tensor(int64)": np.int64}
+        return [
+            InputSpec(i.name, tuple(d if isinstance(d, int) else -1 for d in i.shape), np.dtype(types.get(i.type, np.float32)))
+            for i in self.session.get_inputs()
+        ]
+
+    def output_names(self) -> List[str]:
+        return [o.name for o in self.session.get_outputs()]
+
+    def run(self, sample: Sample):
+        feeds = {spec.name: value.astype(spec.dtype) for spec, value in zip(self.input_specs(), sample)}
+        outputs = self.session.run(None, feeds)
+        return [np.asarray(o, np.float32) for o in outputs], [np.asarray(o) for o in outputs]
+
+    def describe(self) -> dict:
+        return {"path": str(self.path), "sha256": self.sha256, "format": "onnx", "runtime": f"onnxruntime {tool_version('onnxruntime')}"}
+
+
+def open_runner(path: Path) -> ModelRunner:
+    """A runner for a model file, chosen by its content."""
+    from edgekit.export.detect import ModelKind, detect_kind
+
+    kind = detect_kind(str(path))
+    if kind.value not in RUNNERS:
+        raise InvalidModelError(
+            f"{path} is a {kind.value} model; parity runs .tflite and .onnx models directly",
+            fix="convert it first (edgekit quantize writes model_float.tflite beside model_int8.tflite)",
+        )
+    return RUNNERS.get(kind.value).open(Path(path))
