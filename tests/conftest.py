@@ -1,0 +1,65 @@
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_MODEL = REPO / "edgekit" / "demo" / "digits_cnn.pt2"
+DIGITS = REPO / "calibration_data" / "digits"
+MLPERF = Path(os.environ.get("EDGEKIT_MLPERF_DIR", REPO.parent / "shared" / "models" / "mlperf_tiny"))
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path_factory, monkeypatch):
+    """Statistics cache per test session, never the user's."""
+    monkeypatch.setenv("EDGEKIT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture
+def mlperf() -> Path:
+    if not MLPERF.is_dir():
+        pytest.skip(f"MLPerf Tiny reference models not found at {MLPERF} (../shared/models/mlperf_tiny)")
+    return MLPERF
+
+
+@pytest.fixture(scope="session")
+def demo_float_tflite(tmp_path_factory) -> Path:
+    """The demo model exported once to float TFLite (the reference for parity tests)."""
+    from edgekit.export import to_float_tflite
+
+    path = tmp_path_factory.mktemp("demo") / "digits_float.tflite"
+    path.write_bytes(to_float_tflite(str(DEMO_MODEL)).tflite)
+    return path
+
+
+@pytest.fixture(scope="session")
+def digits_arrays():
+    """(calib, eval, eval_labels) digits as float arrays through the committed spec."""
+    from edgekit.calibration.dataset import ImageFolderSource
+    from edgekit.preprocess import find_spec
+
+    def load(folder):
+        src = ImageFolderSource(folder, find_spec(folder))
+        return np.concatenate([src.load(i)[0] for i in range(len(src))]), np.array(src.labels)
+
+    calib, _ = load(DIGITS / "calib")
+    evaluation, labels = load(DIGITS / "eval")
+    return calib, evaluation, labels
+
+
+def run_cli(*args: str) -> int:
+    from edgekit.cli import main
+
+    return main([str(a) for a in args])
+
+
+@pytest.fixture
+def cli():
+    return run_cli
+
+
+def copy_tree(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
