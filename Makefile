@@ -35,7 +35,7 @@ install: $(STAMP)
 demo: install
 	$(VENV)/bin/edgekit quantize edgekit/demo/digits_cnn.pt2 \
 	  --calib calibration_data/digits/calib --eval-data calibration_data/digits/eval \
-	  --method percentile -o out/demo
+	  -o out/demo
 	@echo "report: out/demo/report.md"
 
 test: install

@@ -132,7 +132,7 @@ def quantize(
             params={**options.params(), "calibration_fingerprint": calib_set.fingerprint, "calibration_samples": len(calib_set)},
         ))
         (stage / "parity.json").write_text(json.dumps(json_safe(report.to_json()), indent=2) + "\n")
-        parity_art = manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", parent=int8_art,
+        manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", parent=int8_art,
                                                      params={"thresholds": options.tolerance.to_json()}))
         write_quantize_report(
             stage / "report.md", model=model, exported=exported, options=options, calib=calib_set,

@@ -7,12 +7,12 @@ fully_quantize=True and int8 input/output.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-from edgekit.errors import ConversionError, ToolMissingError
+from edgekit.deps import tensorflow
+from edgekit.errors import ConversionError
 from edgekit.quiet import captured_output
 from edgekit.support import OpSupport, SupportReport
 
@@ -24,15 +24,11 @@ DROPPED_METADATA = {"keep_stablehlo_constant"}
 
 
 def _tf():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    try:
-        with captured_output((2,)):  # absl/oneDNN banners at import
-            import tensorflow as tf
-        from tensorflow.lite.python import schema_py_generated as schema
-        from tensorflow.lite.python.convert import mlir_quantize
-        from tensorflow.lite.tools import flatbuffer_utils
-    except ImportError:
-        raise ToolMissingError("tensorflow-cpu", "pip install tensorflow-cpu==2.21.0 (or run `make install`)") from None
+    tf = tensorflow()
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.python.convert import mlir_quantize
+    from tensorflow.lite.tools import flatbuffer_utils
+
     return tf, schema, mlir_quantize, flatbuffer_utils
 
 

@@ -301,7 +301,7 @@ def _load_and_validate(source: SampleSource, indices: Sequence[int], inputs: Seq
             if not _shape_matches(array.shape, spec.shape):
                 shape_issues.setdefault(("shape", tuple(array.shape[1:]), spec.name, spec.shape), []).append(source.name(i))
                 continue
-            array = array.astype(spec.dtype, copy=False).reshape(_concrete(spec.shape, array.shape))
+            array = array.astype(spec.dtype, copy=False)
             if np.issubdtype(array.dtype, np.floating) and not np.all(np.isfinite(array)):
                 bad_values.append(source.name(i))
             converted.append(array)
@@ -332,6 +332,3 @@ def _shape_matches(got: Tuple[int, ...], expected: Tuple[int, ...]) -> bool:
         return False
     return all(e <= 0 or g == e for g, e in zip(got[1:], expected[1:]))
 
-
-def _concrete(expected: Tuple[int, ...], got: Tuple[int, ...]) -> Tuple[int, ...]:
-    return tuple(g for g in got)

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
 from pathlib import Path
 
-from edgekit.errors import InvalidModelError, ToolMissingError, UnsupportedOpError
+from edgekit.deps import tensorflow
+from edgekit.errors import InvalidModelError, UnsupportedOpError
 from edgekit.export.detect import ModelKind
 from edgekit.quiet import captured_output
 from edgekit.support import OpSupport, SupportReport
@@ -14,18 +14,8 @@ from edgekit.support import OpSupport, SupportReport
 log = logging.getLogger(__name__)
 
 
-def _tf():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    try:
-        with captured_output((2,)):  # absl/oneDNN banners at import
-            import tensorflow as tf
-    except ImportError:
-        raise ToolMissingError("tensorflow-cpu", "pip install tensorflow-cpu==2.21.0 (or run `make install`)") from None
-    return tf
-
-
 def float_tflite_from_tf(path: Path, kind: ModelKind) -> bytes:
-    tf = _tf()
+    tf = tensorflow()
     with captured_output():
         if kind is ModelKind.KERAS:
             import keras

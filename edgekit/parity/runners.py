@@ -111,7 +111,7 @@ class OnnxRunner(ModelRunner):
 
 def open_runner(path: Path) -> ModelRunner:
     """A runner for a model file, chosen by its content."""
-    from edgekit.export.detect import ModelKind, detect_kind
+    from edgekit.export.detect import detect_kind
 
     kind = detect_kind(str(path))
     if kind.value not in RUNNERS:
