@@ -85,6 +85,32 @@ def parity(reference, candidate, samples):
     return {k: o.get(k) for k in ("cosine", "sqnr_db", "top1_agreement", "rmse", "max_abs")}
 
 
+def structure(path: Path) -> dict:
+    """Operator types, and how the weights of ops with constant weights are quantized."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils as fb
+
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    types = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+    model = fb.read_model(str(path))
+    sub = model.subgraphs[0]
+    ops, per_channel, per_tensor, weight_types = [], 0, 0, set()
+    for op in sub.operators:
+        code = model.operatorCodes[op.opcodeIndex]
+        ops.append(names.get(max(code.builtinCode, code.deprecatedBuiltinCode), "?"))
+        if op.inputs is not None and len(op.inputs) > 1 and op.inputs[1] >= 0:
+            w = sub.tensors[op.inputs[1]]
+            buf = model.buffers[w.buffer]
+            if buf.data is None or not len(buf.data) or len(w.shape) < 2:
+                continue
+            weight_types.add(types[w.type])
+            n = len(w.quantization.scale) if w.quantization is not None and w.quantization.scale is not None else 0
+            per_channel += n > 1
+            per_tensor += n == 1
+    return {"ops": ops, "weights_per_channel": per_channel, "weights_per_tensor": per_tensor,
+            "weight_types": sorted(weight_types)}
+
+
 def io_quant(model) -> str:
     i, o = model.inputs[0], model.outputs[0]
     return f"in {i.dtype} s={i.scale:.4g} zp={i.zero_point}; out s={o.scale:.4g} zp={o.zero_point}"
@@ -111,6 +137,7 @@ def main(argv=None) -> int:
     stats_log = logging.getLogger("edgekit.calibration.statistics")
     stats_log.addHandler(hits)
     stats_log.setLevel(logging.INFO)
+    stats_log.propagate = False  # absl (imported by TF) puts a handler on the root logger
 
     from edgekit.quiet import captured_output
 
@@ -181,9 +208,13 @@ def main(argv=None) -> int:
         t_pub = time.perf_counter() - t0
         row = {"task": task, "model": pub_name, "producer": "published (MLPerf Tiny)", "method": "-",
                "seconds": None, "size_bytes": (mlperf / pub_name).stat().st_size, "io": io_quant(published),
-               "stats_cached": None, "edgekit_gate": None, **pub}
+               "stats_cached": None, "edgekit_gate": None, **pub, **structure(mlperf / pub_name)}
+        task_info["float_structure"] = structure(mlperf / float_name)
         task_info["rows"].append(row)
         rows.append(row)
+        fs = task_info["float_structure"]
+        print(f"   published float .tflite weight types: {fs['weight_types']}"
+              + ("  <- NOT all-float: int8 weights (hybrid / dynamic-range model)" if fs["weight_types"] != ["FLOAT32"] else ""))
         print(f"   published int8: {io_quant(published)}  (parity {t_pub:.1f} s)")
 
         for source in (source_name, float_name):
@@ -208,7 +239,9 @@ def main(argv=None) -> int:
                 row = {"task": task, "model": source, "producer": "edgekit", "method": method, "seconds": dt,
                        "size_bytes": (outdir / "model_int8.tflite").stat().st_size, "io": io_quant(int8),
                        "stats_cached": hits.hits > before, "edgekit_gate": res.parity.passed,
-                       "edgekit_gate_failures": res.parity.failures, **metrics}
+                       "edgekit_gate_failures": res.parity.failures, **metrics,
+                       **structure(outdir / "model_int8.tflite"),
+                       "vs_own_float": {k: res.parity.outputs[0].get(k) for k in ("cosine", "sqnr_db", "top1_agreement")}}
                 if source != float_name:  # the exported float reference vs the published float .tflite
                     exported = TFLiteModel.load(outdir / "model_float.tflite")
                     check = parity(float_model, exported, samples)
@@ -226,16 +259,27 @@ def main(argv=None) -> int:
     print("  size = .tflite file bytes; cosine/SQNR/top-1 = edgekit.parity.compare (BUILTIN_REF) over all held-out samples;")
     print("  edgekit s = wall time of one quantize() call; cached = statistics came from edgekit's cache;")
     print("  gate = edgekit's own parity gate (cosine >= 0.98, top-1 >= 0.95) vs its exported float model")
-    headers = ["task", "int8 model (producer / source)", "method", "size B", "cosine", "SQNR dB", "top-1 agr",
-               "edgekit s", "cached", "gate"]
+    print("  ops = operator count (+ types the published int8 model does not use); w pc/pt = weighted ops with")
+    print("  per-channel / per-tensor weight scales; 'own' = edgekit's parity.json, reference = the float model")
+    print("  edgekit exported from THAT source (SavedModel/.h5 are not the same weights as the float .tflite: see above)")
+    headers = ["task", "int8 model (producer / source)", "method", "size B", "ops", "w pc/pt", "cosine", "SQNR dB",
+               "top-1 agr", "own cos", "own SQNR", "own top-1", "edgekit s", "cached", "gate"]
+    published_ops = {r["task"]: set(r["ops"]) for r in rows if r["producer"].startswith("published")}
     table = []
     for r in rows:
         if "error" in r:
-            table.append([r["task"], f"edgekit / {r['model']}", r["method"], "FAILED", "-", "-", "-", fmt(r["seconds"], ".1f"), "-", "-"])
+            table.append([r["task"], f"edgekit / {r['model']}", r["method"], "FAILED"] + ["-"] * 8
+                         + [fmt(r["seconds"], ".1f"), "-", "-"])
             continue
         who = "published" if r["producer"].startswith("published") else f"edgekit / {r['model']}"
-        table.append([r["task"], who, r["method"], f"{r['size_bytes']:,}", fmt(r["cosine"], ".5f"), fmt(r["sqnr_db"], ".2f"),
-                      fmt(r["top1_agreement"], ".4f"), fmt(r["seconds"], ".1f"),
+        extra = sorted(set(r["ops"]) - published_ops[r["task"]])
+        own = r.get("vs_own_float", {})
+        table.append([r["task"], who, r["method"], f"{r['size_bytes']:,}",
+                      f"{len(r['ops'])}" + (f" (+{','.join(extra)})" if extra else ""),
+                      f"{r['weights_per_channel']}/{r['weights_per_tensor']}",
+                      fmt(r["cosine"], ".5f"), fmt(r["sqnr_db"], ".2f"), fmt(r["top1_agreement"], ".4f"),
+                      fmt(own.get("cosine"), ".5f"), fmt(own.get("sqnr_db"), ".2f"), fmt(own.get("top1_agreement"), ".4f"),
+                      fmt(r["seconds"], ".1f"),
                       "-" if r["stats_cached"] is None else ("yes" if r["stats_cached"] else "no"),
                       "-" if r["edgekit_gate"] is None else ("pass" if r["edgekit_gate"] else "FAIL")])
     print_table(headers, table)
