@@ -166,7 +166,7 @@ def _ic_image(rng: np.random.Generator) -> np.ndarray:
         color = rng.uniform(0, 255, 3) * (1 + 0.3 * (yy[..., None] - cy))  # shading
         img = img * (1 - mask) + color * mask
     img += rng.normal(0, rng.uniform(2, 10), img.shape)  # sensor noise / texture
-    return np.clip(np.round(img), 0, 255)
+    return np.clip(np.round(img), 0, 255) + 0.0  # + 0.0: no negative zeros
 
 
 def ic_inputs(n: int, seed: int) -> np.ndarray:

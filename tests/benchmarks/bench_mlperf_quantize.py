@@ -21,6 +21,7 @@ import logging
 import math
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -123,6 +124,7 @@ def main(argv=None) -> int:
     ap.add_argument("--eval", type=int, default=300, help="generated held-out samples per model (default 300)")
     ap.add_argument("--methods", default="minmax,percentile", help="edgekit range methods (default minmax,percentile)")
     ap.add_argument("--tasks", default="kws,ic,ad")
+    ap.add_argument("--keep", action="store_true", help="keep the generated data and edgekit outputs (temp dir)")
     args = ap.parse_args(argv)
 
     mlperf = find_mlperf_dir()
@@ -261,7 +263,8 @@ def main(argv=None) -> int:
     print("  gate = edgekit's own parity gate (cosine >= 0.98, top-1 >= 0.95) vs its exported float model")
     print("  ops = operator count (+ types the published int8 model does not use); w pc/pt = weighted ops with")
     print("  per-channel / per-tensor weight scales; 'own' = edgekit's parity.json, reference = the float model")
-    print("  edgekit exported from THAT source (SavedModel/.h5 are not the same weights as the float .tflite: see above)")
+    print("  edgekit exported from THAT source (the KWS SavedModel, and slightly the AD .h5, are not the same model as")
+    print("  their float .tflite: see the 'exported float vs published float' lines above)")
     headers = ["task", "int8 model (producer / source)", "method", "size B", "ops", "w pc/pt", "cosine", "SQNR dB",
                "top-1 agr", "own cos", "own SQNR", "own top-1", "edgekit s", "cached", "gate"]
     published_ops = {r["task"]: set(r["ops"]) for r in rows if r["producer"].startswith("published")}
@@ -284,15 +287,18 @@ def main(argv=None) -> int:
                       "-" if r["edgekit_gate"] is None else ("pass" if r["edgekit_gate"] else "FAIL")])
     print_table(headers, table)
     total = time.perf_counter() - t_start
-    print(f"\nbenchmark wall time {total:.1f} s (after imports); outputs in {work}")
+    print(f"\nbenchmark wall time {total:.1f} s (after imports); "
+          + (f"outputs kept in {work}" if args.keep else "temp outputs removed (--keep keeps them)"))
     results["meta"]["wall_seconds"] = total
-    results["meta"]["workdir"] = str(work)
+    results["meta"]["workdir"] = str(work) if args.keep else None
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         from edgekit.report import json_safe
 
         args.json.write_text(json.dumps(json_safe(results), indent=2) + "\n")
         print(f"wrote {args.json}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

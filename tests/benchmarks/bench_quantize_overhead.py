@@ -24,6 +24,7 @@ import functools
 import json
 import logging
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -110,6 +111,7 @@ def main(argv=None) -> int:
     ap.add_argument("--calib", type=int, default=200, help="generated calibration samples (default 200)")
     ap.add_argument("--eval", type=int, default=50, help="generated held-out samples for edgekit's parity (default 50)")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    ap.add_argument("--keep", action="store_true", help="keep the generated data and outputs (temp dir)")
     args = ap.parse_args(argv)
 
     mlperf = find_mlperf_dir()
@@ -331,7 +333,8 @@ def main(argv=None) -> int:
           f"{tensor_diff['tensors_other']}, of them {tensor_diff['differing']} differ in quantization params or constant "
           f"data; metadata bare {tensor_diff['metadata']} vs edgekit {tensor_diff['metadata_other']}")
     total = time.perf_counter() - t_script
-    print(f"\nscript wall time {total:.1f} s (including imports and data generation); outputs in {work}")
+    print(f"\nscript wall time {total:.1f} s (including imports and data generation); "
+          + (f"outputs kept in {work}" if args.keep else "temp outputs removed (--keep keeps them)"))
 
     if args.json:
         from edgekit.report import json_safe
@@ -347,6 +350,8 @@ def main(argv=None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(json_safe(data), indent=2) + "\n")
         print(f"wrote {args.json}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
