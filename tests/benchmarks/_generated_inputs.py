@@ -11,6 +11,8 @@ Every generator takes (n, seed) and is a pure function of them (numpy Generator,
 """
 from __future__ import annotations
 
+import logging
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
@@ -230,3 +232,15 @@ TASKS: Dict[str, Task] = {
 
 def float_range_of_int8_input(scale: float, zero_point: int) -> Tuple[float, float]:
     return (-128 - zero_point) * scale, (127 - zero_point) * scale
+
+
+class CacheHits(logging.Handler):
+    """Counts edgekit's 'activation statistics taken from cache' log records."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.hits = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "taken from cache" in record.getMessage():
+            self.hits += 1

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from _generated_inputs import TASKS, find_mlperf_dir, float_range_of_int8_input  # noqa: E402
+from _generated_inputs import TASKS, CacheHits, find_mlperf_dir, float_range_of_int8_input  # noqa: E402
 
 CALIB_SEED = {"kws": 101, "ic": 102, "ad": 103}
 EVAL_SEED = {"kws": 201, "ic": 202, "ad": 203}
@@ -44,16 +44,6 @@ MODELS = {  # task -> (non-tflite float source, float .tflite, published int8 .t
 }
 
 
-class CacheHits(logging.Handler):
-    """Counts edgekit's 'activation statistics taken from cache' log records."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.hits = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if "taken from cache" in record.getMessage():
-            self.hits += 1
 
 
 def fmt(v, spec: str = ".4f") -> str:

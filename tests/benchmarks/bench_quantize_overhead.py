@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from _generated_inputs import find_mlperf_dir, kws_inputs  # noqa: E402
+from _generated_inputs import CacheHits, find_mlperf_dir, kws_inputs  # noqa: E402
 
 CALIB_SEED, EVAL_SEED = 301, 302
 
@@ -95,14 +95,6 @@ class StageTimer:
         setattr(owner, attr, timed)
 
 
-class CacheHits(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.hits = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if "taken from cache" in record.getMessage():
-            self.hits += 1
 
 
 def main(argv=None) -> int:
@@ -271,7 +263,7 @@ def main(argv=None) -> int:
         m = TFLiteModel.load(Path(path))
         rep = compare(TFLiteRunner(float_ref), TFLiteRunner(m), samples, tolerance=Tolerance())
         o = rep.outputs[0]
-        i_, out_ = m.inputs[0], m.outputs[0]
+        i_ = m.inputs[0]
         produced[name] = {"size_bytes": Path(path).stat().st_size, "cosine": o["cosine"], "sqnr_db": o["sqnr_db"],
                           "top1_agreement": o.get("top1_agreement"), "ops": len(m.ops),
                           "input_scale": i_.scale, "input_zero_point": i_.zero_point}
