@@ -6,12 +6,12 @@ import json
 import logging
 import sys
 import traceback
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from edgekit import __version__
 from edgekit.errors import EdgekitError, UserError
+from edgekit.progress import progress_bars as _progress_bars
 
 log = logging.getLogger("edgekit")
 
@@ -63,22 +63,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--outdir", type=Path, help="write parity.json and report.md here")
     _add_tolerance(p, "default: not checked")
+
+    for module in _command_modules():
+        COMMANDS.update(module.register(sub))
     return parser
 
 
-@contextmanager
-def _progress_bars(enabled: bool) -> Iterator[Callable[[str, int], Callable[[int], None]]]:
-    if not enabled:
-        yield lambda label, total: (lambda n: None)
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+# Modules that add subcommands: each has register(subparsers) -> {command name: handler(args) -> exit code}.
+COMMAND_MODULES = (
+    "edgekit.firmware.cli",      # firmware, deploy
+    "edgekit.run.cli",           # run, devices
+    "edgekit.preprocessing.cli", # preprocess-parity, calib-check
+)
 
-    with Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=False) as bars:
-        def factory(label: str, total: int) -> Callable[[int], None]:
-            task = bars.add_task(label, total=total)
-            return lambda n: bars.advance(task, n)
 
-        yield factory
+def _command_modules():
+    import importlib
+
+    for name in COMMAND_MODULES:
+        try:
+            yield importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # during development a command module may not exist yet
+            if not name.startswith(exc.name or "?"):
+                raise
 
 
 def _tolerance(args, default):
@@ -154,7 +161,7 @@ def _print_parity(report) -> None:
             print(f"  - {failure}", file=sys.stderr)
 
 
-COMMANDS = {"quantize": cmd_quantize, "parity": cmd_parity}
+COMMANDS: Dict[str, Callable] = {"quantize": cmd_quantize, "parity": cmd_parity}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

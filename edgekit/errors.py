@@ -90,3 +90,9 @@ class InternalError(EdgekitError):
     """A bug in edgekit: reported with a traceback."""
 
     exit_code = 3
+
+
+class DeviceError(EdgekitError):
+    """A device hung, disconnected, timed out or sent a garbled reply; results so far are kept."""
+
+    exit_code = 4

@@ -1,0 +1,78 @@
+"""The runner contract shared by every kind of device connection.
+
+A device argument (``host``, ``ssh://user@host:port``, ``qemu:mps2-an386``, ``serial:/dev/ttyACM0``,
+``adb[:SERIAL]`` or a profile name from ``devices/``) is resolved to a ``DeviceTarget``; the runner
+registered under its ``kind`` executes a ``RunRequest`` and returns a ``RunResult``. The ``edgekit run``
+command turns results into run.json / report.md / plots. Runners never print; they log and report progress
+through the callback, and raise ``DeviceError`` (keeping ``partial``) when a device hangs or disappears.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from edgekit.registry import Registry
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class DeviceTarget:
+    """Where to run: the connection kind, its address, and the device profile (devices/*.yaml) if any."""
+
+    kind: str                      # "host", "ssh", "adb", "qemu", "serial", "macos"
+    address: str = ""              # "user@host:port", "/dev/ttyACM0", board name for qemu, adb serial
+    profile: Dict[str, Any] = field(default_factory=dict)  # parsed profile YAML ({} when none)
+    name: str = ""                 # as the user wrote it
+
+
+@dataclass
+class RunRequest:
+    artifact: Path                 # .tflite / .onnx / firmware dir / .elf / .mlpackage
+    inputs: Sequence[Dict[str, np.ndarray]]  # one dict per sample (name -> array in the model's input dtype/shape)
+    iterations: int = 100
+    warmup: int = 5
+    sustain_s: float = 0.0         # > 0: sustained mode with windows (thermal analysis)
+    window_s: float = 5.0
+    timeout_s: float = 60.0        # per inference / per device operation
+    runtime: str = "auto"          # "litert", "onnxruntime", "tflm", "edgekit", ...
+    options: Dict[str, Any] = field(default_factory=dict)  # runner-specific (power monitor spec, ...)
+    progress: Optional[Progress] = None
+
+
+@dataclass
+class RunResult:
+    """Raw measurements; the run command derives statistics and the verdicts from them."""
+
+    device: DeviceTarget
+    runtime: Dict[str, Any]        # {"name": ..., "version": ...}
+    load_ms: Optional[float] = None          # model load / initialization
+    first_inference_ms: Optional[float] = None
+    latencies_ms: List[float] = field(default_factory=list)    # warm iterations, in order
+    timestamps_s: List[float] = field(default_factory=list)    # start time of each warm iteration (monotonic, from run start)
+    outputs: List[Dict[str, np.ndarray]] = field(default_factory=list)  # device outputs per input sample (first pass)
+    memory: Dict[str, Any] = field(default_factory=dict)       # peak_rss_bytes / arena_bytes / flash_bytes / ram_bytes
+    work: Dict[str, Any] = field(default_factory=dict)         # instructions_per_inference, per_op_instructions, ...
+    energy: Dict[str, Any] = field(default_factory=dict)       # {"value": uJ | None, "method": measured|estimated|unavailable, "source": ...}
+    sensors: List[Dict[str, Any]] = field(default_factory=list)  # time series samples: {"t_s":..., "thermal_c": {...}, "cpufreq_khz": {...}, ...}
+    extra: Dict[str, Any] = field(default_factory=dict)        # runner-specific facts for run.json
+    complete: bool = True
+    incomplete_reason: str = ""
+
+
+class Runner:
+    """Base class: one instance per run."""
+
+    kind = ""
+
+    def __init__(self, target: DeviceTarget) -> None:
+        self.target = target
+
+    def run(self, request: RunRequest) -> RunResult:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+RUNNERS: Registry[type] = Registry("device kind")

@@ -1,0 +1,152 @@
+/* edgekit int8 runtime: the contract between the interpreter core and the kernels.
+ *
+ * The core (ek_reader.c / ek_plan.c / ek_interp.c) parses and validates the
+ * flatbuffer, fills one ek_tensor per tensor and one ek_op per operator, plans
+ * the arena, and then calls, per operator, kernel->prepare once and
+ * kernel->eval per inference.  Kernels never touch the flatbuffer.
+ *
+ * Safety rule for every kernel: prepare() must check every type, rank, shape
+ * and parameter that eval() relies on, so that eval() cannot read or write
+ * outside the tensors' bytes whatever the (possibly corrupt) model says.
+ * A failing check returns ek_fail(ctx, op, EK_ERR_*, "static message").
+ *
+ * Arithmetic rule: bit-exact with TFLite's reference kernels
+ * (LiteRT OpResolverType.BUILTIN_REF) for int8.
+ */
+#ifndef EK_KERNELS_H
+#define EK_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EK_MAX_DIMS 6
+#define EK_MAX_OP_INPUTS 8   /* CONCATENATION is the widest op we support */
+#define EK_MAX_OP_OUTPUTS 1
+
+/* Tensor element types: the TFLite schema's TensorType numbers. */
+enum {
+  EK_FLOAT32 = 0, EK_FLOAT16 = 1, EK_INT32 = 2, EK_UINT8 = 3, EK_INT64 = 4,
+  EK_BOOL = 6, EK_INT16 = 7, EK_INT8 = 9
+};
+
+/* Builtin operator codes we implement: the TFLite schema's BuiltinOperator numbers. */
+enum {
+  EK_OP_ADD = 0, EK_OP_AVERAGE_POOL_2D = 1, EK_OP_CONCATENATION = 2, EK_OP_CONV_2D = 3,
+  EK_OP_DEPTHWISE_CONV_2D = 4, EK_OP_DEQUANTIZE = 6, EK_OP_FULLY_CONNECTED = 9,
+  EK_OP_LOGISTIC = 14, EK_OP_MAX_POOL_2D = 17, EK_OP_MUL = 18, EK_OP_RESHAPE = 22,
+  EK_OP_SOFTMAX = 25, EK_OP_PAD = 34, EK_OP_TRANSPOSE = 39, EK_OP_MEAN = 40,
+  EK_OP_QUANTIZE = 114, EK_OP_HARD_SWISH = 117
+};
+
+/* Fused activations: the TFLite schema's ActivationFunctionType numbers. */
+enum { EK_ACT_NONE = 0, EK_ACT_RELU = 1, EK_ACT_RELU_N1_TO_1 = 2, EK_ACT_RELU6 = 3, EK_ACT_TANH = 4, EK_ACT_SIGN_BIT = 5 };
+
+/* Padding: the TFLite schema's Padding numbers. */
+enum { EK_PAD_SAME = 0, EK_PAD_VALID = 1 };
+
+typedef enum {
+  EK_OK = 0,
+  EK_ERR_MODEL = 1,       /* malformed / truncated / inconsistent flatbuffer */
+  EK_ERR_UNSUPPORTED = 2, /* op, type or option we do not implement */
+  EK_ERR_SHAPE = 3,       /* shapes inconsistent with the op */
+  EK_ERR_TYPE = 4,        /* tensor types inconsistent with the op */
+  EK_ERR_MEMORY = 5,      /* arena / state / scratch too small */
+  EK_ERR_INTERNAL = 6
+} ek_status;
+
+typedef struct ek_tensor {
+  void *data;                 /* arena (activations) or model buffer (constants, read-only) */
+  int32_t dims[EK_MAX_DIMS];
+  int32_t ndim;
+  int32_t type;               /* EK_INT8, ... */
+  int32_t bytes;              /* element count * element size, checked by the reader */
+  float scale;                /* per-tensor scale (the first one if per-channel); 0 if none */
+  int32_t zero_point;         /* per-tensor zero point (the first one if per-channel) */
+  const float *scales;        /* all scales (num_scales of them), 4-byte aligned, or NULL */
+  const int64_t *zero_points; /* all zero points (num_scales), 8-byte aligned, or NULL */
+  int32_t num_scales;         /* 0: not quantized, 1: per-tensor, >1: per-channel */
+  int32_t quantized_dimension;
+  uint8_t is_constant;        /* data lives in the model */
+} ek_tensor;
+
+/* Builtin options the supported ops use, decoded by the reader (absent options keep the schema defaults). */
+typedef struct ek_op_params {
+  int32_t padding;            /* EK_PAD_* */
+  int32_t stride_w, stride_h;
+  int32_t dilation_w, dilation_h; /* default 1 */
+  int32_t filter_w, filter_h;     /* pools */
+  int32_t depth_multiplier;
+  int32_t activation;         /* EK_ACT_* */
+  int32_t axis;               /* CONCATENATION */
+  int32_t keep_dims;          /* MEAN */
+  float beta;                 /* SOFTMAX, default 1.0 */
+  int32_t keep_num_dims;      /* FULLY_CONNECTED */
+  int32_t weights_format;     /* FULLY_CONNECTED: 0 = DEFAULT only */
+  int32_t pot_scale_int16;    /* ADD/SUB: unused for int8 */
+} ek_op_params;
+
+typedef struct ek_op {
+  int32_t opcode;             /* EK_OP_* */
+  int32_t index;              /* position in the subgraph (for error messages and per-op counts) */
+  int32_t version;            /* operator_codes[].version */
+  int32_t num_inputs, num_outputs;
+  int32_t inputs[EK_MAX_OP_INPUTS];   /* tensor indices; -1 = optional input absent */
+  int32_t outputs[EK_MAX_OP_OUTPUTS];
+  ek_op_params params;
+  void *user_data;            /* persistent per-op data (persistent_bytes of it), 8-byte aligned */
+  void *scratch;              /* scratch_bytes of per-invoke scratch, 8-byte aligned, or NULL */
+} ek_op;
+
+typedef struct ek_context {
+  ek_tensor *tensors;
+  int32_t num_tensors;
+  /* error reporting: first failure wins */
+  ek_status status;
+  int32_t error_op;           /* op index or -1 */
+  const char *error_message;  /* static string */
+} ek_context;
+
+typedef struct ek_kernel {
+  int32_t opcode;
+  const char *name;           /* "CONV_2D", as in the TFLite schema */
+  /* Bytes of persistent per-op data (e.g. per-channel multipliers). May inspect tensors
+     (validated by the reader: indices in range) but must not trust shapes beyond bounds checks. */
+  size_t (*persistent_bytes)(const ek_context *ctx, const ek_op *op);
+  /* Bytes of scratch needed during eval (planned in the arena, alive only during this op). NULL = 0. */
+  size_t (*scratch_bytes)(const ek_context *ctx, const ek_op *op);
+  /* Validate everything and fill op->user_data. Called once after planning. */
+  ek_status (*prepare)(ek_context *ctx, ek_op *op);
+  /* Compute. Must not fail for inputs that passed prepare (the data values cannot make it misbehave). */
+  ek_status (*eval)(ek_context *ctx, ek_op *op);
+} ek_kernel;
+
+/* Implemented by the core. */
+ek_status ek_fail(ek_context *ctx, const ek_op *op, ek_status status, const char *message);
+static inline ek_tensor *ek_input(ek_context *ctx, const ek_op *op, int i) {
+  return (i < op->num_inputs && op->inputs[i] >= 0) ? &ctx->tensors[op->inputs[i]] : (ek_tensor *)0;
+}
+static inline ek_tensor *ek_output(ek_context *ctx, const ek_op *op, int i) {
+  return (i < op->num_outputs && op->outputs[i] >= 0) ? &ctx->tensors[op->outputs[i]] : (ek_tensor *)0;
+}
+int32_t ek_num_elements(const ek_tensor *t);   /* product of dims (0 if any dim is 0), saturating */
+int ek_same_shape(const ek_tensor *a, const ek_tensor *b);
+
+/* The kernel table (kernels/registry.c). Kernels are weak references: a firmware build links only
+   the kernel files of the ops its model uses, and ek_find_kernel() returns NULL for the rest. */
+const ek_kernel *ek_find_kernel(int32_t opcode);
+const char *ek_op_name(int32_t opcode); /* schema name for any builtin code, "UNKNOWN" otherwise */
+
+/* One object per kernel file, e.g. `const ek_kernel ek_kernel_conv_2d = {EK_OP_CONV_2D, "CONV_2D", ...};` */
+extern const ek_kernel ek_kernel_add, ek_kernel_average_pool_2d, ek_kernel_concatenation, ek_kernel_conv_2d,
+    ek_kernel_depthwise_conv_2d, ek_kernel_dequantize, ek_kernel_fully_connected, ek_kernel_logistic,
+    ek_kernel_max_pool_2d, ek_kernel_mul, ek_kernel_reshape, ek_kernel_softmax, ek_kernel_pad,
+    ek_kernel_transpose, ek_kernel_mean, ek_kernel_quantize, ek_kernel_hard_swish;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
