@@ -1,0 +1,130 @@
+/* edgekit int8 runtime: public C API (C99, no dynamic allocation).
+ *
+ * The model is a TFLite flatbuffer held in memory (e.g. an `alignas(16) const
+ * unsigned char` array in flash).  It is read in place and validated: every
+ * offset, length, index, type and byte size is bounds-checked, so a corrupt
+ * model yields an error, never an out-of-bounds access.
+ *
+ * Memory is provided by the caller in two buffers:
+ *   state: the runtime's bookkeeping — one ek_tensor per tensor, one ek_op per
+ *          operator, the memory plan, per-op persistent kernel data and the
+ *          planner's work memory.  Any alignment (aligned internally).
+ *   arena: activations and per-op scratch, laid out by the offline planner
+ *          (ek_plan.c).  The plan is a pure function of the model, so the
+ *          host computes the same offsets the device will use.
+ *
+ * Typical device use (sizes computed on the host at generation time):
+ *
+ *   static ek_runtime rt;
+ *   static uint8_t state[EK_MODEL_STATE_BYTES];
+ *   static uint8_t arena[EK_MODEL_ARENA_BYTES] __attribute__((aligned(16)));
+ *   if (ek_init(&rt, model, model_len, state, sizeof state, arena, sizeof arena) != EK_OK) {
+ *     ek_error e = ek_last_error(&rt);  // status, op index (-1 if none), static message
+ *   }
+ *   int8_t *in = (int8_t *)ek_get_input(&rt, 0)->data;   ... fill ...
+ *   ek_invoke(&rt);
+ *   const ek_tensor *out = ek_get_output(&rt, 0);
+ *
+ * Finding the sizes (host, or a device with spare RAM): call ek_init with a
+ * too-small (even empty) state/arena; it fails with EK_ERR_MEMORY and sets
+ * rt.state_required / rt.arena_required.  Retry with buffers of those sizes.
+ * ek_required_bytes() wraps that loop for a caller-given work buffer.
+ */
+#ifndef EK_RUNTIME_H
+#define EK_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ek_kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EK_RUNTIME_VERSION 1
+#define EK_ARENA_ALIGN 16       /* every planned buffer offset is a multiple of this */
+#define EK_MAX_IO 16            /* graph inputs / outputs */
+#define EK_MAX_TENSORS 65535    /* reader limits (a model beyond them is rejected) */
+#define EK_MAX_OPS 65535
+
+/* Called at the begin (phase 0) and end (phase 1) of every operator's eval. */
+typedef void (*ek_op_hook)(void *user, int32_t op_index, int32_t opcode, int phase);
+
+/* Last error: status, op index (-1 if not about one op), static message (never NULL). */
+typedef struct ek_error {
+  ek_status status;
+  int32_t op_index;
+  const char *message;
+} ek_error;
+
+/* Memory plan entry of one buffer (tensor or per-op scratch). */
+typedef struct ek_plan_entry {
+  int32_t offset;      /* byte offset in the arena; -1 if not in the arena (constant / unused) */
+  int32_t bytes;       /* bytes of the buffer (unpadded) */
+  int32_t first_op;    /* first op during which it is alive (-1: before op 0, i.e. graph input) */
+  int32_t last_op;     /* last op during which it is alive (num_ops: graph output, alive to the end) */
+  int32_t alias_of;    /* tensor index whose memory this tensor shares (in-place RESHAPE), or -1 */
+} ek_plan_entry;
+
+/* The runtime object. Small and fixed-size: declare it statically; the
+   variable-size parts live in the caller's state buffer. Treat fields as read-only. */
+typedef struct ek_runtime {
+  ek_context ctx;               /* tensors, num_tensors, error status/op/message */
+  const uint8_t *model;
+  size_t model_len;
+  ek_op *ops;
+  int32_t num_ops;
+  int32_t num_inputs, num_outputs;
+  int32_t inputs[EK_MAX_IO];    /* graph input tensor indices */
+  int32_t outputs[EK_MAX_IO];   /* graph output tensor indices */
+  ek_plan_entry *tensor_plan;   /* num_tensors entries */
+  ek_plan_entry *scratch_plan;  /* num_ops entries (bytes 0 / offset -1 when the op needs none) */
+  uint8_t *arena;
+  size_t arena_len;
+  size_t state_required;        /* bytes of state this model needs (valid once known; see above) */
+  size_t arena_required;        /* bytes of arena the plan needs (valid after planning) */
+  size_t persistent_bytes;      /* of state_required: per-op kernel data */
+  ek_op_hook hook;
+  void *hook_user;
+  int32_t ready;                /* 1 after a successful ek_init */
+} ek_runtime;
+
+/* Parse, validate, plan and prepare. Returns EK_OK or the first error (see ek_last_error).
+   `model` must stay valid and unchanged while rt is used; its start must be 16-byte aligned
+   for in-place access of int32/float constants (misalignment is reported, not faulted on).
+   state/arena may be NULL with length 0 to query sizes. */
+ek_status ek_init(ek_runtime *rt, const void *model, size_t model_len, void *state, size_t state_len, void *arena,
+                  size_t arena_len);
+
+/* Sizes query: runs ek_init on `work` (used as scratch state; any size, bigger is faster to converge)
+   without an arena. On success sets *state_bytes and *arena_bytes. Returns EK_ERR_MEMORY with
+   *state_bytes set to the state needed when work_len is smaller than that; other errors as ek_init. */
+ek_status ek_required_bytes(const void *model, size_t model_len, void *work, size_t work_len, size_t *state_bytes,
+                            size_t *arena_bytes, ek_error *error);
+
+/* Run one inference on the inputs currently in the arena. */
+ek_status ek_invoke(ek_runtime *rt);
+
+/* Per-operator hook (NULL to remove); called around each op's eval. */
+void ek_set_op_hook(ek_runtime *rt, ek_op_hook hook, void *user);
+
+ek_error ek_last_error(const ek_runtime *rt);
+const char *ek_status_name(ek_status status);
+
+int32_t ek_num_inputs(const ek_runtime *rt);
+int32_t ek_num_outputs(const ek_runtime *rt);
+ek_tensor *ek_get_input(ek_runtime *rt, int32_t i);   /* NULL if out of range */
+ek_tensor *ek_get_output(ek_runtime *rt, int32_t i);  /* NULL if out of range */
+ek_tensor *ek_get_tensor(ek_runtime *rt, int32_t i);  /* NULL if out of range */
+
+/* Lists the builtin code of every operator (max(deprecated_builtin_code, builtin_code), 32 = CUSTOM)
+   without needing kernels, so a host tool can report all unsupported ops at once. Writes up to
+   max_codes codes and returns the number of operators, or -1 with *error set if the model is malformed.
+   Needs no state buffer. */
+int32_t ek_model_opcodes(const void *model, size_t model_len, int32_t *codes, int32_t max_codes, ek_error *error);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
