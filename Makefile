@@ -6,12 +6,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.edgekit-installed
-APT_PACKAGES := gcc g++ make
+APT_PACKAGES := gcc g++ make gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm clang libclang-rt-14-dev openssh-server openssh-client adb
 APT_STAMP := .venv/.apt-installed
 
 .PHONY: install apt demo test test-fast bench clean
 
-$(APT_STAMP):
+$(APT_STAMP): Makefile
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing apt packages:$$missing"; \
