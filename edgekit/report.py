@@ -69,7 +69,7 @@ def write_quantize_report(
     lines = [
         f"# edgekit quantize: {Path(model).name}",
         "",
-        f"- Source: `{model}` ({exported.kind.value}), exported by {exported.route}",
+        f"- Source: `{model}` ({exported.kind.value}), " + (f"exported by {exported.route}" if exported.route != "as given" else "used as the float reference as given"),
         f"- Float reference sha256 `{float_sha}`",
         f"- INT8 model `model_int8.tflite` sha256 `{int8_sha}` ({len(result.tflite):,} bytes)",
         f"- Calibration: method **{options.method}**"
@@ -104,7 +104,7 @@ def write_quantize_report(
         )
     weights = [t for t in result.tensors if t.constant and t.dtype == "INT8"]
     per_channel = sum(1 for t in weights if len(t.scales) > 1)
-    biases = sum(1 for t in result.tensors if t.constant and t.dtype == "INT32")
+    biases = sum(1 for t in result.tensors if t.is_bias)
     lines += [
         "",
         "## Weights",

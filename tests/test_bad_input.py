@@ -4,7 +4,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import DEMO_MODEL, DIGITS
+from tests.conftest import DEMO_MODEL, DIGITS
 
 
 def quantize_fails(cli, capsys, tmp_path, model, calib, *extra):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from conftest import DIGITS
+from tests.conftest import DIGITS
 from edgekit.calibration import dataset as data
 from edgekit.errors import CalibrationDataError, UserError
 from edgekit.preprocess import PreprocessSpec

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import DEMO_MODEL, DIGITS
+from tests.conftest import DEMO_MODEL, DIGITS
 from edgekit.provenance import sha256_file
 from edgekit.tflite_model import TFLiteModel
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import dataclasses
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
@@ -20,6 +21,7 @@ log = logging.getLogger(__name__)
 
 INT8_TYPES = {"INT8", "INT32"}  # activations/weights int8, biases int32
 ALLOWED_INDEX_TYPES = {"INT32", "INT64", "BOOL"}  # shape/index tensors of RESHAPE etc.
+_BIASED_OPS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV"}
 DROPPED_METADATA = {"keep_stablehlo_constant"}
 
 
@@ -89,6 +91,7 @@ class QuantizedTensor:
     scales: Tuple[float, ...]
     zero_points: Tuple[int, ...]
     constant: bool
+    is_bias: bool = False  # the bias input of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED
 
 
 def inspect_int8(tflite: bytes) -> Tuple[SupportReport, List[QuantizedTensor], List[str]]:
@@ -119,6 +122,8 @@ def inspect_int8(tflite: bytes) -> Tuple[SupportReport, List[QuantizedTensor], L
     for n, op in enumerate(sub.operators):
         name = builtin_name(schema, model.operatorCodes[op.opcodeIndex])
         ops.append(name)
+        if name in _BIASED_OPS and op.inputs is not None and len(op.inputs) > 2 and op.inputs[2] >= 0:
+            tensors[op.inputs[2]] = dataclasses.replace(tensors[op.inputs[2]], is_bias=True)
         first_out = tensors[op.outputs[0]].name if op.outputs is not None and len(op.outputs) else "?"
         location = f"op #{n} -> tensor '{first_out}'"
         float_io = [

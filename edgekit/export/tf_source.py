@@ -27,7 +27,7 @@ def float_tflite_from_tf(path: Path, kind: ModelKind) -> bytes:
                     f"cannot load Keras model {path}: {str(exc).strip().splitlines()[0][:300]}",
                     fix="the file may be truncated, corrupt, or need custom layers; re-save it with model.save()",
                 ) from None
-            converter = tf.lite.TFLiteConverter.from_keras_model(model)
+            converter = _batch_one_converter(tf, model)
         else:
             try:
                 converter = tf.lite.TFLiteConverter.from_saved_model(str(path))
@@ -48,6 +48,23 @@ def float_tflite_from_tf(path: Path, kind: ModelKind) -> bytes:
         raise InvalidModelError(
             f"TFLiteConverter failed on {path}: {str(exc).strip().splitlines()[0][:300]}"
         ) from None
+
+
+def _batch_one_converter(tf, model):
+    """Converter for the model with batch size pinned to 1.
+
+    from_keras_model keeps a flexible batch, which makes the converter emit SHAPE/STRIDED_SLICE/PACK
+    ops around every reshape; those are not int8 ops and do not belong in an edge model.
+    """
+    import keras
+
+    shapes = [tuple(i.shape) for i in model.inputs]
+    if any(d is None for s in shapes for d in s[1:]):
+        log.info("inputs %s have unknown non-batch dims; keeping the Keras signature", shapes)
+        return tf.lite.TFLiteConverter.from_keras_model(model)
+    inputs = [keras.Input(batch_shape=(1,) + s[1:], dtype=i.dtype, name=i.name.split(":")[0]) for s, i in zip(shapes, model.inputs)]
+    outputs = model(inputs[0] if len(inputs) == 1 else inputs, training=False)
+    return tf.lite.TFLiteConverter.from_keras_model(keras.Model(inputs, outputs))
 
 
 def unsupported_tf_ops(text: str) -> SupportReport:
