@@ -1,0 +1,247 @@
+"""Run firmware on an emulated board: qemu-system-arm with the board's machine, the ELF, UART0 on a unix
+socket (or a pty), semihosting on, and optionally the ekcount instruction-count plugin.
+
+``QemuSession`` is the one thing callers need::
+
+    with QemuSession(load_board("mps2-an386"), elf, count_instructions=True) as qemu:
+        info = qemu.info                         # HELLO answered at boot
+        result = qemu.infer([x])                 # InferResult + .instructions / .op_instructions
+    # QEMU is killed and reaped on every way out of the block
+
+Every wait has a timeout; a QEMU that exits, hangs at boot or hangs mid-inference raises DeviceError
+with its exit status and the tail of its log.
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from edgekit.errors import DeviceError, ToolMissingError, UserError
+from edgekit.firmware.boards import Board
+from edgekit.firmware.plugin import PluginCounts, build_plugin, marker_addresses, parse_counts, plugin_argument
+from edgekit.firmware.protocol import DeviceClient, DeviceInfo, InferResult, Transport
+from edgekit.firmware.transport import SerialTransport, SocketTransport
+
+log = logging.getLogger(__name__)
+
+QEMU = "qemu-system-arm"
+QEMU_INSTALL = "apt-get install qemu-system-arm"
+PTY_LINE = re.compile(r"char device redirected to (\S+)")
+_LIVE: "weakref.WeakSet[QemuProcess]" = weakref.WeakSet()
+
+
+def qemu_path() -> str:
+    path = shutil.which(QEMU)
+    if not path:
+        raise ToolMissingError(QEMU, QEMU_INSTALL)
+    return path
+
+
+def qemu_version() -> str:
+    out = subprocess.run([qemu_path(), "--version"], capture_output=True, text=True, timeout=30).stdout
+    return out.splitlines()[0] if out else QEMU
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for proc in list(_LIVE):
+        proc.close()
+
+
+class QemuProcess:
+    """One qemu-system-arm process running an ELF, with its UART connected as ``transport``."""
+
+    def __init__(self, board: Board, elf: Path, *, uart: str = "socket", plugin: Optional[str] = None,
+                 icount: bool = False, connect_timeout_s: float = 10.0, extra_args: Sequence[str] = ()) -> None:
+        if not board.is_qemu:
+            raise UserError(f"board {board.name} is real hardware, not a QEMU board",
+                            fix="flash it with edgekit.firmware.flash and talk to it over serial")
+        if uart not in ("socket", "pty"):
+            raise UserError(f"uart must be socket or pty, not {uart!r}")
+        self.board, self.elf = board, Path(elf)
+        if not self.elf.is_file():
+            raise UserError(f"firmware ELF {self.elf} does not exist", fix="build the firmware first")
+        self.workdir = Path(tempfile.mkdtemp(prefix="ekq-", dir="/tmp"))  # short: unix socket paths are limited
+        self.log_path = self.workdir / "qemu.log"
+        self.socket_path = self.workdir / "uart.sock"
+        cmd = [qemu_path(), "-M", board.qemu_machine, "-nodefaults", "-display", "none", "-no-reboot"]
+        if uart == "socket":
+            cmd += ["-chardev", f"socket,id=uart0,path={self.socket_path},server=on,wait=on", "-serial", "chardev:uart0"]
+        else:
+            cmd += ["-serial", "pty"]
+        if board.semihosting:
+            cmd += ["-semihosting-config", "enable=on,target=native"]
+        if icount:
+            cmd += ["-icount", "shift=0,align=off,sleep=off"]
+        if plugin:
+            cmd += ["-plugin", plugin]
+        cmd += [*extra_args, "-kernel", str(self.elf)]
+        self.command = cmd
+        self.transport: Optional[Transport] = None
+        self._log = open(self.log_path, "wb")
+        self.started_at = time.monotonic()
+        log.debug("starting %s", " ".join(cmd))
+        self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        _LIVE.add(self)
+        try:
+            if uart == "socket":
+                self.transport = SocketTransport.connect(self.socket_path, connect_timeout_s, alive=self.alive)
+            else:
+                self.transport = SerialTransport(self._wait_pty(connect_timeout_s))
+            self.transport.description = f"QEMU {board.qemu_machine} UART0"
+        except DeviceError as exc:
+            self.wait_exit(1.0)
+            detail = self.describe()
+            self.close()
+            raise DeviceError(f"{exc.message}\n{detail}", fix=exc.fix) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _wait_pty(self, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            match = PTY_LINE.search(self.log_text())
+            if match:
+                return match.group(1)
+            if not self.alive():
+                break
+            time.sleep(0.02)
+        raise DeviceError(f"QEMU did not report its UART pty within {timeout_s:.1f} s\n{self.describe()}")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def describe(self) -> str:
+        """Exit status and log tail, for error messages (waits a moment for a QEMU that is just exiting)."""
+        code = self.process.poll()
+        if code is None:
+            code = self.wait_exit(0.5)
+        state = f"QEMU (pid {self.process.pid}) is still running" if code is None else \
+            f"QEMU exited with code {code}" + (" (firmware fault)" if code == 3 else "")
+        tail = self.log_text().strip().splitlines()[-12:]
+        return state + (": log tail:\n    " + "\n    ".join(tail) if tail else "; its log is empty")
+
+    def wait_exit(self, timeout_s: float) -> Optional[int]:
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self) -> None:
+        """Kill and reap QEMU, close the UART, remove the working folder. Safe to call twice."""
+        if self.transport is not None:
+            self.transport.close()
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            if self.wait_exit(3.0) is None:
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.wait_exit(10.0)
+        if not self._log.closed:
+            self._log.close()
+        _LIVE.discard(self)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "QemuProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class CountedResult(InferResult):
+    """An InferResult with the plugin's exact instruction counts (None when not counted)."""
+
+    instructions: Optional[int] = None
+    op_instructions: Optional[List[int]] = None
+
+
+class QemuSession:
+    """Boot firmware in QEMU, say HELLO, run inferences; optional exact instruction counts."""
+
+    def __init__(self, board: Board, elf: Path, *, count_instructions: bool = False, plugin_mode: str = "tb",
+                 timeout_s: float = 60.0, boot_timeout_s: float = 15.0, uart: str = "socket",
+                 icount: bool = False) -> None:
+        self.board, self.elf = board, Path(elf)
+        self.timeout_s = timeout_s
+        self.counts_path: Optional[Path] = None
+        self._counts_dir: Optional[Path] = None
+        plugin = None
+        if count_instructions:
+            addresses = marker_addresses(self.elf)
+            if "ib" not in addresses or "ie" not in addresses:
+                raise UserError(f"{self.elf} has no ek_marker_infer_begin/end symbols to count between",
+                                fix="link firmware/boards/common/ek_markers.S and call the markers around inference")
+            self._counts_dir = Path(tempfile.mkdtemp(prefix="ekc-", dir="/tmp"))
+            self.counts_path = self._counts_dir / "counts.txt"
+            plugin = plugin_argument(build_plugin(), self.counts_path, addresses, plugin_mode)
+        self.qemu = QemuProcess(board, self.elf, uart=uart, plugin=plugin, icount=icount,
+                                connect_timeout_s=boot_timeout_s)
+        try:
+            assert self.qemu.transport is not None
+            self.client = DeviceClient(self.qemu.transport, timeout_s=timeout_s, context=self.qemu.describe)
+            self.client.wait_boot(timeout_s=boot_timeout_s)
+            self.info: DeviceInfo = self.client.hello(timeout_s=boot_timeout_s)
+            self.boot_s = time.monotonic() - self.qemu.started_at
+            self._counted = 0
+        except BaseException:
+            self.close()
+            raise
+
+    def counts(self) -> PluginCounts:
+        if self.counts_path is None:
+            raise UserError("instruction counting is off for this session", fix="pass count_instructions=True")
+        return parse_counts(self.counts_path)
+
+    def infer(self, inputs: Sequence[np.ndarray], timeout_s: Optional[float] = None) -> CountedResult:
+        result = self.client.infer(inputs, timeout_s)
+        counted = CountedResult(**vars(result))
+        if self.counts_path is not None:
+            inferences = self.counts().inferences
+            if len(inferences) <= self._counted:
+                raise DeviceError(f"the instruction-count plugin recorded no inference end for inference "
+                                  f"#{self._counted + 1}; the firmware must call ek_marker_infer_begin/end")
+            current = inferences[self._counted]
+            self._counted = len(inferences)
+            counted.instructions = current.instructions
+            counted.op_instructions = current.op_instructions
+        return counted
+
+    def close(self) -> None:
+        if getattr(self, "qemu", None) is not None:
+            self.qemu.close()
+        if self._counts_dir is not None:
+            shutil.rmtree(self._counts_dir, ignore_errors=True)
+
+    def __enter__(self) -> "QemuSession":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

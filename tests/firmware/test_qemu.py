@@ -1,0 +1,224 @@
+"""Real boots in qemu-system-arm: the self-test firmware on every QEMU board, the protocol over the emulated
+UART (socket and pty), hung / silent / garbling / faulting firmware, and the model firmware (firmware/app/main.c
+with the edgekit runtime) bit-exact against LiteRT BUILTIN_REF."""
+from __future__ import annotations
+
+import shutil
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from edgekit.errors import DeviceError, UserError
+from edgekit.firmware import boards as B
+from edgekit.firmware.protocol import DeviceClient
+from edgekit.firmware.qemu import QemuProcess, QemuSession
+
+pytestmark = pytest.mark.skipif(not (shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc")),
+                                reason="qemu-system-arm and arm-none-eabi-gcc are needed (apt-get install "
+                                       "qemu-system-arm gcc-arm-none-eabi libnewlib-arm-none-eabi)")
+
+QEMU_BOARDS = ["mps2-an386", "mps2-an500", "mps2-an505", "mps3-an547"]
+
+
+@pytest.fixture(scope="module")
+def selftest(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("selftest")
+    cache = {}
+
+    def get(board: str, mode: str = "serve") -> Path:
+        if (board, mode) not in cache:
+            cache[(board, mode)] = B.build_selftest(B.load_board(board), folder / board, mode)
+        return cache[(board, mode)]
+
+    return get
+
+
+def selftest_input(loops=10, ops=1, deep_stack=0, action=0) -> np.ndarray:
+    x = np.arange(16, dtype=np.int8).reshape(1, 16)
+    x[0, :4] = np.frombuffer(np.uint32(loops).tobytes(), dtype=np.int8)
+    x[0, 4], x[0, 5], x[0, 6] = ops, deep_stack, action
+    return x
+
+
+def qemu_children():
+    return [p for p in psutil.Process().children(recursive=True) if "qemu-system" in (p.name() or "")]
+
+
+@pytest.mark.parametrize("name", QEMU_BOARDS)
+def test_selftest_boots_and_talks_on_every_qemu_board(selftest, name):
+    board = B.load_board(name)
+    with QemuSession(board, selftest(name), boot_timeout_s=10, timeout_s=10) as qemu:
+        info = qemu.info
+        assert (info.board, info.protocol_version, info.ready, info.semihosting) == (name, 1, True, True)
+        assert info.cpu_hz == board.firmware_clock_hz
+        assert not info.cycles_available  # DWT CYCCNT is not modelled by QEMU: reported unavailable
+        assert 0 < info.stack_used < info.stack_bytes <= board.stack_bytes  # minus the MPU guard on ARMv7-M
+        for size in (0, 1, 100, 512):
+            payload = bytes(range(256)) * 2
+            assert qemu.client.echo(payload[:size]) == payload[:size]
+        x = selftest_input()
+        result = qemu.infer([x])
+        np.testing.assert_array_equal(result.outputs[0], x ^ np.int8(0x5A))
+        assert result.cycles is None and result.op_cycles == []
+        print(f"{name}: booted and answered HELLO in {qemu.boot_s * 1000:.0f} ms")
+    assert not qemu.qemu.alive()
+
+
+def test_stack_high_water_mark_is_measured(selftest):
+    with QemuSession(B.load_board("mps2-an386"), selftest("mps2-an386")) as qemu:
+        shallow = qemu.infer([selftest_input()]).stack_used
+        deep = qemu.infer([selftest_input(deep_stack=1)]).stack_used
+    assert deep >= 4096 > shallow  # the 4 KiB local array shows up in the painted stack
+
+
+def test_device_errors_are_reported_clearly(selftest):
+    with QemuSession(B.load_board("mps2-an386"), selftest("mps2-an386"), timeout_s=5) as qemu:
+        with pytest.raises(DeviceError, match="TOO_LONG"):
+            qemu.client.echo(bytes(513))
+        with pytest.raises(DeviceError, match="loop count must be >= 1"):
+            qemu.infer([selftest_input(loops=0)])
+        with pytest.raises(UserError, match="dtype uint8"):
+            qemu.infer([np.zeros((1, 16), np.uint8)])
+        assert qemu.client.echo(b"still alive") == b"still alive"
+
+
+def test_silent_firmware_fails_within_the_timeout_and_qemu_is_reaped(selftest):
+    start = time.monotonic()
+    with pytest.raises(DeviceError) as exc:
+        QemuSession(B.load_board("mps2-an386"), selftest("mps2-an386", "silent"), boot_timeout_s=2)
+    assert time.monotonic() - start < 8
+    assert "did not start serving (no BOOT frame within 2.0 s)" in str(exc.value)
+    assert "QEMU (pid" in str(exc.value) and "still running" in str(exc.value)
+    assert qemu_children() == []
+
+
+def test_hang_mid_inference_times_out(selftest):
+    with QemuSession(B.load_board("mps2-an386"), selftest("mps2-an386"), timeout_s=2) as qemu:
+        start = time.monotonic()
+        with pytest.raises(DeviceError, match=r"no RESULT reply to INFER within 2\.0 s"):
+            qemu.infer([selftest_input(action=1)])
+        assert time.monotonic() - start < 5
+        process = qemu.qemu.process
+    assert process.poll() is not None and qemu_children() == []
+
+
+def test_garbled_reply_is_a_clear_error(selftest):
+    board = B.load_board("mps2-an386")
+    with QemuProcess(board, selftest("mps2-an386", "garble")) as qemu:
+        client = DeviceClient(qemu.transport, timeout_s=5, context=qemu.describe)
+        assert client.wait_boot(5) == "mps2-an386"
+        with pytest.raises(DeviceError) as exc:
+            client.hello()
+    text = str(exc.value)
+    assert "garbled reply to HELLO: payload CRC-32 mismatch in a INFO frame" in text
+    assert "eb 90" in text  # the received bytes are shown
+
+
+def test_fault_is_reported_with_registers_and_qemu_exits(selftest):
+    with QemuSession(B.load_board("mps2-an505"), selftest("mps2-an505"), timeout_s=5) as qemu:
+        with pytest.raises(DeviceError) as exc:
+            qemu.infer([selftest_input(action=2)])
+        assert qemu.qemu.wait_exit(5) == 3  # semihosting exit code EK_EXIT_FAULT
+    text = str(exc.value)
+    assert "device reported FAULT" in text and "HardFault" in text and "pc=0x" in text and "bfar=0xf0000000" in text
+
+
+@pytest.mark.parametrize("name, evidence", [
+    ("mps2-an505", "cfsr=0x00100000"),   # ARMv8-M: MSPLIM catches it (UsageFault STKOF)
+    ("mps2-an386", "mmfar=0x20000000"),  # ARMv7-M: the MPU guard region at the bottom of RAM
+    ("mps2-an500", "mmfar=0x20000000"),
+])
+def test_stack_overflow_is_caught_not_silent(selftest, name, evidence):
+    with QemuSession(B.load_board(name), selftest(name), timeout_s=5) as qemu:
+        with pytest.raises(DeviceError) as exc:
+            qemu.infer([selftest_input(action=3)])
+        assert qemu.qemu.wait_exit(5) == 3
+    assert "FAULT" in str(exc.value) and "stack overflow: no exception frame" in str(exc.value)
+    assert evidence in str(exc.value)
+
+
+def test_uart_over_a_pty(selftest):
+    with QemuSession(B.load_board("mps2-an386"), selftest("mps2-an386"), uart="pty") as qemu:
+        assert qemu.client.transport.description.startswith("QEMU mps2-an386")
+        assert qemu.client.echo(b"\x00\xEB\x90pty") == b"\x00\xEB\x90pty"
+        np.testing.assert_array_equal(qemu.infer([selftest_input()]).outputs[0], selftest_input() ^ np.int8(0x5A))
+
+
+def test_missing_elf_and_real_board_are_rejected(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        QemuSession(B.load_board("mps2-an386"), tmp_path / "nope.elf")
+    with pytest.raises(UserError, match="real hardware"):
+        QemuProcess(B.load_board("nucleo-l4r5zi"), tmp_path / "nope.elf")
+
+
+# ------------------------------------------------------------------ the model firmware (main.c)
+
+
+def conv_pool_model():
+    from tests.firmware import opmodels as om
+
+    rng = np.random.default_rng(0)
+    weights = rng.integers(-127, 128, size=(8, 3, 3, 4)).astype(np.int8)
+    bias = rng.integers(-500, 500, size=(8,)).astype(np.int32)
+    return om.build_graph(
+        [om.T([1, 8, 8, 4], scale=0.05, zero_point=-3),
+         om.T([8, 3, 3, 4], scale=[0.01 + 0.001 * i for i in range(8)], zero_point=[0] * 8, data=weights),
+         om.T([8], dtype="int32", scale=[0.0005 + 0.00005 * i for i in range(8)], zero_point=[0] * 8, data=bias),
+         om.T([1, 8, 8, 8], scale=0.1, zero_point=2), om.T([1, 4, 4, 8], scale=0.1, zero_point=2)],
+        [("CONV_2D", [0, 1, 2], [3], {"padding": "SAME", "fused_activation_function": "RELU"}),
+         ("MAX_POOL_2D", [3], [4], {"padding": "VALID", "stride_w": 2, "stride_h": 2,
+                                    "filter_width": 2, "filter_height": 2})],
+        [0], [4])
+
+
+def build_model_firmware(board, model: bytes, folder: Path, arena_bytes: int, state_bytes: int) -> Path:
+    """What H5's generator produces, reduced to the three generated files main.c needs."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model_data.h").write_text(
+        "#include <stdint.h>\nextern const uint8_t ek_model_data[];\nextern const uint32_t ek_model_size;\n")
+    (folder / "model_data.c").write_text(
+        '#include "model_data.h"\nconst uint8_t ek_model_data[] __attribute__((aligned(16))) = {'
+        + ",".join(map(str, model)) + f"}};\nconst uint32_t ek_model_size = {len(model)}u;\n")
+    (folder / "ek_config.h").write_text(
+        f'#define EK_ARENA_BYTES {arena_bytes}\n#define EK_STATE_BYTES {state_bytes}\n#define EK_MODEL_NAME "conv-pool"\n')
+    runtime = B.FIRMWARE_DIR / "runtime" / "src"
+    kernels = [runtime / "kernels" / name for name in ("registry.c", "conv_2d.c", "pooling.c")]  # the model's ops only
+    sources = [B.APP_DIR / "main.c", B.APP_DIR / "ek_serve.c", B.PROTOCOL_DIR / "ek_proto.c", folder / "model_data.c",
+               *sorted(runtime.glob("*.c")), *kernels]
+    return B.build_elf(board, sources, folder / "build",
+                       include_dirs=[B.RUNTIME_INCLUDE, runtime, B.APP_DIR, B.PROTOCOL_DIR, folder])
+
+
+@pytest.mark.slow
+def test_model_firmware_is_bit_exact_and_counted(tmp_path):
+    from edgekit.firmware.host_runtime import HostRuntime
+    from tests.firmware import opmodels as om
+
+    model = conv_pool_model()
+    plan = HostRuntime(model).plan
+    board = B.load_board("mps2-an386")
+    elf = build_model_firmware(board, model, tmp_path / "ok", plan["arena_bytes"], plan["state_bytes"])
+    rng = np.random.default_rng(1)
+    with QemuSession(board, elf, count_instructions=True) as qemu:
+        info = qemu.info
+        assert info.ready and info.runtime == "edgekit-rt 1" and info.model_name == "conv-pool"
+        assert info.model_bytes == len(model) and info.model_crc32 == zlib.crc32(model)
+        assert info.arena_used == plan["arena_bytes"] and 0 < info.state_used <= plan["state_bytes"]
+        assert info.op_count == 2 and [t.shape for t in info.inputs] == [(1, 8, 8, 4)]
+        for _ in range(2):
+            x = rng.integers(-128, 128, size=(1, 8, 8, 4)).astype(np.int8)
+            result = qemu.infer([x])
+            np.testing.assert_array_equal(result.outputs[0], om.reference(model, [x])[0])
+            assert len(result.op_instructions) == 2 and sum(result.op_instructions) < result.instructions
+        assert 0 < result.stack_used < info.stack_bytes
+
+    # the same firmware with an arena one byte short: INFO says why, INFER is refused
+    small = build_model_firmware(board, model, tmp_path / "small", plan["arena_bytes"] - 16, plan["state_bytes"])
+    with QemuSession(board, small) as qemu:
+        assert not qemu.info.ready and qemu.info.init_status == 5 and qemu.info.inputs == ()
+        with pytest.raises(DeviceError, match="failed to initialise"):
+            qemu.infer([np.zeros((1, 8, 8, 4), np.int8)])
