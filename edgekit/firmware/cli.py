@@ -1,0 +1,86 @@
+"""`edgekit firmware` and `edgekit deploy`."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable, Dict
+
+from edgekit.errors import UserError
+
+DEFAULT_BOARD = "mps2-an386"
+
+
+def register(subparsers) -> Dict[str, Callable]:
+    f = subparsers.add_parser("firmware", help="int8 .tflite -> Cortex-M firmware project sized for a board")
+    f.add_argument("model", type=Path, help="full-int8 .tflite (e.g. model_int8.tflite from edgekit quantize)")
+    f.add_argument("--board", default=DEFAULT_BOARD, help=f"MCU board profile from devices/ (default {DEFAULT_BOARD}; "
+                                                          "`edgekit devices` lists them)")
+    f.add_argument("--runtime", choices=("edgekit", "tflm"), default="edgekit",
+                   help="edgekit: edgekit's own int8 runtime (default); tflm: a TensorFlow Lite Micro project")
+    f.add_argument("-o", "--outdir", type=Path, help="project folder (default out/firmware/<model>-<board>)")
+    f.add_argument("--build", action="store_true", help="also compile build/firmware.elf with arm-none-eabi-gcc")
+
+    d = subparsers.add_parser("deploy", help="quantize -> firmware -> build -> run on the board (QEMU) -> one report")
+    d.add_argument("model", help="float model: .pt2, .onnx, .tflite, SavedModel, ... (as for edgekit quantize)")
+    d.add_argument("--calib", required=True, type=Path, help="calibration data (as for edgekit quantize)")
+    d.add_argument("--eval-data", type=Path, help="held-out data for parity and the device run (default: 20%% of --calib)")
+    d.add_argument("--board", default=DEFAULT_BOARD, help=f"QEMU board profile (default {DEFAULT_BOARD})")
+    d.add_argument("--method", default="minmax", help="calibration range method (default minmax)")
+    d.add_argument("--calib-size", type=int, help="use at most N calibration samples")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--input-shape", help="input shape for TorchScript / factories, e.g. 1,3,32,32")
+    d.add_argument("--device-samples", type=int, default=8, help="samples run on the device (default 8)")
+    d.add_argument("--timeout", type=float, default=120.0, help="seconds per device operation (default 120)")
+    d.add_argument("-o", "--outdir", type=Path, default=Path("out/deploy"), help="output folder (default out/deploy)")
+    return {"firmware": cmd_firmware, "deploy": cmd_deploy}
+
+
+def cmd_firmware(args) -> int:
+    from edgekit.converters import CONVERTERS
+    import edgekit.converters.firmware  # noqa: F401  (registers "firmware")
+
+    converter = CONVERTERS.get("firmware")()
+    result = converter.convert(args.model, board=args.board, outdir=args.outdir, runtime=args.runtime, build=args.build)
+    info = result.info
+    print(f"wrote {result.outdir} ({info['runtime']} runtime, board {info['board']['board']})")
+    ops = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in _op_counts(info).items())
+    print(f"operators: {ops}")
+    fits = info["fits"]
+    for key in ("flash", "ram"):
+        f = fits[key]
+        note = f"; {f['method']}" if f.get("method") else ""
+        print(f"{key}: {f['used']:,} of {f['available']:,} bytes ({'fits' if f['fits'] else 'DOES NOT FIT'}{note})")
+    print(f"arena: {info['arena_bytes']:,} bytes" + (f", runtime state {info['state_bytes']:,} bytes" if info.get("state_bytes") else ""))
+    if result.elf is not None:
+        print(f"built {result.elf}")
+    return 0
+
+
+def _op_counts(info: dict) -> Dict[str, int]:
+    counts: Dict[str, int] = {}
+    for op in info["ops"]:
+        counts[op["name"]] = counts.get(op["name"], 0) + 1
+    return counts
+
+
+def cmd_deploy(args) -> int:
+    from edgekit.firmware.deploy import DeployOptions, deploy
+    from edgekit.progress import progress_bars
+
+    if args.device_samples <= 0:
+        raise UserError("--device-samples must be positive")
+    shape = None
+    if args.input_shape:
+        try:
+            shape = tuple(int(v) for v in args.input_shape.replace("x", ",").split(","))
+        except ValueError:
+            raise UserError(f"--input-shape {args.input_shape!r} is not a shape like 1,3,32,32") from None
+    options = DeployOptions(board=args.board, method=args.method, calib_size=args.calib_size, seed=args.seed,
+                            eval_data=args.eval_data, input_shape=shape, device_samples=args.device_samples,
+                            timeout_s=args.timeout)
+    with progress_bars(sys.stderr.isatty()) as progress:
+        result = deploy(args.model, args.calib, args.outdir, options, progress=progress)
+    for line in result.summary_lines():
+        print(line)
+    print(f"report: {result.outdir / 'report.md'}")
+    return 0 if result.passed else 1

@@ -1,0 +1,511 @@
+"""`edgekit firmware`: an int8 .tflite -> a self-contained Cortex-M project (edgekit runtime), sized to the board.
+
+Order of work, so that a bad model or a model that does not fit leaves nothing behind:
+read + support check (every unsupported op listed at once) -> memory plan with the runtime's own planner
+(HostRuntime) -> early fit check (model vs flash, arena + state + stack reservation vs RAM) -> write the project
+into a staging folder -> link it with its own Makefile to measure flash and RAM from the ELF -> exact fit check
+-> firmware.json + README.md -> atomic move into place.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from edgekit import __version__
+from edgekit.atomic import atomic_output_dir
+from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
+from edgekit.firmware import build as fw_build
+from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack
+from edgekit.firmware.support import KERNELS_DIR, REPO, Graph, kernel_files, read_graph, require_support
+from edgekit.provenance import host_info, sha256_bytes, tool_versions, utc_now
+from edgekit.report import json_safe
+
+log = logging.getLogger(__name__)
+
+FIRMWARE_DIR = REPO / "firmware"
+RUNTIME_DIR = FIRMWARE_DIR / "runtime"
+TEMPLATES = FIRMWARE_DIR / "templates"
+APP_FILES = ("main.c", "ek_serve.c", "ek_serve.h")
+PROTOCOL_FILES = ("ek_proto.c", "ek_proto.h")
+FIRMWARE_JSON = "firmware.json"
+MODEL_FILE = "model.tflite"
+DEFAULT_BOARD = "mps2-an386"
+TOOLS = ("edgekit", "numpy", "ai-edge-litert", "tflite-micro", "pyelftools")
+# Tensor data is read in place from flash; 16 B keeps every int32/float constant aligned, as TFLite requires.
+MODEL_ALIGN = 16
+
+
+@dataclass
+class FirmwareResult:
+    outdir: Path
+    info: Dict[str, Any]                 # the content of firmware.json
+    elf: Optional[Path]                  # build/firmware.elf when built and kept
+
+    @property
+    def fits(self) -> bool:
+        return all(v.get("fits") for v in self.info["fits"].values())
+
+
+# --- small helpers -------------------------------------------------------------------------------------------
+
+def render(template: str, values: Mapping[str, Any], *, name: str = "template") -> str:
+    """Replace {{NAME}} placeholders; every placeholder must be given (Makefile `$(...)` stays untouched)."""
+    missing = sorted(set(re.findall(r"\{\{(\w+)\}\}", template)) - set(values))
+    if missing:
+        raise KeyError(f"{name}: no value for {', '.join(missing)}")
+    return re.sub(r"\{\{(\w+)\}\}", lambda m: str(values[m.group(1)]), template)
+
+
+def c_array(data: bytes, name: str, *, per_line: int = 16) -> str:
+    """A ``const uint8_t name[]`` initializer body: 0x.. bytes, 16 per line."""
+    hexes = [f"0x{b:02x}" for b in data]
+    lines = [", ".join(hexes[i:i + per_line]) for i in range(0, len(hexes), per_line)]
+    return ",\n  ".join(lines)
+
+
+def c_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")[:120] + '"'
+
+
+def load_model_bytes(model: Union[Path, str, bytes]) -> Tuple[bytes, str]:
+    if isinstance(model, (bytes, bytearray)):
+        return bytes(model), "<bytes>"
+    path = Path(model)
+    if path.is_dir():
+        candidate = path / MODEL_FILE
+        if not candidate.is_file():
+            raise InvalidModelError(f"{path} is a folder without {MODEL_FILE}", fix="pass the int8 .tflite file")
+        path = candidate
+    try:
+        return path.read_bytes(), str(path)
+    except OSError as exc:
+        raise InvalidModelError(f"cannot read model {path}: {exc.strerror}", fix="check the path") from None
+
+
+def firmware_sources_hash() -> str:
+    """Hash of every firmware source and template (cache key for generated builds)."""
+    h = hashlib.sha256(__version__.encode())
+    for sub in ("runtime/include", "runtime/src", "boards", "app", "protocol", "templates"):
+        for path in sorted((FIRMWARE_DIR / sub).rglob("*")):
+            if path.is_file() and "host" not in path.relative_to(FIRMWARE_DIR).parts:
+                h.update(str(path.relative_to(FIRMWARE_DIR)).encode() + b"\0" + path.read_bytes())
+    h.update(Path(__file__).read_bytes())
+    return h.hexdigest()
+
+
+# --- the plan and the early fit check ------------------------------------------------------------------------
+
+def memory_plan(model: bytes, graph: Graph, source: str) -> Dict[str, Any]:
+    """The runtime's own offline plan (same planner code as on the device), with tensor names added."""
+    from edgekit.firmware.host_runtime import HostRuntime
+
+    rt = HostRuntime(model, source=source)
+    plan = dict(rt.plan)
+    for entry in plan["tensors"]:
+        entry["name"] = graph.tensors[entry["index"]].name if entry["index"] < len(graph.tensors) else "?"
+    plan["op_names"] = rt.op_names
+    return plan
+
+
+def early_fit_check(model_bytes: int, arena: int, state: int, board) -> None:
+    """Before writing anything: lower bounds (model vs flash; arena + state + stack reservation vs RAM)."""
+    problems = []
+    if model_bytes > board.flash.bytes:
+        problems.append(f"flash: the model alone is {model_bytes:,} bytes, {board.name} has {board.flash.bytes:,}: "
+                        f"at least {model_bytes - board.flash.bytes:,} bytes too many")
+    ram_need = arena + state + board.stack_bytes
+    if ram_need > board.ram.bytes:
+        problems.append(f"RAM: arena {arena:,} + runtime state {state:,} + stack reservation {board.stack_bytes:,} = "
+                        f"{ram_need:,} bytes, {board.name} has {board.ram.bytes:,}: at least "
+                        f"{ram_need - board.ram.bytes:,} bytes too many")
+    if problems:
+        raise DoesNotFitError(f"the model does not fit {board.name}:\n" + "\n".join(f"  - {p}" for p in problems),
+                              fix="choose a board with more memory (edgekit devices) or a smaller model")
+
+
+def fit_report(flash_bytes: int, ram_bytes: int, board) -> Dict[str, Dict[str, Any]]:
+    return {
+        "flash": {"used": flash_bytes, "available": board.flash.bytes, "free": board.flash.bytes - flash_bytes,
+                  "fits": flash_bytes <= board.flash.bytes},
+        "ram": {"used": ram_bytes, "available": board.ram.bytes, "free": board.ram.bytes - ram_bytes,
+                "fits": ram_bytes <= board.ram.bytes},
+    }
+
+
+def raise_if_not_fitting(fits: Dict[str, Dict[str, Any]], board, detail: str) -> None:
+    bad = [f"{k}: uses {v['used']:,} bytes, {board.name} has {v['available']:,}: {-v['free']:,} bytes too many"
+           for k, v in fits.items() if not v["fits"]]
+    if bad:
+        raise DoesNotFitError(f"the firmware does not fit {board.name} ({detail}):\n" + "\n".join(f"  - {b}" for b in bad),
+                              fix="choose a board with more memory (edgekit devices) or a smaller model")
+
+
+# --- writing the project -------------------------------------------------------------------------------------
+
+def write_model_files(dest: Path, model: bytes, *, name: str, sha: str, arena: int, state: int, board: str) -> None:
+    """model/model_data.c + .h (the flatbuffer as an aligned const array) and model/ek_config.h (the plan's sizes)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    crc = zlib.crc32(model)
+    (dest / "model_data.h").write_text(
+        "/* The model flatbuffer, embedded as-is (generated by edgekit; see README.md). */\n"
+        "#ifndef EK_MODEL_DATA_H\n#define EK_MODEL_DATA_H\n\n#include <stdint.h>\n\n"
+        f"#define EK_MODEL_BYTES {len(model)}u\n"
+        f"#define EK_MODEL_CRC32 0x{crc:08x}u\n\n"
+        "#ifdef __cplusplus\nextern \"C\" {\n#endif\n"
+        "extern const uint8_t ek_model_data[];\n"
+        "extern const uint32_t ek_model_size;\n"
+        "#ifdef __cplusplus\n}\n#endif\n\n#endif\n")
+    (dest / "model_data.c").write_text(
+        f"/* {name}: {len(model)} bytes, sha256 {sha}. Generated by edgekit {__version__}; do not edit. */\n"
+        '#include "model_data.h"\n\n'
+        f"const uint8_t ek_model_data[EK_MODEL_BYTES] __attribute__((aligned({MODEL_ALIGN}))) = {{\n  "
+        + c_array(model, "ek_model_data") + "\n};\n\n"
+        "const uint32_t ek_model_size = EK_MODEL_BYTES;\n")
+    (dest / "ek_config.h").write_text(
+        "/* Sizes from edgekit's offline memory plan (generated; see firmware.json). */\n"
+        "#ifndef EK_CONFIG_H\n#define EK_CONFIG_H\n\n"
+        f"#define EK_ARENA_BYTES {arena}u  /* activations + per-op scratch, offsets planned on the host */\n"
+        f"#define EK_STATE_BYTES {state}u  /* runtime bookkeeping; 64-bit host figure, an upper bound on a 32-bit MCU */\n"
+        f"#define EK_MODEL_NAME {c_string(name)}\n"
+        f"#define EK_MODEL_SHA256 \"{sha}\"\n"
+        f"#define EK_TARGET_BOARD {c_string(board)}\n\n#endif\n")
+
+
+def _copy(src: Path, dst: Path) -> str:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    return str(dst)
+
+
+def copy_runtime(dest: Path, ops: List[str]) -> List[str]:
+    """Core runtime + registry + the kernel files of ``ops`` only (+ the kernel-private headers)."""
+    kernels = kernel_files(KERNELS_DIR)
+    files = sorted((RUNTIME_DIR / "src").glob("*.c")) + [KERNELS_DIR / "registry.c"]
+    wanted: List[str] = []
+    for op in ops:
+        for f in kernels.get(op, ()):
+            if f not in wanted:
+                wanted.append(f)
+    files += [KERNELS_DIR / f for f in wanted]
+    for header in list((RUNTIME_DIR / "include").glob("*.h")) + list((RUNTIME_DIR / "src").glob("*.h")) + \
+            list(KERNELS_DIR.glob("*.h")):
+        _copy(header, dest / header.relative_to(RUNTIME_DIR))
+    for f in files:
+        _copy(f, dest / f.relative_to(RUNTIME_DIR))
+    return wanted
+
+
+def _run_rules(board) -> Tuple[str, str, str]:
+    if board.is_qemu:
+        semihost = " -semihosting-config enable=on,target=native" if board.semihosting else ""
+        rules = (f"run-qemu: $(BUILD)/firmware.elf\n"
+                 f"\tqemu-system-arm -M {board.qemu_machine} -nodefaults -display none -no-reboot -serial pty"
+                 f"{semihost} -kernel $<\n")
+        return (f"#   make run-qemu     boot it in QEMU ({board.qemu_machine}); UART0 on a pty "
+                "(or let `edgekit run DIR --device qemu:BOARD` drive it)", rules, "run-qemu")
+    target = board.pyocd_target or "TARGET"
+    rules = f"flash: $(BUILD)/firmware.elf\n\tpyocd flash -t {target} $<\n"
+    return (f"#   make flash        flash it with pyocd (target {target}; install its pack first: "
+            f"{board.connection.get('pyocd_pack', 'pyocd pack install ' + target)})", rules, "flash")
+
+
+def write_makefile(dest: Path, board, *, model_name: str, sources: List[str], includes: List[str], ldscript: str) -> None:
+    help_line, rules, phony = _run_rules(board)
+    text = render((TEMPLATES / "edgekit" / "Makefile.in").read_text(), {
+        "MODEL_NAME": model_name, "BOARD": board.name, "CORE": board.core, "EDGEKIT_VERSION": __version__,
+        "RUN_HELP": help_line, "RUN_RULES": rules, "RUN_PHONY": phony,
+        "CPU_FLAGS": " ".join(board.gcc_flags()),
+        "INCLUDES": " ".join(f"-I{i}" for i in includes),
+        "LDSCRIPT": ldscript,
+        "SRCS": " \\\n".join(f"  {s}" for s in sources),
+    }, name="Makefile.in")
+    (dest / "Makefile").write_text(text)
+
+
+def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, name: str, sha: str,
+                          plan: Dict[str, Any]) -> Dict[str, Any]:
+    """Everything `make` needs, copied or generated into ``stage``."""
+    from edgekit.firmware.boards import write_board_files
+
+    kernels = copy_runtime(stage / "runtime", graph.op_names)
+    board_files = write_board_files(board, stage / "board", copy_sources=True)
+    for f in APP_FILES:
+        _copy(FIRMWARE_DIR / "app" / f, stage / "app" / f)
+    for f in PROTOCOL_FILES:
+        _copy(FIRMWARE_DIR / "protocol" / f, stage / "protocol" / f)
+    write_model_files(stage / "model", model, name=name, sha=sha, arena=plan["arena_bytes"],
+                      state=plan["state_bytes"], board=board.name)
+    (stage / MODEL_FILE).write_bytes(model)
+    rel = lambda p: str(Path(p).relative_to(stage))  # noqa: E731
+    sources = sorted(rel(p) for p in stage.rglob("*") if p.suffix in (".c", ".S"))
+    includes = ["runtime/include", "runtime/src", "runtime/src/kernels", "board", "protocol", "app", "model"]
+    write_makefile(stage, board, model_name=name, sources=sources, includes=includes,
+                   ldscript=rel(board_files.linker_script))
+    return {"kernels": kernels, "sources": sources}
+
+
+# --- sizes ---------------------------------------------------------------------------------------------------
+
+def measured_sizes(project: Path, board, graph: Graph, *, keep_build: bool
+                   ) -> Tuple[Optional[ElfSizes], Optional[StackEstimate], Dict[str, Any], Optional[Dict[str, Any]]]:
+    """Link the project (its own Makefile) to read flash/RAM from the ELF; with ``keep_build`` on a QEMU board, also
+    boot it once to measure the stack high-water mark. The build folder stays only with keep_build."""
+    if not fw_build.toolchain_available():
+        return None, None, {"built": False, "reason": f"{fw_build.GCC} or make not found ({fw_build.GCC_INSTALL})"}, None
+    build_dir = "build" if keep_build else f".size-build-{os.getpid()}"
+    device = None
+    try:
+        elf = fw_build.make_project(project, build_dir=build_dir, board=board.name)
+        sizes = elf_sizes(elf)
+        stack = estimate_stack(project / build_dir, entry="main", linked=elf_functions(elf))
+        from edgekit.firmware.boards import toolchain_version
+
+        build = {"built": True, "elf": f"{build_dir}/firmware.elf" if keep_build else None,
+                 "toolchain": toolchain_version(), "cflags": "-O2 -ffp-contract=off -ffunction-sections -fdata-sections "
+                 "-fstack-usage -fcallgraph-info=su", "ldflags": "-Wl,--gc-sections --specs=nano.specs"}
+        if keep_build and board.is_qemu and shutil.which("qemu-system-arm"):
+            from edgekit.firmware.qemu import qemu_version
+
+            device = device_measurement(board, elf, graph)
+            build["qemu"] = qemu_version()
+    finally:
+        if not keep_build:
+            shutil.rmtree(project / build_dir, ignore_errors=True)
+    return sizes, stack, build, device
+
+
+def _zero_inputs(graph: Graph) -> List[Any]:
+    import numpy as np
+
+    values = []
+    for i in graph.inputs:
+        t = graph.tensors[i]
+        if t.type == "INT8":
+            values.append(np.full(t.shape, t.zero_points[0] if t.zero_points else 0, dtype=np.int8))
+        else:
+            values.append(np.zeros(t.shape, dtype=np.float32))
+    return values
+
+
+def device_measurement(board, elf: Path, graph: Graph) -> Dict[str, Any]:
+    """Boot the firmware under QEMU and run one inference (zero-point inputs): the device's own figures."""
+    from edgekit.firmware.qemu import QemuSession
+
+    with QemuSession(board, elf, count_instructions=False, timeout_s=300.0, boot_timeout_s=30.0) as session:
+        info = session.info
+        result = session.infer(_zero_inputs(graph))
+    return {"stack_used": max(info.stack_used, int(result.stack_used)), "stack_bytes": info.stack_bytes,
+            "state_used": info.state_used, "arena_used": info.arena_used, "machine": board.qemu_machine}
+
+
+def memory_figures(model: bytes, plan: Dict[str, Any], board, sizes: Optional[ElfSizes],
+                   stack: Optional[StackEstimate], device: Optional[Dict[str, Any]] = None
+                   ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """(flash, ram) sections of firmware.json, each with its method stated."""
+    arena, state = plan["arena_bytes"], plan["state_bytes"]
+    if sizes is None:
+        flash = {"bytes": len(model), "model": len(model), "method": "estimated lower bound: the model array only "
+                 "(the firmware was not linked: arm-none-eabi-gcc missing)"}
+        stack_json = {"bytes": board.stack_bytes, "method": "linker reservation of the board profile (not linked)"}
+        ram = {"bytes": arena + state + board.stack_bytes, "arena": arena, "state": state, "other_static": None,
+               "stack": stack_json, "method": "estimated lower bound: arena + state + stack reservation (not linked)"}
+        return flash, ram
+    flash = {"bytes": sizes.flash_bytes, "model": sizes.model, "code_and_rodata": sizes.code_bytes,
+             "text": sizes.text, "rodata": sizes.rodata, "data_init": sizes.data,
+             "method": "measured: linked ELF section sizes (pyelftools): .text + read-only data + .data image"}
+    if stack is not None and stack.bytes is not None:
+        stack_json = {"bytes": stack.bytes, "estimated": True, "method": stack.method, "chain": stack.chain}
+    else:
+        stack_json = {"bytes": board.stack_bytes, "estimated": True,
+                      "method": "linker reservation (no bounded static estimate: "
+                                + ("recursion" if stack and stack.recursion else "no call graph") + ")"}
+    if device is not None:
+        stack_json = {"bytes": device["stack_used"], "estimated": False,
+                      "method": f"measured: high-water mark of the painted stack after boot and one inference under "
+                                f"QEMU {device['machine']}", "static_estimate": stack_json}
+    other = sizes.static_ram_bytes - arena - state
+    ram = {"bytes": sizes.static_ram_bytes + stack_json["bytes"], "arena": arena, "state": state,
+           "other_static": other, "data": sizes.data, "bss": sizes.bss - sizes.reserved_stack,
+           "stack": stack_json, "stack_reserved": sizes.reserved_stack,
+           "linked_bytes": sizes.static_ram_bytes + sizes.reserved_stack,
+           "method": "arena + runtime state + other .data/.bss (linked ELF) + stack ("
+                     + ("measured on the device)" if device else "static estimate; `edgekit run` measures it on the device)")}
+    if device is not None:
+        ram["state_used_on_device"] = device["state_used"]
+    return flash, ram
+
+
+# --- the command ---------------------------------------------------------------------------------------------
+
+def describe_ops(graph: Graph) -> List[Dict[str, Any]]:
+    macs = graph.macs()
+    return [{"index": op.index, "name": op.label, "location": graph.location(op), "macs": macs[op.index]}
+            for op in graph.ops]
+
+
+def signature(model_sha: str, extra_tools: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    tools = tool_versions(TOOLS)
+    tools.update(extra_tools or {})
+    return {"model_sha256": model_sha, "tools": tools, "host": host_info(), "created": utc_now()}
+
+
+def generate_firmware(model: Union[Path, str, bytes], board_name: str = DEFAULT_BOARD, outdir: Optional[Path] = None,
+                      *, runtime: str = "edgekit", build: bool = False, source: Optional[str] = None) -> FirmwareResult:
+    """Generate (and optionally build) the firmware project for ``model`` on ``board_name`` into ``outdir``."""
+    from edgekit.firmware.boards import load_board
+
+    data, path_name = load_model_bytes(model)
+    source = source or path_name
+    graph = read_graph(data, source)
+    require_support(graph, runtime)  # every unsupported op, listed at once, before anything is written
+    board = load_board(board_name)
+    if outdir is None:
+        stem = Path(source).stem if source != "<bytes>" else "model"
+        outdir = Path("out") / "firmware" / (f"{stem}-{board.name}" + ("" if runtime == "edgekit" else f"-{runtime}"))
+    if runtime == "tflm":
+        from edgekit.firmware.tflm import generate_tflm_project
+
+        return generate_tflm_project(data, graph, board, Path(outdir), source=source, build=build)
+    return _generate_edgekit(data, graph, board, Path(outdir), source=source, build=build)
+
+
+def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source: str, build: bool) -> FirmwareResult:
+    if graph.inputs and any(graph.tensors[i].type not in ("INT8", "FLOAT32") for i in graph.inputs):
+        raise UserError(f"{source}: model inputs must be int8 (or float32 feeding a QUANTIZE)")
+    sha = sha256_bytes(data)
+    plan = memory_plan(data, graph, source)
+    early_fit_check(len(data), plan["arena_bytes"], plan["state_bytes"], board)
+    name = Path(source).name if source != "<bytes>" else "model.tflite"
+    with atomic_output_dir(outdir) as stage:
+        written = write_project_sources(stage, board, graph, data, name=name, sha=sha, plan=plan)
+        sizes, stack, build_info, device = measured_sizes(stage, board, graph, keep_build=build)
+        flash, ram = memory_figures(data, plan, board, sizes, stack, device)
+        fits = fit_report(flash["bytes"], ram["bytes"], board)
+        raise_if_not_fitting(fits, board, "measured from the linked ELF" if sizes else "lower bound")
+        info = firmware_info(data, graph, board, plan, flash, ram, fits, written, build_info, source=source, sha=sha)
+        (stage / FIRMWARE_JSON).write_text(json.dumps(json_safe(info), indent=2) + "\n")
+        (stage / "README.md").write_text(readme_text(info, board))
+    elf = outdir / "build" / fw_build.ELF_NAME if build and sizes is not None else None
+    log.info("wrote firmware project %s", outdir)
+    return FirmwareResult(outdir, info, elf)
+
+
+def firmware_info(data: bytes, graph: Graph, board, plan: Dict[str, Any], flash: Dict[str, Any], ram: Dict[str, Any],
+                  fits: Dict[str, Any], written: Dict[str, Any], build_info: Dict[str, Any], *, source: str,
+                  sha: str, runtime: str = "edgekit") -> Dict[str, Any]:
+    constant_bytes = sum(t.bytes for t in graph.tensors if t.constant)
+    op_counts: Dict[str, int] = {}
+    for op in graph.ops:
+        op_counts[op.label] = op_counts.get(op.label, 0) + 1
+    return {
+        "edgekit_firmware": 1,
+        "runtime": runtime,
+        "model": {"file": MODEL_FILE, "source": source, "sha256": sha, "bytes": len(data),
+                  "constant_data_bytes": constant_bytes, "flatbuffer_overhead_bytes": len(data) - constant_bytes,
+                  "inputs": [_tensor_json(graph.tensors[i]) for i in graph.inputs],
+                  "outputs": [_tensor_json(graph.tensors[i]) for i in graph.outputs]},
+        "board": {**board.summary(), "profile": board.profile.get("_path"), "cpu_flags": board.gcc_flags(),
+                  "stack_reserved_bytes": board.stack_bytes},
+        "arena_bytes": plan["arena_bytes"],
+        "state_bytes": plan["state_bytes"],
+        "state_bytes_note": "measured by the runtime on this 64-bit host: an upper bound of the 32-bit MCU's need "
+                            "(the device reports its exact use in `edgekit run`)",
+        "flash_bytes": flash["bytes"],
+        "ram_bytes": ram["bytes"],
+        "flash": flash,
+        "ram": ram,
+        "fits": fits,
+        "ops": describe_ops(graph),
+        "op_counts": op_counts,
+        "macs": sum(graph.macs().values()),
+        "kernels": written.get("kernels", []),
+        "plan": {"tensors": plan.get("tensors", []), "scratch": plan.get("scratch", []),
+                 "persistent_bytes": plan.get("persistent_bytes")},
+        "build": build_info,
+        "signature": signature(sha, {k: v for k, v in (("arm-none-eabi-gcc", build_info.get("toolchain")),
+                                                       ("qemu", build_info.get("qemu"))) if v}),
+    }
+
+
+def _op_table(info: Dict[str, Any]) -> str:
+    lines = ["| # | operator | output tensor | MACs |", "|---|---|---|---|"]
+    for op in info["ops"]:
+        tensor = op["location"].split("-> tensor ", 1)[-1]
+        lines.append(f"| {op['index']} | {op['name']} | {tensor} | {op['macs']:,} |")
+    lines.append(f"\n{len(info['ops'])} operators, {info['macs']:,} multiply-accumulates per inference.")
+    return "\n".join(lines)
+
+
+def readme_text(info: Dict[str, Any], board) -> str:
+    flash, ram, fits = info["flash"], info["ram"], info["fits"]
+    help_line = _run_rules(board)[0].lstrip("# ").strip()
+    bytes_or = lambda v: f"{v:,}" if isinstance(v, int) else "–"  # noqa: E731
+    return render((TEMPLATES / "edgekit" / "README.md.in").read_text(), {
+        "MODEL_NAME": Path(info["model"]["source"]).name, "BOARD": board.name, "EDGEKIT_VERSION": __version__,
+        "CREATED": info["signature"]["created"], "HOST": info["signature"]["host"]["hostname"],
+        "MODEL_SHA256": info["model"]["sha256"], "BOARD_DESCRIPTION": board.description, "CORE": board.core,
+        "FLASH_AVAILABLE": f"{board.flash.bytes:,}", "RAM_AVAILABLE": f"{board.ram.bytes:,}",
+        "RUN_LINE": "    " + help_line.replace("make ", "make ", 1),
+        "CPU_FLAGS": " ".join(board.gcc_flags()),
+        "FLASH_BYTES": bytes_or(flash["bytes"]), "FLASH_FIT": "fits" if fits["flash"]["fits"] else "DOES NOT FIT",
+        "FLASH_METHOD": flash["method"], "MODEL_BYTES": bytes_or(info["model"]["bytes"]),
+        "CODE_BYTES": bytes_or(flash.get("code_and_rodata")), "KERNEL_COUNT": len(info["kernels"]),
+        "RAM_BYTES": bytes_or(ram["bytes"]), "RAM_FIT": "fits" if fits["ram"]["fits"] else "DOES NOT FIT",
+        "ARENA_BYTES": bytes_or(ram["arena"]), "STATE_BYTES": bytes_or(ram["state"]),
+        "OTHER_STATIC": bytes_or(ram.get("other_static")), "STACK_BYTES": bytes_or(ram["stack"]["bytes"]),
+        "STACK_METHOD": ram["stack"]["method"], "OP_TABLE": _op_table(info),
+        "KERNELS": ", ".join(f"`{k}`" for k in info["kernels"]) or "none",
+        "OVERHEAD_BYTES": bytes_or(info["model"]["flatbuffer_overhead_bytes"]),
+        "RUN_DEVICE": f"qemu:{board.name}" if board.is_qemu else "serial:PORT --flash",
+    }, name="README.md.in")
+
+
+def _tensor_json(t) -> Dict[str, Any]:
+    return {"name": t.name, "type": t.type, "shape": list(t.shape),
+            "scale": t.scales[0] if t.scales else None, "zero_point": t.zero_points[0] if t.zero_points else None}
+
+
+# --- cached builds for `edgekit run MODEL.tflite` -----------------------------------------------------------
+
+def cache_root() -> Path:
+    base = os.environ.get("EDGEKIT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "edgekit")
+    return Path(base) / "firmware"
+
+
+def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>") -> FirmwareResult:
+    """Generate + build once per (model, board profile, firmware sources); reuse the built project afterwards."""
+    from edgekit.firmware.boards import load_board
+
+    board = load_board(board_name)
+    profile_text = Path(board.profile["_path"]).read_bytes() if board.profile.get("_path") else b""
+    key = hashlib.sha256(model + b"\0" + profile_text + firmware_sources_hash().encode()).hexdigest()[:24]
+    outdir = cache_root() / f"{board.name}-{key}"
+    info_path = outdir / FIRMWARE_JSON
+    elf = outdir / "build" / fw_build.ELF_NAME
+    if info_path.is_file() and elf.is_file():
+        log.info("reusing the cached firmware build %s", outdir)
+        return FirmwareResult(outdir, json.loads(info_path.read_text()), elf)
+    outdir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}-", dir=outdir.parent))
+    try:
+        result = generate_firmware(model, board.name, tmp / "project", build=True, source=source)
+        if result.elf is None:
+            fw_build.require_toolchain()
+        try:
+            os.replace(tmp / "project", outdir)
+        except OSError:  # another process won the race: use theirs
+            if not elf.is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return FirmwareResult(outdir, json.loads(info_path.read_text()), elf)
