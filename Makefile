@@ -33,9 +33,9 @@ $(STAMP): pyproject.toml requirements.lock | $(APT_STAMP)
 install: $(STAMP)
 
 demo: install
-	$(VENV)/bin/edgekit quantize edgekit/demo/digits_cnn.pt2 \
+	$(VENV)/bin/edgekit deploy edgekit/demo/digits_cnn.pt2 \
 	  --calib calibration_data/digits/calib --eval-data calibration_data/digits/eval \
-	  -o out/demo
+	  --board mps2-an386 -o out/demo
 	@echo "report: out/demo/report.md"
 
 test: install
@@ -44,6 +44,7 @@ test: install
 bench: install
 	$(PY) tests/benchmarks/bench_quantize_overhead.py
 	$(PY) tests/benchmarks/bench_mlperf_quantize.py
+	$(PY) tests/benchmarks/bench_firmware_mlperf.py
 
 clean:
 	rm -rf out build *.egg-info

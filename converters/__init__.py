@@ -10,7 +10,7 @@ from edgekit.registry import Registry
 
 CONVERTERS: Registry = Registry("output format")
 
-_BACKENDS = ("tflite",)
+_BACKENDS = ("tflite", "firmware")
 
 
 def load_backends() -> Registry:

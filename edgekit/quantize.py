@@ -13,7 +13,7 @@ from edgekit.calibration import dataset as data
 from edgekit.calibration.ranges import RANGE_METHODS, RangeOptions, choose_ranges
 from edgekit.calibration.statistics import cache_key, collect_statistics
 from edgekit.converters import load_backends
-from edgekit.errors import UnsupportedOpError
+from edgekit.errors import UnknownNameError, UnsupportedOpError
 from edgekit.export import to_float_tflite
 from edgekit.parity.compare import ParityReport, compare
 from edgekit.parity.runners import TFLiteRunner
@@ -73,6 +73,9 @@ def quantize(
 ) -> QuantizeResult:
     """Run export -> calibrate -> quantize -> parity and write OUTDIR atomically."""
     converters = load_backends()
+    quantizers = [n for n in converters.names() if getattr(converters.get(n), "stage", "quantize") == "quantize"]
+    if options.format not in quantizers:
+        raise UnknownNameError("quantize --format", options.format, quantizers)
     converter = converters.get(options.format)()
     RANGE_METHODS.get(options.method)  # unknown method: fail before any work
     spec = PreprocessSpec.load(options.preprocess) if options.preprocess else None

@@ -26,6 +26,7 @@ class FirmwareConverter:
 
     name = "firmware"
     target = "edgekit"
+    stage = "compile"  # not a quantizer: `edgekit quantize --format` does not offer it
 
     def check_support(self, model: ModelLike, target: str = target) -> SupportReport:
         """Every operator accepted or rejected for ``target`` ("edgekit" or "tflm"), with location and reason."""

@@ -31,6 +31,7 @@ class TFLiteInt8Converter:
     name = "tflite"
     filename = "model_int8.tflite"
     target = "tflite-int8"
+    stage = "quantize"
 
     def check_support(self, model: TFLiteModel, target: str = target) -> SupportReport:
         report = SupportReport(target)
