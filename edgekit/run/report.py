@@ -1,0 +1,245 @@
+"""run.json (machines), report.md (people) and PNG plots for one device run; every number signed."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from edgekit import __version__
+from edgekit.provenance import host_info, sha256_file, tool_versions, utc_now
+from edgekit.report import fmt, json_safe
+from edgekit.run.base import RunRequest, RunResult
+from edgekit.run.energy import estimate_from_profile, unavailable
+from edgekit.run.stats import latency_summary, throughput
+from edgekit.run.thermal import ThrottleCriteria, attach_sensors, sample_readings, thermal_verdict, window_series
+
+log = logging.getLogger(__name__)
+
+RUN_TOOLS = ("edgekit", "numpy", "ai-edge-litert", "onnxruntime", "tflite-micro", "coremltools", "ppk2-api", "smbus2")
+PLOT_POINTS = 20000  # at most this many per-iteration points in the time plot (evenly thinned beyond)
+
+
+def final_energy(result: RunResult, request: RunRequest, wall_s: Optional[float]) -> Dict[str, Any]:
+    """The runner's measurement, else the profile's estimate, else 'unavailable' with every reason."""
+    if result.energy:
+        return result.energy
+    if not result.complete:
+        return unavailable(f"the run did not complete ({result.incomplete_reason})")
+    count = len(result.latencies_ms)
+    if count and wall_s:
+        estimate = estimate_from_profile(result.device.profile, wall_s / count, request.options.get("threads"))
+        if estimate:
+            return estimate
+    reasons = [result.extra.get("energy_unavailable_reason") or "the runner measured no energy"]
+    reasons.append("no --power-monitor given" if not request.options.get("power_monitor") else "")
+    profile = result.device.profile
+    reasons.append(f"device profile {profile.get('name')!r} has no power_model (idle_w, full_load_w, cores)" if profile
+                   else "no device profile with a power model")
+    return unavailable("; ".join(r for r in reasons if r))
+
+
+def thermal_section(result: RunResult, request: RunRequest, wall_s: Optional[float], criteria: ThrottleCriteria) -> Dict[str, Any]:
+    readings = [sample_readings(s) for s in result.sensors]
+    available = list(result.extra.get("sensors_available", []))
+    if request.sustain_s <= 0:
+        return {"sustained": False, "sensors_available": available, "readings": readings,
+                "note": "single run; use --sustain SECONDS for the window series and the throttling verdict"}
+    windows = window_series(result.timestamps_s, result.latencies_ms, request.window_s, wall_s)
+    attach_sensors(windows, readings)
+    throttle_c = (result.device.profile.get("thermal") or {}).get("throttle_c")
+    verdict = thermal_verdict(windows, readings, available, criteria=criteria, throttle_c=throttle_c)
+    return {"sustained": True, "window_s": request.window_s, "windows": windows, "readings": readings, "verdict": verdict}
+
+
+def outputs_summary(result: RunResult) -> List[Dict[str, Any]]:
+    return [{"sample": i, "tensors": [{"name": n, "dtype": str(a.dtype), "shape": list(a.shape),
+                                       "sha256": hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()} for n, a in sample.items()]}
+            for i, sample in enumerate(result.outputs)]
+
+
+def build_run_json(result: RunResult, request: RunRequest, *, inputs_description: Dict[str, Any],
+                   criteria: ThrottleCriteria = ThrottleCriteria()) -> Dict[str, Any]:
+    wall_s = result.extra.get("warm_wall_s")
+    device = result.device
+    profile = device.profile or {}
+    artifact = Path(request.artifact)
+    report: Dict[str, Any] = {
+        "edgekit_run": 1,
+        "complete": result.complete,
+        "incomplete_reason": result.incomplete_reason or None,
+        "artifact": {"path": str(artifact), "sha256": sha256_file(artifact)},
+        "device": {"name": device.name, "kind": device.kind, "address": device.address,
+                   "profile": profile.get("name"), "profile_path": profile.get("_path")},
+        "runtime": result.runtime,
+        "config": {"iterations": request.iterations, "warmup": request.warmup, "sustain_s": request.sustain_s,
+                   "window_s": request.window_s, "timeout_s": request.timeout_s,
+                   **{k: v for k, v in request.options.items() if k in ("threads", "power_monitor", "resolver", "arena_bytes")},
+                   "inputs": inputs_description},
+        "cold_start_ms": {"load": result.load_ms, "first_inference": result.first_inference_ms,
+                          "runtime_import": result.extra.get("runtime_import_ms")},
+        "cold_start_note": ("load = model file read + interpreter creation + tensor allocation (runtime library already "
+                            "imported; its import time is runtime_import); first_inference = the first invoke alone")
+        if result.load_ms is not None else None,
+        "latency_ms": latency_summary(result.latencies_ms),
+        "latency_note": "warm iterations; each latency covers the runtime's invoke call only" if result.latencies_ms else
+        "no per-inference latencies measured on this device (see the work and estimate fields)",
+        "throughput_ips": throughput(len(result.latencies_ms), wall_s),
+        "memory": result.memory,
+        "energy_uj_per_inference": final_energy(result, request, wall_s),
+        "thermal": thermal_section(result, request, wall_s, criteria),
+        "work": result.work,
+        "outputs": outputs_summary(result),
+        "outputs_file": "outputs.npz" if result.outputs else None,
+        "extra": {k: v for k, v in result.extra.items() if k not in ("energy_unavailable_reason", "runtime_import_ms")},
+    }
+    for key, value in {**result.work, **{k: v for k, v in result.memory.items() if k in ("arena_bytes", "flash_bytes", "ram_bytes")}}.items():
+        report.setdefault(key, value)  # MCU facts (instructions_per_inference, arena_bytes, ...) at the top level too
+    report["signature"] = {
+        "artifact_sha256": report["artifact"]["sha256"], "device_profile": profile.get("name"), "device": device.name,
+        "runtime": result.runtime, "tools": tool_versions(RUN_TOOLS), "host": host_info(), "created": utc_now(),
+        "edgekit": __version__,
+    }
+    return report
+
+
+# --- Markdown --------------------------------------------------------------------------------------
+def _ms(value: Optional[float]) -> str:
+    return "–" if value is None else f"{value:.4g} ms"
+
+
+def markdown(report: Dict[str, Any]) -> str:
+    lat, cold, energy = report["latency_ms"], report["cold_start_ms"], report["energy_uj_per_inference"]
+    device, runtime = report["device"], report["runtime"]
+    lines = [f"# edgekit run: {Path(report['artifact']['path']).name} on {device['name']}", ""]
+    if not report["complete"]:
+        lines += [f"**INCOMPLETE RUN:** {report['incomplete_reason']}. The figures below cover what was measured before it stopped.", ""]
+    lines += [
+        f"- Artifact sha256 `{report['artifact']['sha256']}`",
+        f"- Device `{device['name']}` ({device['kind']}{', ' + device['address'] if device['address'] else ''}), "
+        f"profile `{device['profile'] or 'none'}`",
+        f"- Runtime: {', '.join(f'{k} {v}' for k, v in runtime.items() if v is not None) or 'not reached'}",
+        f"- Inputs: {report['config']['inputs'].get('kind', report['config']['inputs'].get('path', ''))}, "
+        f"{report['config']['inputs'].get('samples', report['config']['inputs'].get('selected', '?'))} sample(s)",
+        f"- Signed {report['signature']['created']} on {report['signature']['host']['hostname']} "
+        f"({report['signature']['host']['platform']})",
+        "",
+        "## Cold start and latency",
+        "",
+        "| runtime import | load / init | first inference | p50 | p90 | p99 | max | mean | std | warm iterations | throughput |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| {_ms(cold.get('runtime_import'))} | {_ms(cold['load'])} | {_ms(cold['first_inference'])} | {_ms(lat['p50'])} | {_ms(lat['p90'])} | {_ms(lat['p99'])} | "
+        f"{_ms(lat['max'])} | {_ms(lat['mean'])} | {_ms(lat['std'])} | {lat['count']} | "
+        f"{fmt(report['throughput_ips']) + ' /s' if report['throughput_ips'] else '–'} |",
+        "",
+        "; ".join(n for n in (report["latency_note"], report["cold_start_note"]) if n) + ".",
+        "",
+        "## Memory",
+        "",
+    ]
+    lines += [f"- {k}: {v:,}" if isinstance(v, int) else f"- {k}: {v}" for k, v in report["memory"].items()] or ["- not reported"]
+    lines += ["", "## Energy per inference", ""]
+    if energy["method"] == "unavailable":
+        lines.append(f"**unavailable**: {energy['reason']}")
+    else:
+        lines.append(f"**{fmt(energy['value'])} µJ** ({energy['method']}; source: {energy['source']})")
+        for key in ("model", "note", "average_power_w"):
+            if energy.get(key) is not None:
+                lines.append(f"- {key}: {fmt(energy[key]) if isinstance(energy[key], float) else energy[key]}")
+    lines += ["", "## Thermal", ""] + _thermal_lines(report["thermal"])
+    if report.get("work"):
+        lines += ["", "## Work counted on the device", ""] + [f"- {k}: {v}" for k, v in report["work"].items() if not isinstance(v, (dict, list))]
+    lines += [""] + [f"![{Path(name).stem.replace('_', ' ')}]({name})\n" for name in report.get("plots", [])]
+    return "\n".join(lines)
+
+
+def _thermal_lines(thermal: Dict[str, Any]) -> List[str]:
+    sensors = ", ".join(thermal.get("sensors_available") or []) or "none on this device"
+    if not thermal["sustained"]:
+        return [f"Sensors: {sensors}. {thermal['note']}."]
+    v = thermal["verdict"]
+    state = {True: "**throttling detected**", False: "no throttling detected", None: "undetermined"}[v["throttling_detected"]]
+    lines = [f"Verdict: {state}" + (f", onset at {v['onset_s']:.1f} s (first shown by {v['first_signal']})" if v["onset_s"] is not None else ""),
+             "",
+             f"- Sustained-to-peak throughput: {fmt(v['sustained_to_peak']) if v['sustained_to_peak'] is not None else '–'} "
+             f"(peak {fmt(v['peak_throughput_ips'])} /s, sustained {fmt(v['sustained_throughput_ips'])} /s)",
+             "- Signals: " + (", ".join(f"{k} at {s['onset_s']:.1f} s" for k, s in v["signals"].items()) or "none"),
+             f"- Sensors: {sensors}",
+             f"- Latency test: {v['criteria']['rule']}"
+             + ("" if v["latency_test"].get("usable") else f" — not usable: {v['latency_test']['reason']}"),
+             "", "| window start (s) | count | p50 ms | p90 ms | p99 ms | mean ms | throughput /s | max temp °C |",
+             "|---|---|---|---|---|---|---|---|"]
+    for w in thermal["windows"]:
+        temp = max(w["temperature_c"].values()) if w.get("temperature_c") else None
+        lines.append(f"| {w['start_s']:.1f} | {w['count']} | {fmt(w.get('p50_ms', '–'))} | {fmt(w.get('p90_ms', '–'))} | "
+                     f"{fmt(w.get('p99_ms', '–'))} | {fmt(w.get('mean_ms', '–'))} | {fmt(w['throughput_ips'])} | {fmt(temp) if temp else '–'} |")
+    return lines
+
+
+# --- plots -----------------------------------------------------------------------------------------
+def write_plots(folder: Path, result: RunResult, report: Dict[str, Any]) -> List[str]:
+    if not result.latencies_ms:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lat = np.asarray(result.latencies_ms)
+    title = f"{Path(report['artifact']['path']).name} on {report['device']['name']}"
+    fig, ax = plt.subplots(figsize=(7, 4))
+    lo, hi = max(float(lat.min()), 1e-6), max(float(lat.max()), 1e-6) * 1.0001
+    ax.hist(lat, bins=np.geomspace(lo, hi, 80) if hi / lo > 1.01 else 10, color="#4477aa")
+    ax.set_xscale("log")
+    for key, style in (("p50", "-"), ("p90", "--"), ("p99", ":")):
+        ax.axvline(report["latency_ms"][key], color="k", linestyle=style, label=f"{key} {report['latency_ms'][key]:.3g} ms")
+    ax.set_xlabel("latency (ms, log scale)")
+    ax.set_ylabel("iterations")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(folder / "latency_hist.png", dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    t = np.asarray(result.timestamps_s)
+    step = max(1, lat.size // PLOT_POINTS)
+    ax.plot(t[::step], lat[::step], ".", markersize=1.5, color="#999999", label="iterations")
+    thermal = report["thermal"]
+    if thermal.get("sustained") and thermal["windows"]:
+        windows = [w for w in thermal["windows"] if w.get("count")]
+        mids = [w["start_s"] + w["length_s"] / 2 for w in windows]
+        for key, color in (("p50_ms", "#228833"), ("p90_ms", "#ccbb44"), ("p99_ms", "#ee6677"), ("mean_ms", "#4477aa")):
+            ax.plot(mids, [w[key] for w in windows], "-o", markersize=3, color=color, label=f"window {key[:-3]}")
+        onset = thermal["verdict"]["onset_s"]
+        if onset is not None:
+            ax.axvline(onset, color="red", linestyle="--", label=f"throttling onset {onset:.1f} s")
+    ax.set_yscale("log")
+    ax.set_xlabel("time since warm start (s)")
+    ax.set_ylabel("latency (ms, log scale)")
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(folder / "latency_over_time.png", dpi=100)
+    plt.close(fig)
+    return ["latency_hist.png", "latency_over_time.png"]
+
+
+def write_run_outputs(folder: Path, result: RunResult, report: Dict[str, Any]) -> None:
+    """Into an (atomic staging) folder: run.json, report.md, plots, outputs.npz (device outputs per sample),
+    latencies.npz (every warm iteration's start time and latency, for re-analysis)."""
+    folder = Path(folder)
+    if result.outputs:
+        arrays = {f"s{i}__{name}": a for i, sample in enumerate(result.outputs) for name, a in sample.items()}
+        with open(folder / "outputs.npz", "wb") as handle:
+            np.savez(handle, **arrays)
+    if result.latencies_ms:
+        with open(folder / "latencies.npz", "wb") as handle:
+            np.savez(handle, t_s=np.asarray(result.timestamps_s), latency_ms=np.asarray(result.latencies_ms))
+        report["latencies_file"] = "latencies.npz"
+    report["plots"] = write_plots(folder, result, report)
+    (folder / "run.json").write_text(json.dumps(json_safe(report), indent=2) + "\n")
+    (folder / "report.md").write_text(markdown(report))
