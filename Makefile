@@ -45,6 +45,8 @@ bench: install
 	$(PY) tests/benchmarks/bench_quantize_overhead.py
 	$(PY) tests/benchmarks/bench_mlperf_quantize.py
 	$(PY) tests/benchmarks/bench_firmware_mlperf.py
+	$(PY) tests/benchmarks/bench_runner_overhead.py
+	$(PY) tests/benchmarks/bench_qemu_boards.py
 
 clean:
 	rm -rf out build *.egg-info

@@ -1,7 +1,7 @@
 """Error hierarchy: user errors get one clear message from the CLI, internal errors a traceback."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 
 class EdgekitError(Exception):
@@ -96,3 +96,4 @@ class DeviceError(EdgekitError):
     """A device hung, disconnected, timed out or sent a garbled reply; results so far are kept."""
 
     exit_code = 4
+    partial: Optional[object] = None  # the RunResult measured before the failure, when a runner has one

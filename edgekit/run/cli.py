@@ -37,6 +37,7 @@ def register(subparsers) -> Dict[str, Callable]:
     r.add_argument("--ssh-identity", type=Path, help="private key for ssh (default: ssh's own configuration)")
     r.add_argument("--ssh-option", action="append", default=[], metavar="KEY=VALUE", help="extra ssh -o option (repeatable)")
     r.add_argument("--arena-bytes", type=int, help="TFLM arena size for --runtime tflm")
+    r.add_argument("--flash", action="store_true", help="serial:PORT boards: flash the firmware with pyocd first")
     r.add_argument("-o", "--outdir", type=Path, default=Path("out/run"), help="output folder (default out/run)")
 
     d = subparsers.add_parser("devices", help="list device profiles with their key figures")
@@ -76,7 +77,8 @@ def build_request(args, runner_cls, target):
     samples, described = prepare_inputs(args.artifact, args.inputs, limit=args.input_limit, specs=specs)
     options = {"threads": args.threads if args.threads is not None else 1, "power_monitor": args.power_monitor,
                "remote_python": args.remote_python, "ssh_identity": str(args.ssh_identity) if args.ssh_identity else None,
-               "ssh_options": list(args.ssh_option), "arena_bytes": args.arena_bytes}
+               "ssh_options": list(args.ssh_option), "arena_bytes": args.arena_bytes,
+               "flash": True if args.flash else None}
     request = RunRequest(artifact=args.artifact, inputs=samples, iterations=args.iterations, warmup=args.warmup,
                          sustain_s=args.sustain, window_s=args.window, timeout_s=args.timeout, runtime=args.runtime,
                          options={k: v for k, v in options.items() if v not in (None, [])})
