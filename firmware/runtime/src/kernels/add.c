@@ -1,0 +1,117 @@
+/* ADD, int8, with broadcasting up to EK_MAX_DIMS dimensions.
+ *
+ * Bit-exact with LiteRT BUILTIN_REF: tflite/kernels/add.cc Prepare (8-bit general path, left_shift 20,
+ * multipliers from QuantizeMultiplierSmallerThanOneExp in double) and reference_integer_ops::AddFunc
+ * (tflite/kernels/internal/reference/integer_ops/add.h).  Same-shape and broadcast paths compute the same
+ * per-element function, so one broadcast walker serves both.
+ */
+#include "ek_broadcast.h"
+#include "ek_fixedpoint.h"
+#include "ek_kernels.h"
+
+typedef struct add_params {
+  int32_t input1_offset, input2_offset, output_offset;
+  int32_t input1_multiplier, input2_multiplier, output_multiplier;
+  int32_t input1_shift, input2_shift, output_shift;
+  int32_t left_shift;
+  int32_t act_min, act_max;
+  ek_broadcast_plan plan;
+} add_params;
+
+static size_t add_persistent_bytes(const ek_context *ctx, const ek_op *op) {
+  (void)ctx;
+  (void)op;
+  return sizeof(add_params);
+}
+
+/* QuantizeMultiplierSmallerThanOneExp: TFLite CHECK-fails (aborts) outside [0, 1); we refuse the model. */
+static int add_quantize_smaller_than_one(double m, int32_t *multiplier, int32_t *shift) {
+  if (!(m >= 0.0 && m < 1.0)) return 0;
+  int s = 0;
+  ek_quantize_multiplier(m, multiplier, &s);
+  if (s > 0) return 0;
+  *shift = s;
+  return 1;
+}
+
+static int add_valid_scale(float s) { return s > 0.0f && s <= 3.4028234e38f; }
+
+static ek_status add_prepare(ek_context *ctx, ek_op *op) {
+  if (op->num_inputs != 2 || op->num_outputs != 1) return ek_fail(ctx, op, EK_ERR_MODEL, "ADD needs 2 inputs and 1 output");
+  const ek_tensor *in1 = ek_input(ctx, op, 0), *in2 = ek_input(ctx, op, 1);
+  const ek_tensor *out = ek_output(ctx, op, 0);
+  if (!in1 || !in2 || !out) return ek_fail(ctx, op, EK_ERR_MODEL, "ADD input or output tensor missing");
+  if (in1->type != EK_INT8 || in2->type != EK_INT8 || out->type != EK_INT8)
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD supports int8 inputs and output only");
+  if (in1->num_scales != 1 || in2->num_scales != 1 || out->num_scales != 1)
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD needs per-tensor quantized int8 tensors");
+  if (!add_valid_scale(in1->scale) || !add_valid_scale(in2->scale) || !add_valid_scale(out->scale))
+    return ek_fail(ctx, op, EK_ERR_MODEL, "ADD tensor scale must be positive and finite");
+  if (in1->zero_point < -128 || in1->zero_point > 127 || in2->zero_point < -128 || in2->zero_point > 127 ||
+      out->zero_point < -128 || out->zero_point > 127)
+    return ek_fail(ctx, op, EK_ERR_MODEL, "ADD int8 zero point outside [-128, 127]");
+  if (in1->bytes != ek_num_elements(in1) || in2->bytes != ek_num_elements(in2) || out->bytes != ek_num_elements(out))
+    return ek_fail(ctx, op, EK_ERR_MODEL, "ADD tensor size does not match its shape");
+  const int32_t act = op->params.activation;
+  if (act != EK_ACT_NONE && act != EK_ACT_RELU && act != EK_ACT_RELU6 && act != EK_ACT_RELU_N1_TO_1)
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD fused activation must be NONE, RELU, RELU6 or RELU_N1_TO_1");
+
+  add_params *p = (add_params *)op->user_data;
+  switch (ek_broadcast_prepare(in1, in2, out, &p->plan)) {
+    case EK_BCAST_OK: break;
+    case EK_BCAST_INCOMPATIBLE: return ek_fail(ctx, op, EK_ERR_SHAPE, "ADD input shapes do not broadcast");
+    case EK_BCAST_RANK: return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD supports at most 6 dimensions and 2^31 elements");
+    default: return ek_fail(ctx, op, EK_ERR_SHAPE, "ADD output shape is not the broadcast of the input shapes");
+  }
+
+  p->input1_offset = -in1->zero_point;
+  p->input2_offset = -in2->zero_point;
+  p->output_offset = out->zero_point;
+  p->left_shift = 20;
+  /* as add.cc: float max, then double arithmetic */
+  const double twice_max_input_scale = 2.0 * (double)(in1->scale > in2->scale ? in1->scale : in2->scale);
+  const double real_input1_multiplier = (double)in1->scale / twice_max_input_scale;
+  const double real_input2_multiplier = (double)in2->scale / twice_max_input_scale;
+  const double real_output_multiplier = twice_max_input_scale / ((double)(1 << 20) * (double)out->scale);
+  if (!add_quantize_smaller_than_one(real_input1_multiplier, &p->input1_multiplier, &p->input1_shift) ||
+      !add_quantize_smaller_than_one(real_input2_multiplier, &p->input2_multiplier, &p->input2_shift) ||
+      !add_quantize_smaller_than_one(real_output_multiplier, &p->output_multiplier, &p->output_shift))
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD output scale too small for the input scales (TFLite rejects it too)");
+  ek_activation_range(act, out->scale, out->zero_point, -128, 127, &p->act_min, &p->act_max);
+  return EK_OK;
+}
+
+static inline int8_t add_one(const add_params *p, int32_t x, int32_t y) {
+  const int32_t shifted1 = (p->input1_offset + x) * (1 << 20); /* |offset + x| <= 255: no overflow */
+  const int32_t shifted2 = (p->input2_offset + y) * (1 << 20);
+  const int32_t scaled1 = ek_mbqm_smaller_than_one(shifted1, p->input1_multiplier, p->input1_shift);
+  const int32_t scaled2 = ek_mbqm_smaller_than_one(shifted2, p->input2_multiplier, p->input2_shift);
+  const int32_t raw = ek_mbqm_smaller_than_one(scaled1 + scaled2, p->output_multiplier, p->output_shift) + p->output_offset;
+  return (int8_t)ek_clamp_i32(raw, p->act_min, p->act_max);
+}
+
+static void add_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b, int32_t b_step, int8_t *out,
+                    int32_t n) {
+  const add_params *p = (const add_params *)params;
+  if (a_step && b_step) {
+    for (int32_t i = 0; i < n; ++i) out[i] = add_one(p, a[i], b[i]);
+  } else if (b_step) {
+    const int32_t x = a[0];
+    for (int32_t i = 0; i < n; ++i) out[i] = add_one(p, x, b[i]);
+  } else if (a_step) {
+    const int32_t y = b[0];
+    for (int32_t i = 0; i < n; ++i) out[i] = add_one(p, a[i], y);
+  } else {
+    const int8_t v = add_one(p, a[0], b[0]);
+    for (int32_t i = 0; i < n; ++i) out[i] = v;
+  }
+}
+
+static ek_status add_eval(ek_context *ctx, ek_op *op) {
+  const add_params *p = (const add_params *)op->user_data;
+  ek_broadcast_run(&p->plan, p, (const int8_t *)ek_input(ctx, op, 0)->data, (const int8_t *)ek_input(ctx, op, 1)->data,
+                   (int8_t *)ek_output(ctx, op, 0)->data, add_row);
+  return EK_OK;
+}
+
+const ek_kernel ek_kernel_add = {EK_OP_ADD, "ADD", add_persistent_bytes, 0, add_prepare, add_eval};
