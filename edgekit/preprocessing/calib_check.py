@@ -1,0 +1,314 @@
+"""Is a calibration set representative of deployment data?
+
+Compares the calibration set with a sample of live (deployment) inputs on the float model:
+- per activation tensor: the calibrated range (the range method the quantizer would use on the
+  calibration statistics, edgekit.calibration), the live range, and the exact share of live
+  activation values outside the calibrated range (they would be clipped by the INT8 model);
+- the model input's distribution per channel: mean/std/percentiles, Kolmogorov-Smirnov distance
+  and Wasserstein-1 distance (in input-range units) between calibration and live values;
+- optionally (``effect=True``) the consequence: the model quantized with the calibration ranges
+  and with ranges from the live data, both run on the live data against the float model
+  (top-1 agreement, SQNR, accuracy when labels exist).
+Verdict: ``representative``, ``check`` or ``unrepresentative``, with the worst tensors.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from edgekit.calibration import dataset as data
+from edgekit.calibration.ranges import RangeOptions, choose_ranges
+from edgekit.calibration.statistics import cache_key, collect_statistics
+from edgekit.errors import CalibrationDataError
+from edgekit.preprocess import PreprocessSpec
+
+log = logging.getLogger(__name__)
+
+ProgressFactory = Callable[[str, int], Callable[[int], None]]
+
+
+@dataclass(frozen=True)
+class CalibThresholds:
+    """Verdict limits, declared once.
+
+    max_clipped: share of live activations outside the calibrated range, in the worst tensor, above
+    which the set is unrepresentative (1 %: INT8 then saturates 1 value in 100 on live data);
+    warn_clipped: above it the verdict is ``check`` (0.1 %).
+    max_input_ks: KS distance between calibration and live input values per channel above which the
+    inputs themselves are judged to come from a different distribution.
+    """
+
+    max_clipped: float = 0.01
+    warn_clipped: float = 0.001
+    max_input_ks: float = 0.25
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class LoadedSet:
+    path: Path
+    samples: List[List[np.ndarray]]
+    names: List[str]
+    labels: Optional[List[int]]
+    errors: List[str]
+    fingerprint: str
+    spec: Optional[PreprocessSpec]
+
+
+def load_tolerant(path: Path, inputs, spec: Optional[PreprocessSpec], *, limit: Optional[int], seed: int) -> LoadedSet:
+    """Every readable sample of a source; unreadable files are named and counted, the rest go on."""
+    source = data.open_source(Path(path), [i.name for i in inputs], spec)
+    chosen = data.whole(source, limit=limit, seed=seed)
+    samples, names, labels, errors = [], [], [], []
+    digest = hashlib.sha256(source.kind.encode())
+    for i in chosen.indices:
+        try:
+            sample = source.load(i)
+        except CalibrationDataError as exc:
+            errors.extend(exc.problems)
+            continue
+        problem = _check_sample(sample, inputs)
+        if problem:
+            errors.append(f"{source.name(i)}: {problem}")
+            continue
+        samples.append([np.asarray(a, dtype=spec_in.dtype) for a, spec_in in zip(sample, inputs)])
+        names.append(source.name(i))
+        if source.labels is not None:
+            labels.append(source.labels[i])
+        digest.update(source.digest(i))
+    if not samples:
+        raise CalibrationDataError(
+            [f"no usable samples in {path}"] + errors[:10], fix="pass images/arrays that match the model input"
+        )
+    return LoadedSet(Path(path), samples, names, labels if source.labels is not None else None, errors,
+                     digest.hexdigest(), getattr(source, "spec", None))
+
+
+def _check_sample(sample, inputs) -> Optional[str]:
+    if len(sample) != len(inputs):
+        return f"{len(sample)} inputs, the model has {len(inputs)}"
+    for array, spec in zip(sample, inputs):
+        got, want = tuple(array.shape), tuple(spec.shape)
+        if len(got) != len(want) or any(w > 0 and g != w for g, w in zip(got[1:], want[1:])):
+            return f"shape {got[1:]} does not match model input {spec.name!r} {want[1:]}"
+        if np.issubdtype(np.asarray(array).dtype, np.floating) and not np.all(np.isfinite(array)):
+            return "contains NaN or Inf"
+    return None
+
+
+def clipped_counts(model, samples: Sequence[List[np.ndarray]], ranges: Dict[int, Tuple[float, float]],
+                   progress: Optional[Callable[[int], None]] = None) -> Dict[int, Tuple[int, int, int]]:
+    """Exact (below, above, total) counts of live values outside each calibrated range."""
+    counts = {i: [0, 0, 0] for i in ranges}
+    indices = list(ranges)
+    for sample in samples:
+        model.run(sample, kind="debug")
+        for i, v in model.tensor_values(indices).items():
+            lo, hi = ranges[i]
+            counts[i][0] += int(np.count_nonzero(v < lo))
+            counts[i][1] += int(np.count_nonzero(v > hi))
+            counts[i][2] += int(v.size)
+        if progress:
+            progress(1)
+    return {i: tuple(c) for i, c in counts.items()}
+
+
+def _channel_axis(array: np.ndarray, spec: Optional[PreprocessSpec]) -> Optional[int]:
+    if array.ndim != 4:
+        return None
+    if spec is not None:
+        return 1 if spec.layout == "NCHW" else 3
+    return 1 if array.shape[1] in (1, 3) and array.shape[3] not in (1, 3) else 3
+
+
+def ks_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sample Kolmogorov-Smirnov statistic (max CDF gap)."""
+    a, b = np.sort(a), np.sort(b)
+    grid = np.concatenate([a, b])
+    return float(np.max(np.abs(np.searchsorted(a, grid, side="right") / a.size - np.searchsorted(b, grid, side="right") / b.size)))
+
+
+def wasserstein(a: np.ndarray, b: np.ndarray, points: int = 512) -> float:
+    """Wasserstein-1 distance between two samples (mean gap of their quantile functions)."""
+    q = (np.arange(points) + 0.5) / points
+    return float(np.mean(np.abs(np.quantile(a, q) - np.quantile(b, q))))
+
+
+def input_distribution(calib: LoadedSet, live: LoadedSet, max_values: int = 200_000) -> List[dict]:
+    """Per input channel: statistics and distances between calibration and live input values."""
+    rng = np.random.default_rng(0)
+    c_all = np.concatenate([s[0] for s in calib.samples]).astype(np.float64)
+    l_all = np.concatenate([s[0] for s in live.samples]).astype(np.float64)
+    axis = _channel_axis(c_all, calib.spec or live.spec)
+    channels = range(c_all.shape[axis]) if axis is not None else [None]
+    out = []
+    for c in channels:
+        cv = (np.take(c_all, c, axis=axis) if c is not None else c_all).ravel()
+        lv = (np.take(l_all, c, axis=axis) if c is not None else l_all).ravel()
+        if cv.size > max_values:
+            cv = rng.choice(cv, max_values, replace=False)
+        if lv.size > max_values:
+            lv = rng.choice(lv, max_values, replace=False)
+        span = float(max(cv.max(), lv.max()) - min(cv.min(), lv.min())) or 1.0
+        out.append({
+            "channel": c if c is not None else "all",
+            "calib": _summary(cv), "live": _summary(lv),
+            "ks": ks_distance(cv, lv),
+            "wasserstein": wasserstein(cv, lv),
+            "wasserstein_rel": wasserstein(cv, lv) / span,
+            "mean_shift_rel": (float(lv.mean()) - float(cv.mean())) / span,
+        })
+    return out
+
+
+def _summary(v: np.ndarray) -> dict:
+    p = np.percentile(v, [1, 50, 99])
+    return {"mean": float(v.mean()), "std": float(v.std()), "min": float(v.min()), "max": float(v.max()),
+            "p1": float(p[0]), "p50": float(p[1]), "p99": float(p[2])}
+
+
+@dataclass
+class CalibCheckReport:
+    model: dict
+    calib: dict
+    live: dict
+    method: str
+    thresholds: CalibThresholds
+    tensors: List[dict]
+    inputs: List[dict]
+    verdict: str
+    reasons: List[str]
+    effect: Optional[dict] = None
+    errors: Dict[str, List[str]] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict != "unrepresentative"
+
+    def worst(self, n: int = 5) -> List[dict]:
+        return sorted(self.tensors, key=lambda t: -t["clipped"])[:n]
+
+    def to_json(self) -> dict:
+        return {
+            "verdict": self.verdict, "passed": self.passed, "reasons": self.reasons,
+            "thresholds": self.thresholds.to_json(), "method": self.method,
+            "model": self.model, "calib": self.calib, "live": self.live,
+            "worst_tensors": [t["name"] for t in self.worst()],
+            "inputs": self.inputs, "tensors": self.tensors, "effect": self.effect, "errors": self.errors,
+        }
+
+
+def _verdict(tensors: List[dict], inputs: List[dict], t: CalibThresholds) -> Tuple[str, List[str]]:
+    worst = max(tensors, key=lambda x: x["clipped"])
+    reasons = []
+    verdict = "representative"
+    if worst["clipped"] > t.max_clipped:
+        verdict = "unrepresentative"
+        reasons.append(f"{worst['clipped']:.2%} of live values of tensor {worst['name']!r} fall outside its calibrated range "
+                       f"[{worst['range'][0]:.4g}, {worst['range'][1]:.4g}] (live [{worst['live_min']:.4g}, {worst['live_max']:.4g}]; "
+                       f"limit {t.max_clipped:.2%})")
+    elif worst["clipped"] > t.warn_clipped:
+        verdict = "check"
+        reasons.append(f"{worst['clipped']:.3%} of live values of tensor {worst['name']!r} would be clipped (warning above {t.warn_clipped:.2%})")
+    far = [i for i in inputs if i["ks"] > t.max_input_ks]
+    if far:
+        verdict = "unrepresentative"
+        i = max(far, key=lambda x: x["ks"])
+        reasons.append(f"input channel {i['channel']}: calibration and live values differ (KS {i['ks']:.3f} > {t.max_input_ks}; "
+                       f"mean {i['calib']['mean']:.4g} vs {i['live']['mean']:.4g})")
+    if not reasons:
+        reasons.append(f"at most {worst['clipped']:.3%} of live values fall outside the calibrated ranges; inputs alike "
+                       f"(max KS {max(i['ks'] for i in inputs):.3f})")
+    return verdict, reasons
+
+
+def quantization_effect(float_model, calib_stats, live_stats, live: LoadedSet, method: str, options: RangeOptions) -> dict:
+    """INT8 with calibration ranges vs INT8 with live ranges, both against float on the live data."""
+    from edgekit.converters import load_backends
+    from edgekit.parity.compare import compare
+    from edgekit.parity.runners import TFLiteRunner
+    from edgekit.parity.tolerance import Tolerance
+    from edgekit.provenance import sha256_bytes
+    from edgekit.tflite_model import TFLiteModel
+
+    converter = load_backends().get("tflite")()
+    support = converter.check_support(float_model)
+    if not support.ok:
+        return {"available": False, "reason": "the model cannot be quantized to int8 TFLite: "
+                + "; ".join(op.describe() for op in support.rejected)}
+    reference = TFLiteRunner(float_model, kernels="reference", sha256=sha256_bytes(float_model.data))
+    out: Dict[str, Any] = {"available": True, "samples": len(live.samples)}
+    for label, stats in (("with_calibration_set", calib_stats), ("with_live_data", live_stats)):
+        result = converter.convert(float_model, choose_ranges(stats, method, options))
+        int8 = TFLiteModel(result.tflite, source=f"int8 ({label})")
+        report = compare(reference, TFLiteRunner(int8, kernels="reference", sha256=sha256_bytes(result.tflite)),
+                         live.samples, tolerance=Tolerance(), labels=live.labels)
+        entry = {"sha256": sha256_bytes(result.tflite), "outputs": report.outputs}
+        if report.accuracy:
+            entry["accuracy"] = report.accuracy
+        out[label] = entry
+    return out
+
+
+def calib_check(
+    model: str, calib: Path, live: Path, *, spec: Optional[PreprocessSpec] = None, method: str = "minmax",
+    range_options: RangeOptions = RangeOptions(), limit: Optional[int] = None, seed: int = 0,
+    thresholds: CalibThresholds = CalibThresholds(), effect: bool = False,
+    progress: Optional[ProgressFactory] = None,
+) -> CalibCheckReport:
+    """Compare a calibration set with live data on ``model`` (any model edgekit can export to float)."""
+    from edgekit.calibration.ranges import RANGE_METHODS
+    from edgekit.export import to_float_tflite
+    from edgekit.provenance import sha256_bytes, sha256_file
+    from edgekit.tflite_model import TFLiteModel
+
+    RANGE_METHODS.get(method)
+    progress = progress or (lambda label, total: (lambda n: None))
+    exported = to_float_tflite(model)
+    float_model = TFLiteModel(exported.tflite, source=f"{model} (float)")
+    inputs = float_model.input_specs()
+    calib_set = load_tolerant(calib, inputs, spec, limit=None, seed=seed)
+    live_set = load_tolerant(live, inputs, spec, limit=limit, seed=seed)
+    sha = sha256_bytes(float_model.data)
+    calib_stats = collect_statistics(float_model, calib_set.samples, key=cache_key(sha, calib_set.fingerprint),
+                                     progress=progress("calib stats", 2 * len(calib_set.samples)))
+    live_stats = collect_statistics(float_model, live_set.samples, key=cache_key(sha, live_set.fingerprint),
+                                    progress=progress("live stats", 2 * len(live_set.samples)))
+    ranges = choose_ranges(calib_stats, method, range_options)
+    counts = clipped_counts(float_model, live_set.samples, ranges, progress("clipping", len(live_set.samples)))
+    tensors = []
+    for index in ranges:
+        c, l = calib_stats[index], live_stats[index]
+        below, above, total = counts[index]
+        lo, hi = ranges[index]
+        span = (hi - lo) or 1.0
+        tensors.append({
+            "index": index, "name": c.name,
+            "calib_min": c.min, "calib_max": c.max, "range": [lo, hi],
+            "live_min": l.min, "live_max": l.max,
+            "clipped": (below + above) / max(total, 1), "clipped_below": below / max(total, 1), "clipped_above": above / max(total, 1),
+            "excess": max(0.0, lo - l.min, l.max - hi) / span,
+        })
+    inputs_dist = input_distribution(calib_set, live_set)
+    verdict, reasons = _verdict(tensors, inputs_dist, thresholds)
+    model_path = Path(model)
+    report = CalibCheckReport(
+        model={"path": model, "sha256": sha256_file(model_path) if model_path.exists() else None,
+               "float_sha256": sha, "export": exported.route},
+        calib={"path": str(calib), "samples": len(calib_set.samples), "fingerprint": calib_set.fingerprint,
+               "skipped": len(calib_set.errors), "spec": calib_set.spec.to_dict() if calib_set.spec else None},
+        live={"path": str(live), "samples": len(live_set.samples), "fingerprint": live_set.fingerprint,
+              "skipped": len(live_set.errors), "spec": live_set.spec.to_dict() if live_set.spec else None},
+        method=method, thresholds=thresholds, tensors=tensors, inputs=inputs_dist, verdict=verdict, reasons=reasons,
+        errors={k: v for k, v in (("calib", calib_set.errors), ("live", live_set.errors)) if v},
+    )
+    if effect:
+        report.effect = quantization_effect(float_model, calib_stats, live_stats, live_set, method, range_options)
+    return report

@@ -1,0 +1,158 @@
+"""CLI commands ``preprocess-parity`` and ``calib-check`` (registered by edgekit.cli)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable, Dict
+
+from edgekit.errors import UserError
+
+
+def register(subparsers) -> Dict[str, Callable]:
+    p = subparsers.add_parser(
+        "preprocess-parity",
+        help="compare two preprocessing pipelines on images, diagnose the cause, gate on thresholds",
+        description="Run a reference and a candidate preprocessing pipeline over the same images and compare the "
+        "model-input tensors. A pipeline is a spec file (Pillow reference), IMPL:spec (pillow, opencv, torchvision, tf, c), "
+        "a Python callable package.module:function(image_path) -> array, or a folder of <image stem>.npy tensors.",
+    )
+    p.add_argument("--reference", required=True, help="reference pipeline (usually the training spec)")
+    p.add_argument("--candidate", required=True, help="candidate pipeline (app code, device tensors, another library)")
+    p.add_argument("--images", required=True, type=Path, help="folder of images (or one image)")
+    p.add_argument("--model", type=Path, help="model (.tflite, .onnx, .pt2, ...): prediction flip rate and output drift")
+    p.add_argument("--python-path", type=Path, action="append", default=[], help="folder to import callables from (repeatable)")
+    p.add_argument("--max-flip-rate", type=float, help="max share of changed top-1 predictions (default 0.01)")
+    p.add_argument("--max-mean-abs-lsb", type=float, help="max mean |difference| in input LSB (default 0.5)")
+    p.add_argument("--max-abs-lsb", type=float, help="max |difference| in input LSB on any element (default: not checked)")
+    p.add_argument("--min-psnr-db", type=float, help="min PSNR of the candidate tensor in dB (default 40)")
+    p.add_argument("--max-mean-abs", type=float, help="max mean |difference| in tensor units (default: not checked)")
+    p.add_argument("--no-diagnose", action="store_true", help="skip the search for the cause of a mismatch")
+    p.add_argument("-o", "--outdir", type=Path, help="write parity.json, report.md, worst_diff.png, manifest.json here")
+
+    c = subparsers.add_parser(
+        "calib-check",
+        help="is the calibration set representative of live data? ranges, clipping, input distance, verdict",
+    )
+    c.add_argument("--model", required=True, help="float model (.tflite, .onnx, .pt2, Keras, SavedModel, ...)")
+    c.add_argument("--calib", required=True, type=Path, help="calibration data: image folder (with preprocess.json), .npy/.npz, or .npy folder")
+    c.add_argument("--live", required=True, type=Path, help="a sample of deployment inputs, same forms as --calib")
+    c.add_argument("--preprocess", type=Path, help="preprocessing spec for image folders (default: preprocess.json in each folder)")
+    c.add_argument("--method", default="minmax", help="range method the quantizer would use (default minmax)")
+    c.add_argument("--percentile", type=float, default=99.99, help="percentile for --method percentile")
+    c.add_argument("--limit", type=int, help="use at most N live samples (seeded subset)")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--max-clipped", type=float, help="max share of live activations outside the calibrated range (default 0.01)")
+    c.add_argument("--max-input-ks", type=float, help="max KS distance of input values per channel (default 0.25)")
+    c.add_argument("--effect", action="store_true", help="also quantize with the calibration ranges and with live ranges and "
+                   "compare both INT8 models with the float model on the live data")
+    c.add_argument("-o", "--outdir", type=Path, help="write calib_check.json, report.md, ranges.png, manifest.json here")
+    return {"preprocess-parity": cmd_preprocess_parity, "calib-check": cmd_calib_check}
+
+
+def _thresholds(args):
+    from edgekit.preprocessing.parity import Thresholds
+
+    defaults = Thresholds()
+    values = {}
+    for key in ("max_flip_rate", "max_mean_abs_lsb", "max_abs_lsb", "min_psnr_db", "max_mean_abs"):
+        given = getattr(args, key)
+        if given is not None and given < 0:
+            raise UserError(f"--{key.replace('_', '-')} must not be negative")
+        values[key] = given if given is not None else getattr(defaults, key)
+    return Thresholds(**values)
+
+
+def cmd_preprocess_parity(args) -> int:
+    from edgekit.preprocessing.parity import input_quantization, open_model, read_labels, run_parity
+    from edgekit.preprocessing.report import write_reports
+    from edgekit.preprocessing.sources import list_images, open_pipeline
+    from edgekit.progress import progress_bars
+
+    thresholds = _thresholds(args)
+    images = list_images(args.images)
+    model = open_model(args.model) if args.model else None
+    quant = input_quantization(model) if model is not None else None
+    reference = open_pipeline(args.reference, python_path=args.python_path, input_quantization=quant)
+    candidate = open_pipeline(args.candidate, python_path=args.python_path, input_quantization=quant)
+    with progress_bars(sys.stderr.isatty()) as progress:
+        report, ref, cand = run_parity(reference, candidate, images, thresholds=thresholds, model=model,
+                                       diagnose=not args.no_diagnose, labels=read_labels(args.images),
+                                       progress=progress("preprocessing", 2 * len(images)))
+    if args.outdir:
+        write_reports(args.outdir, report, ref, cand, images, args.images)
+    _print_parity(report)
+    if args.outdir:
+        print(f"wrote {args.outdir}/parity.json, report.md, manifest.json")
+    return 0 if report.passed else 1
+
+
+def _print_parity(report) -> None:
+    a = report.aggregate
+    for d in report.images:
+        for who, reason in d.errors.items():
+            print(f"{d.name}: {who} could not process it: {reason}", file=sys.stderr)
+    if a.get("compared"):
+        parts = [f"{k}={a[k]:.4g}" for k in ("max_abs", "mean_abs", "max_abs_lsb", "mean_abs_lsb", "psnr_db") if k in a]
+        print(f"{a['compared']} of {a['images']} images compared: " + " ".join(parts))
+    if report.model and "flip_rate" in report.model:
+        m = report.model
+        print(f"model: flip rate {m['flip_rate']:.4f} ({m['flipped']} of {m['images']}), top-1 agreement {m['top1_agreement']:.4f}")
+        if m.get("accuracy"):
+            acc = m["accuracy"]
+            print(f"accuracy on {acc['labels']} labelled images: reference {acc['reference_top1']:.4f}, "
+                  f"candidate {acc['candidate_top1']:.4f}")
+    if report.diagnosis:
+        d = report.diagnosis
+        print("diagnosis: " + (d["summary"] if d.get("available") else f"not available ({d.get('reason')})"))
+    if report.passed:
+        print(f"preprocessing parity PASSED on {a.get('compared', 0)} images")
+    else:
+        print(f"preprocessing parity FAILED on {a.get('compared', 0)} images:", file=sys.stderr)
+        for failure in report.failures:
+            print(f"  - {failure}", file=sys.stderr)
+
+
+def _short(name: str, width: int = 60) -> str:
+    """The tail of a long tensor name (exporters prefix module paths)."""
+    return name if len(name) <= width else "..." + name[-(width - 3):]
+
+
+def cmd_calib_check(args) -> int:
+    from edgekit.calibration.ranges import RangeOptions
+    from edgekit.preprocess import PreprocessSpec
+    from edgekit.preprocessing.calib_check import CalibThresholds, calib_check
+    from edgekit.preprocessing.calib_report import write_reports
+    from edgekit.progress import progress_bars
+
+    defaults = CalibThresholds()
+    thresholds = CalibThresholds(
+        max_clipped=args.max_clipped if args.max_clipped is not None else defaults.max_clipped,
+        warn_clipped=min(defaults.warn_clipped, args.max_clipped) if args.max_clipped is not None else defaults.warn_clipped,
+        max_input_ks=args.max_input_ks if args.max_input_ks is not None else defaults.max_input_ks,
+    )
+    if args.limit is not None and args.limit <= 0:
+        raise UserError("--limit must be positive")
+    spec = PreprocessSpec.load(args.preprocess) if args.preprocess else None
+    with progress_bars(sys.stderr.isatty()) as progress:
+        report = calib_check(args.model, args.calib, args.live, spec=spec, method=args.method,
+                             range_options=RangeOptions(percentile=args.percentile), limit=args.limit, seed=args.seed,
+                             thresholds=thresholds, effect=args.effect, progress=progress)
+    if args.outdir:
+        write_reports(args.outdir, report)
+    for where, errors in report.errors.items():
+        for e in errors:
+            print(f"{where}: skipped {e}", file=sys.stderr)
+    print(f"calib-check: {report.verdict.upper()}")
+    for reason in report.reasons:
+        print(f"  - {reason}")
+    print("worst tensors: " + ", ".join(f"{_short(t['name'])} ({t['clipped']:.2%} clipped)" for t in report.worst(3)))
+    if report.effect and report.effect.get("available"):
+        for key in ("with_calibration_set", "with_live_data"):
+            e = report.effect[key]
+            o = e["outputs"][0]
+            acc = f", accuracy {e['accuracy']['candidate_top1']:.4f}" if e.get("accuracy") else ""
+            print(f"int8 {key.replace('_', ' ')}: top-1 agreement {o.get('top1_agreement', float('nan')):.4f}, "
+                  f"SQNR {o['sqnr_db']:.2f} dB{acc}")
+    if args.outdir:
+        print(f"wrote {args.outdir}/calib_check.json, report.md, manifest.json")
+    return 0 if report.passed else 1
