@@ -1,0 +1,591 @@
+/* CONV_2D, int8 activations, int8 weights (per-channel or per-tensor scales), optional int32 bias.
+ *
+ * Bit-exact with LiteRT's reference_integer_ops::ConvPerChannel (BUILTIN_REF), including grouped
+ * convolution (input channels a multiple of the filter's), SAME/VALID padding, strides and dilation.
+ *
+ * Two evaluation paths, chosen in prepare from the model only:
+ *  - reference: TFLite's loop nest, used for grouped convolution, non-constant weights or bias, and layers
+ *    whose im2col block would need more than EK_CONV_SCRATCH_MAX bytes of scratch;
+ *  - blocked (constant weights and bias): four output pixels at a time. The input offset is folded into
+ *    the bias at prepare time (bias + off * sum(w): exact in wrap-around int32), so the receptive fields
+ *    are copied once into a small scratch block as raw int16 (the input zero point where the window
+ *    leaves the image: its contribution w * zp cancels against the fold), laid out so that each output
+ *    channel's weights are read once per 4 pixels and every SMLAD does two multiply-accumulates. On
+ *    Cortex-M with the DSP extension the building blocks are SXTB16/SMLAD/SMMLAR (and the channel loop is
+ *    assembly); elsewhere the same loop runs on exact C equivalents, so the host tests exercise the
+ *    layout and border logic the device runs.
+ * Requantization: MultiplyByQuantizedMultiplier (double rounding, as LiteRT), via the branch-free
+ * equivalent of ek_conv_common.h when every channel's shift is a right shift.
+ */
+#include "ek_conv_common.h"
+
+enum { CONV_PATH_REFERENCE = 0, CONV_PATH_BLOCKED = 1 };
+#define CONV_COLUMNS 4
+
+typedef struct conv_data {
+  int32_t pad_h, pad_w;
+  int32_t act_min, act_max;
+  int32_t input_offset, output_offset;
+  int32_t groups;
+  int32_t path;
+  int32_t fast_requant; /* right shifts only and a bounded accumulator: ek_conv_requant_fast is exact */
+  int32_t channels;
+} conv_data; /* followed by ek_conv_channel[channels] (8-byte aligned: sizeof is a multiple of 8) */
+
+static ek_conv_channel *conv_channels(void *user_data) {
+  return (ek_conv_channel *)((uint8_t *)user_data + ((sizeof(conv_data) + 7u) & ~(size_t)7u));
+}
+
+/* Output channels as the model states them (bounded by the filter's byte size, checked by the reader). */
+static int32_t conv_out_channels(const ek_context *ctx, const ek_op *op) {
+  if (op->num_inputs < 2 || op->inputs[1] < 0 || op->inputs[1] >= ctx->num_tensors) return 0;
+  const ek_tensor *f = &ctx->tensors[op->inputs[1]];
+  return (f->ndim == 4 && f->dims[0] > 0) ? f->dims[0] : 0;
+}
+
+static size_t conv_persistent_bytes(const ek_context *ctx, const ek_op *op) {
+  return ((sizeof(conv_data) + 7u) & ~(size_t)7u) + (size_t)conv_out_channels(ctx, op) * sizeof(ek_conv_channel);
+}
+
+/* Depth of one im2col column (KH*KW*IC_filter) if the blocked path applies, else 0. */
+static int32_t conv_blocked_depth(const ek_context *ctx, const ek_op *op) {
+  if (op->num_inputs < 2 || op->inputs[0] < 0 || op->inputs[1] < 0 || op->inputs[0] >= ctx->num_tensors ||
+      op->inputs[1] >= ctx->num_tensors)
+    return 0;
+  const ek_tensor *in = &ctx->tensors[op->inputs[0]];
+  const ek_tensor *f = &ctx->tensors[op->inputs[1]];
+  if (in->ndim != 4 || f->ndim != 4 || f->dims[1] < 1 || f->dims[2] < 1 || f->dims[3] < 1) return 0;
+  if (in->dims[3] != f->dims[3]) return 0; /* grouped: reference path */
+  const int64_t k = (int64_t)f->dims[1] * f->dims[2] * f->dims[3];
+  if ((k + 3) / 4 * (8 * CONV_COLUMNS + 4) > EK_CONV_SCRATCH_MAX) return 0;
+  return (int32_t)k;
+}
+
+/* Scratch: the 4-column block (8 bytes per column per group of 4 depth elements, the last group
+   zero-padded), then a staging row of the groups' int8 elements for im2col of unaligned layouts. */
+static size_t conv_scratch_bytes(const ek_context *ctx, const ek_op *op) {
+  const int32_t k = conv_blocked_depth(ctx, op);
+  return k ? (size_t)((k + 3) / 4) * (8u * CONV_COLUMNS + 4u) : 0;
+}
+
+static ek_status conv_prepare(ek_context *ctx, ek_op *op) {
+  if (op->num_inputs < 2 || op->num_inputs > 3 || op->num_outputs != 1)
+    return ek_fail(ctx, op, EK_ERR_MODEL, "CONV_2D needs 2 or 3 inputs (input, filter, optional bias) and 1 output");
+  const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias = ek_input(ctx, op, 2);
+  const ek_tensor *out = ek_output(ctx, op, 0);
+  if (!in || !f || !out) return ek_fail(ctx, op, EK_ERR_MODEL, "CONV_2D input, filter or output tensor missing");
+  if (in->type != EK_INT8 || out->type != EK_INT8 || f->type != EK_INT8)
+    return ek_fail(ctx, op, EK_ERR_TYPE, "CONV_2D supports int8 input, filter and output only");
+  if (in->ndim != 4 || f->ndim != 4 || out->ndim != 4)
+    return ek_fail(ctx, op, EK_ERR_SHAPE, "CONV_2D input, filter and output must be 4-D (NHWC, OHWI)");
+  if (!ek_conv_is_q8_activation(in) || !ek_conv_is_q8_activation(out))
+    return ek_fail(ctx, op, EK_ERR_MODEL,
+                   "CONV_2D input/output need a finite positive scale, an int8 zero point and matching bytes");
+  if (!f->data || ek_conv_elements(f) < 1 || f->bytes != ek_conv_elements(f))
+    return ek_fail(ctx, op, EK_ERR_MODEL, "CONV_2D filter has no data or an inconsistent size");
+  const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t oc = f->dims[0], kh = f->dims[1], kw = f->dims[2], fc = f->dims[3];
+  if (c % fc != 0) return ek_fail(ctx, op, EK_ERR_SHAPE, "CONV_2D input channels must be a multiple of the filter's");
+  const int32_t groups = c / fc;
+  if (oc % groups != 0)
+    return ek_fail(ctx, op, EK_ERR_SHAPE, "CONV_2D output channels must be a multiple of the group count");
+  if (!ek_conv_scales_ok(f) || (f->num_scales != 1 && f->num_scales != oc) ||
+      (f->num_scales > 1 && !ek_conv_channel_axis_ok(f, oc)))
+    return ek_fail(ctx, op, EK_ERR_MODEL,
+                   "CONV_2D filter needs one scale or one per output channel (dimension 0), finite and >= 0");
+  if (!ek_conv_zero_points_zero(f))
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "CONV_2D int8 filter zero points must be 0");
+  if (bias) {
+    if (bias->type != EK_INT32) return ek_fail(ctx, op, EK_ERR_TYPE, "CONV_2D bias must be int32");
+    if (!bias->data || ek_conv_elements(bias) != oc || bias->bytes != 4 * oc || ((uintptr_t)bias->data & 3u))
+      return ek_fail(ctx, op, EK_ERR_SHAPE, "CONV_2D bias must hold one aligned int32 per output channel");
+  }
+  const ek_op_params *p = &op->params;
+  if (!ek_conv_activation_ok(p->activation))
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "CONV_2D fused activation must be NONE, RELU, RELU_N1_TO_1 or RELU6");
+  if (p->stride_h < 1 || p->stride_w < 1 || p->dilation_h < 1 || p->dilation_w < 1)
+    return ek_fail(ctx, op, EK_ERR_MODEL, "CONV_2D strides and dilations must be >= 1");
+  int32_t oh, ow, pad_h, pad_w;
+  if (!ek_conv_window(p->padding, h, kh, p->stride_h, p->dilation_h, &oh, &pad_h) ||
+      !ek_conv_window(p->padding, w, kw, p->stride_w, p->dilation_w, &ow, &pad_w))
+    return ek_fail(ctx, op, EK_ERR_SHAPE, "CONV_2D padding/stride/dilation give no valid output for this input");
+  if (out->dims[0] != n || out->dims[1] != oh || out->dims[2] != ow || out->dims[3] != oc)
+    return ek_fail(ctx, op, EK_ERR_SHAPE, "CONV_2D output shape differs from the one the input, filter and options give");
+
+  conv_data *d = (conv_data *)op->user_data;
+  ek_conv_channel *ch = conv_channels(op->user_data);
+  if (!d || oc != conv_out_channels(ctx, op)) return ek_fail(ctx, op, EK_ERR_INTERNAL, "CONV_2D persistent data missing");
+  d->pad_h = pad_h;
+  d->pad_w = pad_w;
+  d->input_offset = -in->zero_point;
+  d->output_offset = out->zero_point;
+  d->groups = groups;
+  d->channels = oc;
+  if (!ek_conv_activation_range(p->activation, out, &d->act_min, &d->act_max))
+    return ek_fail(ctx, op, EK_ERR_MODEL, "CONV_2D activation range does not fit the output scale");
+  int fast = 1;
+  for (int32_t i = 0; i < oc; ++i) {
+    /* PopulateConvolutionQuantizationParams: double(input_scale) * double(filter_scale) / double(output_scale) */
+    const double eff = (double)in->scale * (double)ek_conv_scale_at(f, i) / (double)out->scale;
+    if (!ek_conv_channel_init(&ch[i], eff, &fast))
+      return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "CONV_2D effective output scale too large (>= 2^30)");
+  }
+  /* |w * (x + input_offset)| <= 128 * 255 */
+  d->fast_requant = fast && ek_conv_acc_fits(ek_conv_bias_bound(bias, oc), (int64_t)kh * kw * fc, 128 * 255);
+  const int32_t depth = conv_blocked_depth(ctx, op);
+  d->path = (depth > 0 && op->scratch && depth == kh * kw * fc && f->is_constant && (!bias || bias->is_constant))
+                ? CONV_PATH_BLOCKED : CONV_PATH_REFERENCE;
+  if (d->path == CONV_PATH_BLOCKED) { /* fold = bias + input_offset * sum of the channel's weights */
+    const int8_t *wt = (const int8_t *)f->data;
+    const int32_t *b = bias ? (const int32_t *)bias->data : (const int32_t *)0;
+    int64_t fold_bound = 0;
+    for (int32_t o = 0; o < oc; ++o) {
+      uint32_t sum = 0;
+      for (int32_t k = 0; k < depth; ++k) sum += (uint32_t)(int32_t)wt[(int64_t)o * depth + k];
+      ch[o].fold = (int32_t)(sum * (uint32_t)d->input_offset + (b ? (uint32_t)b[o] : 0u));
+      const int64_t magnitude = ch[o].fold < 0 ? -(int64_t)ch[o].fold : (int64_t)ch[o].fold;
+      if (magnitude > fold_bound) fold_bound = magnitude;
+    }
+    /* the blocked accumulator starts at fold and adds |w * x| <= 128 * 128 per depth element */
+    d->fast_requant = fast && ek_conv_acc_fits(fold_bound, depth, 128 * 128);
+  }
+  return EK_OK;
+}
+
+static inline int32_t conv_requant(const conv_data *d, const ek_conv_channel *ch, int32_t acc) {
+  const int32_t v =
+      d->fast_requant ? ek_conv_requant_fast(acc, ch) : ek_mbqm(acc, ch->multiplier, ek_conv_shift(ch));
+  return ek_wrap_add(v, d->output_offset);
+}
+
+/* TFLite's reference loop nest (ConvPerChannel), with wrap-around int32 accumulation. */
+static void conv_reference(const conv_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
+                           const ek_tensor *f, const int32_t *bias, ek_tensor *out) {
+  const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t oc = f->dims[0], kh = f->dims[1], kw = f->dims[2], fc = f->dims[3];
+  const int32_t oh = out->dims[1], ow = out->dims[2];
+  const int32_t per_group = oc / d->groups;
+  const int8_t *x = (const int8_t *)in->data, *wt = (const int8_t *)f->data;
+  int8_t *y = (int8_t *)out->data;
+  for (int32_t b = 0; b < n; ++b) {
+    for (int32_t oy = 0; oy < oh; ++oy) {
+      const int32_t iy0 = oy * p->stride_h - d->pad_h;
+      for (int32_t ox = 0; ox < ow; ++ox) {
+        const int32_t ix0 = ox * p->stride_w - d->pad_w;
+        for (int32_t o = 0; o < oc; ++o) {
+          const int32_t g = o / per_group;
+          uint32_t acc = 0;
+          for (int32_t ky = 0; ky < kh; ++ky) {
+            const int32_t iy = iy0 + p->dilation_h * ky;
+            if (iy < 0 || iy >= h) continue;
+            for (int32_t kx = 0; kx < kw; ++kx) {
+              const int32_t ix = ix0 + p->dilation_w * kx;
+              if (ix < 0 || ix >= w) continue;
+              const int8_t *xp = x + (((int64_t)b * h + iy) * w + ix) * c + (int64_t)g * fc;
+              const int8_t *wp = wt + (((int64_t)o * kh + ky) * kw + kx) * fc;
+              for (int32_t i = 0; i < fc; ++i) acc += (uint32_t)(wp[i] * (xp[i] + d->input_offset));
+            }
+          }
+          if (bias) acc += (uint32_t)bias[o];
+          y[(((int64_t)b * oh + oy) * ow + ox) * oc + o] =
+              ek_conv_clamp8(conv_requant(d, &ch[o], (int32_t)acc), d->act_min, d->act_max);
+        }
+      }
+    }
+  }
+}
+
+#if defined(__GNUC__)
+#define CONV_NOINLINE __attribute__((noinline))
+#else
+#define CONV_NOINLINE
+#endif
+
+/* `groups` groups of 4 raw int8 values from src into one column of the block: words (x0,x2), (x1,x3), then
+   the next group 8 words further. */
+#if EK_CONV_DSP && defined(__OPTIMIZE__) && !defined(EK_CONV_NO_ASM)
+static inline void conv_expand_run(const int8_t *src, uint32_t *dst, int32_t groups) {
+  if (groups <= 0) return;
+  uint32_t v, lo;
+  __asm__ volatile(
+      "1:\n\t"
+      "ldr %[v], [%[src]], #4\n\t"
+      "sxtb16 %[lo], %[v]\n\t"
+      "sxtb16 %[v], %[v], ror #8\n\t"
+      "strd %[lo], %[v], [%[dst]], #32\n\t"
+      "subs %[n], %[n], #1\n\t"
+      "bne 1b\n\t"
+      : [src] "+r"(src), [dst] "+r"(dst), [n] "+r"(groups), [v] "=&r"(v), [lo] "=&r"(lo)
+      :
+      : "cc", "memory");
+}
+#else
+static inline void conv_expand_run(const int8_t *src, uint32_t *dst, int32_t groups) {
+  for (int32_t g = 0; g < groups; ++g, src += 4, dst += 8) {
+    const uint32_t v = ek_load32(src);
+    dst[0] = ek_sxtb16(v);
+    dst[1] = ek_sxtb16_ror8(v);
+  }
+}
+#endif
+
+/* One im2col column (one output pixel) into dst (stride 8 words per group). Raw input values (the input
+ * offset is in the fold); taps outside the image hold the input zero point (w * zp + the fold's w * off
+ * = 0); the zero padding of a partial last group holds 0. When every window row lies inside the image
+ * horizontally and is a whole number of groups, rows are expanded straight from the input; otherwise the
+ * column is first gathered as int8 into `staging`. Kept out of line: inlined into the block loop it
+ * competes for registers. */
+static CONV_NOINLINE void conv_im2col(const ek_op_params *p, const ek_tensor *in, const ek_tensor *f,
+                                      const int8_t *x, int32_t iy0, int32_t ix0, int8_t zp, uint32_t *dst,
+                                      int8_t *staging) {
+  const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t kh = f->dims[1], kw = f->dims[2];
+  const int32_t row_len = kw * c;
+  if ((row_len & 3) == 0 && p->dilation_w == 1 && ix0 >= 0 && ix0 + kw <= w) {
+    const uint32_t zp_word = ek_sxtb16((uint32_t)(uint8_t)zp * 0x01010101u);
+    for (int32_t ky = 0; ky < kh; ++ky, dst += 2 * row_len) { /* 8 words per group of 4 */
+      const int32_t iy = iy0 + p->dilation_h * ky;
+      if (iy >= 0 && iy < h) {
+        conv_expand_run(x + ((ptrdiff_t)iy * w + ix0) * c, dst, row_len >> 2);
+      } else {
+        for (int32_t i = 0; i < 2 * row_len; i += 8) dst[i] = dst[i + 1] = zp_word;
+      }
+    }
+    return;
+  }
+  int8_t *s = staging;
+  for (int32_t ky = 0; ky < kh; ++ky) {
+    const int32_t iy = iy0 + p->dilation_h * ky;
+    const int inside_row = iy >= 0 && iy < h;
+    for (int32_t kx = 0; kx < kw; ++kx, s += c) {
+      const int32_t ix = ix0 + p->dilation_w * kx;
+      /* one loop for both cases (a separate fill loop would become a memset call costing more than it
+         fills): outside the image it reads the zero point c times */
+      const int inside = inside_row && ix >= 0 && ix < w;
+      const int8_t *src = inside ? x + ((ptrdiff_t)iy * w + ix) * c : &zp;
+      const int32_t mask = inside ? -1 : 0;
+      for (int32_t i = 0; i < c; ++i) s[i] = src[i & mask];
+    }
+  }
+  while ((s - staging) & 3) *s++ = 0;
+  conv_expand_run(staging, dst, (int32_t)(s - staging) >> 2);
+}
+
+/* im2col of the block's pixels p0 .. p0+np-1 into the 4-column block; columns >= np are zero. */
+static void conv_im2col_block(const conv_data *d, const ek_op_params *p, const ek_tensor *in, const ek_tensor *f,
+                              int32_t b, int32_t p0, int32_t np, int32_t ow, uint32_t *block, int8_t *staging) {
+  const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t groups = (f->dims[1] * f->dims[2] * c + 3) >> 2;
+  const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c; /* offsets < tensor bytes < 2^31 */
+  const int8_t zp = (int8_t)(-d->input_offset);
+  int32_t oy = p0 / ow, ox = p0 - oy * ow;
+  for (int32_t col = 0; col < CONV_COLUMNS; ++col) {
+    uint32_t *dst = block + 2 * col;
+    if (col >= np) {
+      for (int32_t g = 0; g < groups; ++g) dst[8 * g] = dst[8 * g + 1] = 0;
+      continue;
+    }
+    conv_im2col(p, in, f, x, oy * p->stride_h - d->pad_h, ox * p->stride_w - d->pad_w, zp, dst, staging);
+    if (++ox == ow) {
+      ox = 0;
+      ++oy;
+    }
+  }
+}
+
+/* acc[j] += dot product of the weight row with column j, over `groups` groups of 4 depth elements
+ * (scratch layout: see conv_blocked). On Cortex-M: 13 instructions per group for 16 multiply-accumulates
+ * (one weight word, two LDMs of the four columns, two SXTB16, eight SMLAD), two groups per loop pass. */
+#if EK_CONV_DSP && defined(__OPTIMIZE__) && !defined(EK_CONV_NO_ASM)
+#define CONV_DOT_GROUP                                     \
+  "ldr %[w02], [%[pw]], #4\n\t"                            \
+  "ldmia %[pc]!, {%[c0], %[c1], %[c2], %[c3]}\n\t"         \
+  "sxtb16 %[w13], %[w02], ror #8\n\t"                      \
+  "sxtb16 %[w02], %[w02]\n\t"                              \
+  "smlad %[a0], %[c0], %[w02], %[a0]\n\t"                  \
+  "smlad %[a0], %[c1], %[w13], %[a0]\n\t"                  \
+  "smlad %[a1], %[c2], %[w02], %[a1]\n\t"                  \
+  "smlad %[a1], %[c3], %[w13], %[a1]\n\t"                  \
+  "ldmia %[pc]!, {%[c0], %[c1], %[c2], %[c3]}\n\t"         \
+  "smlad %[a2], %[c0], %[w02], %[a2]\n\t"                  \
+  "smlad %[a2], %[c1], %[w13], %[a2]\n\t"                  \
+  "smlad %[a3], %[c2], %[w02], %[a3]\n\t"                  \
+  "smlad %[a3], %[c3], %[w13], %[a3]\n\t"
+static inline void conv_dot4(const uint32_t *col, const int8_t *w, int32_t groups, int32_t *acc) {
+  if (groups <= 0) return;
+  register uint32_t c0 __asm__("r0"), c1 __asm__("r1"), c2 __asm__("r2"), c3 __asm__("r3");
+  register int32_t a0 __asm__("r4") = acc[0], a1 __asm__("r5") = acc[1], a2 __asm__("r6") = acc[2],
+                                      a3 __asm__("r8") = acc[3];
+  register const uint32_t *pc __asm__("r10") = col;
+  register const int8_t *pw __asm__("r11") = w;
+  register int32_t n __asm__("r12") = groups >> 1; /* pairs of groups */
+  register uint32_t w02 __asm__("r9"), w13 __asm__("lr");
+  __asm__ volatile(
+      "tst %[odd], #1\n\t"
+      "beq 2f\n\t"
+      CONV_DOT_GROUP
+      "2:\n\t"
+      "cmp %[n], #0\n\t"
+      "beq 3f\n\t"
+      "1:\n\t"
+      CONV_DOT_GROUP
+      CONV_DOT_GROUP
+      "subs %[n], %[n], #1\n\t"
+      "bne 1b\n\t"
+      "3:\n\t"
+      : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [pc] "+r"(pc), [pw] "+r"(pw), [n] "+r"(n),
+        [c0] "=&r"(c0), [c1] "=&r"(c1), [c2] "=&r"(c2), [c3] "=&r"(c3), [w02] "=&r"(w02), [w13] "=&r"(w13)
+      : [odd] "r"(groups)
+      : "cc", "memory");
+  acc[0] = a0;
+  acc[1] = a1;
+  acc[2] = a2;
+  acc[3] = a3;
+}
+#else
+static inline void conv_dot4(const uint32_t *col, const int8_t *w, int32_t groups, int32_t *acc) {
+  int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+  for (int32_t g = 0; g < groups; ++g) {
+    const uint32_t wv = ek_load32(w);
+    w += 4;
+    const uint32_t w02 = ek_sxtb16(wv), w13 = ek_sxtb16_ror8(wv);
+    a0 = ek_smlad(col[0], w02, a0);
+    a0 = ek_smlad(col[1], w13, a0);
+    a1 = ek_smlad(col[2], w02, a1);
+    a1 = ek_smlad(col[3], w13, a1);
+    a2 = ek_smlad(col[4], w02, a2);
+    a2 = ek_smlad(col[5], w13, a2);
+    a3 = ek_smlad(col[6], w02, a3);
+    a3 = ek_smlad(col[7], w13, a3);
+    col += 8;
+  }
+  acc[0] = a0;
+  acc[1] = a1;
+  acc[2] = a2;
+  acc[3] = a3;
+}
+#endif
+
+/* ---------- Cortex-M (DSP extension): one 4-pixel block over all output channels, in assembly ----------
+ * Used when the block is full and every channel takes the fast requantization: per output
+ * channel it runs conv_dot4's inner loop over all groups (a zero-padded last group multiplies the next
+ * row's first bytes by 0, so the last channel is left to C when depth % 4 != 0: no read past the weights),
+ * then ek_conv_requant_fast, the output offset and the activation clamp for the four pixels, with all
+ * values in registers (the C version of the same steps spills them around the dot product's registers). */
+#if EK_CONV_DSP && defined(__thumb2__) && !defined(EK_CONV_NO_ASM)
+#define CONV_BLOCK_ASM 1
+typedef struct conv_block_args { /* offsets used by the assembly below (32-bit targets only) */
+  const uint32_t *cols;          /*  0 */
+  const int8_t *weights;         /*  4 */
+  int32_t groups;                /*  8 */
+  int32_t count;                 /* 12: output channels left */
+  const ek_conv_channel *ch;     /* 16: current channel (fold: accumulator start) */
+  int8_t *dst;                   /* 20: output of pixel 0, current channel */
+  int32_t stride;                /* 24: bytes between the pixels' outputs */
+  int32_t zp, lo, hi;            /* 28, 32, 36 */
+  int32_t row_pad;               /* 40: 4 * groups - depth: bytes to step back to the next weight row */
+} conv_block_args;
+typedef char conv_block_args_is_44_bytes[sizeof(conv_block_args) == 44 ? 1 : -1];
+typedef char conv_channel_is_12_bytes[sizeof(ek_conv_channel) == 12 ? 1 : -1];
+void ek_conv_block4_dsp(conv_block_args *args);
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_conv_block4_dsp, \"ax\", %progbits\n"
+    "  .global ek_conv_block4_dsp\n"
+    "  .type ek_conv_block4_dsp, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_conv_block4_dsp:\n"
+    "  push {r4-r11, lr}\n"
+    "  mov lr, r0\n"
+    "  ldr r11, [lr, #4]\n"                 /* weights: rows are contiguous */
+    ".Lek_cb_channel:\n"
+    "  ldr r0, [lr, #16]\n"                 /* acc = fold */
+    "  ldr r4, [r0, #8]\n"
+    "  mov r5, r4\n"
+    "  mov r6, r4\n"
+    "  mov r7, r4\n"
+    "  ldr r10, [lr, #0]\n"
+    "  ldr r12, [lr, #8]\n"
+    "  tst r12, #1\n"
+    "  beq .Lek_cb_pairs\n"
+    "  ldr r8, [r11], #4\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  sxtb16 r9, r8, ror #8\n"
+    "  sxtb16 r8, r8\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    ".Lek_cb_pairs:\n"
+    "  lsrs r12, r12, #1\n"
+    "  beq .Lek_cb_requant\n"
+    ".Lek_cb_loop:\n"
+    "  ldr r8, [r11], #4\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  sxtb16 r9, r8, ror #8\n"
+    "  sxtb16 r8, r8\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    "  ldr r8, [r11], #4\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  sxtb16 r9, r8, ror #8\n"
+    "  sxtb16 r8, r8\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    "  subs r12, r12, #1\n"
+    "  bne .Lek_cb_loop\n"
+    ".Lek_cb_requant:\n"
+    "  ldr r0, [lr, #40]\n"                 /* next weight row (a zero-padded last group read 4 - pad bytes of it) */
+    "  sub r11, r11, r0\n"
+    "  ldr r0, [lr, #16]\n"                 /* multiplier, shifts (exponent e in bits 0-7) */
+    "  ldmia r0, {r1, r3}\n"
+    "  adds r0, r0, #12\n"
+    "  str r0, [lr, #16]\n"
+    "  and r2, r3, #255\n"                  /* half = 1 << (e - 1) */
+    "  subs r2, r2, #1\n"
+    "  movs r0, #1\n"
+    "  lsl r2, r0, r2\n"
+    "  ldr r8, [lr, #28]\n"                 /* zp */
+    "  ldr r9, [lr, #32]\n"                 /* lo */
+    "  ldr r10, [lr, #20]\n"                /* dst */
+    "  ldr r12, [lr, #24]\n"                /* stride */
+#define CONV_OUT(ra)                  \
+    "  sub r0, r2, " ra ", lsr #31\n"   \
+    "  lsl " ra ", " ra ", #1\n"        \
+    "  smmlar " ra ", " ra ", r1, r0\n" \
+    "  asr " ra ", " ra ", r3\n"        \
+    "  add " ra ", " ra ", r8\n"        \
+    "  ssat " ra ", #8, " ra "\n"       \
+    "  cmp " ra ", r9\n"                \
+    "  it lt\n"                         \
+    "  movlt " ra ", r9\n"
+    CONV_OUT("r4") CONV_OUT("r5") CONV_OUT("r6") CONV_OUT("r7")
+    "  ldr r0, [lr, #36]\n"                 /* hi: clamp only when below 127 */
+    "  cmp r0, #127\n"
+    "  beq .Lek_cb_store\n"
+    "  cmp r4, r0\n"
+    "  it gt\n"
+    "  movgt r4, r0\n"
+    "  cmp r5, r0\n"
+    "  it gt\n"
+    "  movgt r5, r0\n"
+    "  cmp r6, r0\n"
+    "  it gt\n"
+    "  movgt r6, r0\n"
+    "  cmp r7, r0\n"
+    "  it gt\n"
+    "  movgt r7, r0\n"
+    ".Lek_cb_store:\n"
+    "  strb r4, [r10]\n"
+    "  strb r5, [r10, r12]\n"
+    "  add r10, r10, r12, lsl #1\n"
+    "  strb r6, [r10]\n"
+    "  strb r7, [r10, r12]\n"
+    "  ldr r10, [lr, #20]\n"
+    "  adds r10, r10, #1\n"
+    "  str r10, [lr, #20]\n"
+    "  ldr r0, [lr, #12]\n"
+    "  subs r0, r0, #1\n"
+    "  str r0, [lr, #12]\n"
+    "  bne .Lek_cb_channel\n"
+    "  pop {r4-r11, pc}\n"
+    "  .size ek_conv_block4_dsp, . - ek_conv_block4_dsp\n"
+    "  .text\n");
+#undef CONV_OUT
+#else
+#define CONV_BLOCK_ASM 0
+#endif
+
+/* Four output pixels (consecutive in row-major order, across row ends) per pass.
+ * Block layout, int16: for each group g of 4 depth elements, 16 values: column j at [16g + 4j, 16g + 4j + 3]
+ * holding the raw inputs (x0, x2, x1, x3), so one SMLAD pairs with SXTB16 of 4 weights (x0,x2 . w0,w2) and
+ * another with SXTB16 ROR 8 (x1,x3 . w1,w3); a trailing partial group is zero-padded. Per group the inner
+ * loop reads one weight word and the four columns' 8 words in sequence. Accumulators start at the fold. */
+static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
+                         const ek_tensor *f, ek_tensor *out, uint32_t *block) {
+  const int32_t n = in->dims[0];
+  const int32_t oc = f->dims[0], depth = f->dims[1] * f->dims[2] * f->dims[3];
+  const int32_t oh = out->dims[1], ow = out->dims[2];
+  const int32_t pixels = oh * ow;
+  const int32_t full_groups = depth >> 2, tail = depth & 3, groups = (depth + 3) >> 2;
+  const int32_t lo = d->act_min, hi = d->act_max, zp = d->output_offset;
+  const int fast = d->fast_requant;
+  static const uint8_t perm[4] = {0, 2, 1, 3}; /* position of depth element i of a group in a column's 2 words */
+  const int8_t *wt = (const int8_t *)f->data;
+  int8_t *staging = (int8_t *)(block + 2 * CONV_COLUMNS * groups);
+  const int16_t *tail_cols = (const int16_t *)(const void *)(block + 8 * full_groups);
+  int8_t *y = (int8_t *)out->data;
+  for (int32_t b = 0; b < n; ++b) {
+    for (int32_t p0 = 0; p0 < pixels; p0 += CONV_COLUMNS) {
+      const int32_t np = pixels - p0 < CONV_COLUMNS ? pixels - p0 : CONV_COLUMNS;
+      conv_im2col_block(d, p, in, f, b, p0, np, ow, block, staging);
+      int8_t *yp = y + ((int64_t)b * pixels + p0) * oc;
+      int32_t o = 0;
+#if CONV_BLOCK_ASM
+      if (np == CONV_COLUMNS && fast) {
+        const int32_t count = tail ? oc - 1 : oc;
+        if (count > 0) {
+          conv_block_args args = {block, wt, groups, count, ch, yp, oc, zp, lo, hi, 4 * groups - depth};
+          ek_conv_block4_dsp(&args);
+          o = count;
+        }
+      }
+#endif
+      for (; o < oc; ++o) {
+        const int8_t *wp = wt + (int64_t)o * depth;
+        const int32_t init = ch[o].fold;
+        int32_t acc[4] = {init, init, init, init};
+        conv_dot4(block, wp, full_groups, acc);
+        for (int32_t i = 0; i < tail; ++i) {
+          const int32_t wi = wp[4 * full_groups + i];
+          for (int32_t j = 0; j < CONV_COLUMNS; ++j) acc[j] = ek_wrap_add(acc[j], wi * tail_cols[4 * j + perm[i]]);
+        }
+        const ek_conv_channel *cc = &ch[o];
+        int8_t *dst = yp + o;
+        for (int32_t j = 0; j < np; ++j, dst += oc) {
+          const int32_t v =
+              fast ? ek_conv_requant_fast(acc[j], cc) : ek_mbqm(acc[j], cc->multiplier, ek_conv_shift(cc));
+          *dst = ek_conv_clamp8(ek_wrap_add(v, zp), lo, hi);
+        }
+      }
+    }
+  }
+}
+
+static ek_status conv_eval(ek_context *ctx, ek_op *op) {
+  const conv_data *d = (const conv_data *)op->user_data;
+  const ek_conv_channel *ch = conv_channels(op->user_data);
+  const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias = ek_input(ctx, op, 2);
+  ek_tensor *out = ek_output(ctx, op, 0);
+  const int32_t *bias_data = bias ? (const int32_t *)bias->data : (const int32_t *)0;
+  if (d->path == CONV_PATH_BLOCKED) {
+    conv_blocked(d, ch, &op->params, in, f, out, (uint32_t *)op->scratch);
+  } else {
+    conv_reference(d, ch, &op->params, in, f, bias_data, out);
+  }
+  return EK_OK;
+}
+
+const ek_kernel ek_kernel_conv_2d = {EK_OP_CONV_2D, "CONV_2D", conv_persistent_bytes, conv_scratch_bytes,
+                                     conv_prepare, conv_eval};

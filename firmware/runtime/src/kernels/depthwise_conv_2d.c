@@ -1,0 +1,524 @@
+/* DEPTHWISE_CONV_2D, int8 activations, int8 weights (per-channel or per-tensor), optional int32 bias,
+ * any depth multiplier, SAME/VALID padding, strides, dilation.
+ *
+ * Bit-exact with LiteRT's reference_integer_ops::DepthwiseConvPerChannel (BUILTIN_REF). As LiteRT does,
+ * the depth multiplier is taken from the shapes (output channels / input channels); the option value is
+ * not used.
+ *
+ * Paths (chosen in prepare):
+ *  - reference: TFLite's loop nest; used for depth multiplier != 1, non-constant weights or bias, and
+ *    layers whose line buffer would exceed EK_CONV_SCRATCH_MAX;
+ *  - blocked (depth multiplier 1, constant weights and bias): the input offset is folded into the bias at
+ *    prepare time (sum(w * (x + off)) + bias = sum(w * x) + (bias + off * sum(w)), exact in wrap-around
+ *    int32), so the multiplies take raw int8 values. Channels go in groups of four (one word per pixel):
+ *    per group the weights are expanded once into int16 pairs, and the group's input is copied into
+ *    scratch one word per pixel, padded with the input zero point around the image (its contribution
+ *    w * (zp + off) is exactly 0), so border pixels need no other code: the whole padded plane when it
+ *    fits, else a ring of rows refilled as the output row advances. Per tap and group: one input word,
+ *    two SXTB16, one pre-expanded weight pair, four SMLABB/SMLATT; the 3x3 pass is assembly on Cortex-M
+ *    with the DSP extension, the same steps in exact C elsewhere.
+ */
+#include "ek_conv_common.h"
+
+enum { DW_PATH_REFERENCE = 0, DW_PATH_BLOCKED = 1 };
+
+typedef struct dw_data {
+  int32_t pad_h, pad_w;
+  int32_t act_min, act_max;
+  int32_t input_offset, output_offset;
+  int32_t multiplier; /* depth multiplier */
+  int32_t path;
+  int32_t fast_requant;
+  int32_t channels;
+} dw_data;
+
+static ek_conv_channel *dw_channels(void *user_data) {
+  return (ek_conv_channel *)((uint8_t *)user_data + ((sizeof(dw_data) + 7u) & ~(size_t)7u));
+}
+
+static int32_t dw_out_channels(const ek_context *ctx, const ek_op *op) {
+  if (op->num_inputs < 2 || op->inputs[1] < 0 || op->inputs[1] >= ctx->num_tensors) return 0;
+  const ek_tensor *f = &ctx->tensors[op->inputs[1]];
+  return (f->ndim == 4 && f->dims[3] > 0) ? f->dims[3] : 0;
+}
+
+static size_t dw_persistent_bytes(const ek_context *ctx, const ek_op *op) {
+  return ((sizeof(dw_data) + 7u) & ~(size_t)7u) + (size_t)dw_out_channels(ctx, op) * sizeof(ek_conv_channel);
+}
+
+/* Scratch of the blocked path, in words. The input of one group of 4 channels is held one word per pixel,
+ * padded with the input zero point around the image:
+ *  - plane mode (the whole padded plane fits): hp rows of wp words, filled once per group;
+ *  - ring mode (large maps): a ring of kh rows, each stored twice (slots s and s + kh) so that the rows of
+ *    any window are consecutive, refilled as the output row advances; plus kh row tags.
+ * Then the group table: 4 folds, 2 * kh * kw expanded weight words, 4 x (multiplier, half, exponent).
+ * 0 when neither fits EK_CONV_SCRATCH_MAX. */
+typedef struct dw_geometry {
+  int32_t kh, kw;
+  int32_t wp, hp;      /* padded width and height (in pixels) the output's windows span */
+  int32_t plane;       /* 1: plane mode, 0: ring mode */
+  int32_t words;       /* scratch words */
+} dw_geometry;
+
+static int dw_geometry_of(const ek_context *ctx, const ek_op *op, dw_geometry *g) {
+  if (op->num_inputs < 2 || op->inputs[0] < 0 || op->inputs[1] < 0 || op->inputs[0] >= ctx->num_tensors ||
+      op->inputs[1] >= ctx->num_tensors)
+    return 0;
+  const ek_tensor *in = &ctx->tensors[op->inputs[0]], *f = &ctx->tensors[op->inputs[1]];
+  if (in->ndim != 4 || f->ndim != 4 || in->dims[3] < 1 || in->dims[3] != f->dims[3] || f->dims[1] < 1 ||
+      f->dims[2] < 1)
+    return 0;
+  const ek_op_params *p = &op->params;
+  int32_t ow, oh, pad;
+  if (!ek_conv_window(p->padding, in->dims[2], f->dims[2], p->stride_w, p->dilation_w, &ow, &pad) ||
+      !ek_conv_window(p->padding, in->dims[1], f->dims[1], p->stride_h, p->dilation_h, &oh, &pad))
+    return 0;
+  const int64_t kh = f->dims[1];
+  const int64_t wp = (int64_t)(ow - 1) * p->stride_w + (int64_t)(f->dims[2] - 1) * p->dilation_w + 1;
+  const int64_t hp = (int64_t)(oh - 1) * p->stride_h + (kh - 1) * p->dilation_h + 1;
+  const int64_t table = 16 + 2 * kh * f->dims[2];
+  const int64_t limit = EK_CONV_SCRATCH_MAX / 4;
+  g->kh = (int32_t)kh;
+  g->kw = f->dims[2];
+  if (wp > limit || hp > limit) return 0;
+  g->wp = (int32_t)wp;
+  g->hp = (int32_t)hp;
+  if (hp * wp + table <= limit) {
+    g->plane = 1;
+    g->words = (int32_t)(hp * wp + table);
+    return 1;
+  }
+  if (2 * kh * wp + kh + table <= limit) {
+    g->plane = 0;
+    g->words = (int32_t)(2 * kh * wp + kh + table);
+    return 1;
+  }
+  return 0;
+}
+
+static size_t dw_scratch_bytes(const ek_context *ctx, const ek_op *op) {
+  dw_geometry g;
+  return dw_geometry_of(ctx, op, &g) ? (size_t)g.words * 4u : 0;
+}
+
+static ek_status dw_prepare(ek_context *ctx, ek_op *op) {
+  if (op->num_inputs < 2 || op->num_inputs > 3 || op->num_outputs != 1)
+    return ek_fail(ctx, op, EK_ERR_MODEL,
+                   "DEPTHWISE_CONV_2D needs 2 or 3 inputs (input, filter, optional bias) and 1 output");
+  const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias = ek_input(ctx, op, 2);
+  const ek_tensor *out = ek_output(ctx, op, 0);
+  if (!in || !f || !out) return ek_fail(ctx, op, EK_ERR_MODEL, "DEPTHWISE_CONV_2D input, filter or output missing");
+  if (in->type != EK_INT8 || out->type != EK_INT8 || f->type != EK_INT8)
+    return ek_fail(ctx, op, EK_ERR_TYPE, "DEPTHWISE_CONV_2D supports int8 input, filter and output only");
+  if (in->ndim != 4 || f->ndim != 4 || out->ndim != 4)
+    return ek_fail(ctx, op, EK_ERR_SHAPE, "DEPTHWISE_CONV_2D input, filter and output must be 4-D");
+  if (!ek_conv_is_q8_activation(in) || !ek_conv_is_q8_activation(out))
+    return ek_fail(ctx, op, EK_ERR_MODEL,
+                   "DEPTHWISE_CONV_2D input/output need a finite positive scale, an int8 zero point and matching bytes");
+  if (!f->data || ek_conv_elements(f) < 1 || f->bytes != ek_conv_elements(f))
+    return ek_fail(ctx, op, EK_ERR_MODEL, "DEPTHWISE_CONV_2D filter has no data or an inconsistent size");
+  const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t kh = f->dims[1], kw = f->dims[2], oc = f->dims[3];
+  if (f->dims[0] != 1) return ek_fail(ctx, op, EK_ERR_SHAPE, "DEPTHWISE_CONV_2D filter must be [1, H, W, channels]");
+  if (oc % c != 0)
+    return ek_fail(ctx, op, EK_ERR_SHAPE, "DEPTHWISE_CONV_2D filter channels must be a multiple of the input channels");
+  if (!ek_conv_scales_ok(f) || (f->num_scales != 1 && f->num_scales != oc) ||
+      (f->num_scales > 1 && !ek_conv_channel_axis_ok(f, oc)))
+    return ek_fail(ctx, op, EK_ERR_MODEL,
+                   "DEPTHWISE_CONV_2D filter needs one scale or one per channel (dimension 3), finite and >= 0");
+  if (!ek_conv_zero_points_zero(f))
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "DEPTHWISE_CONV_2D int8 filter zero points must be 0");
+  if (bias) {
+    if (bias->type != EK_INT32) return ek_fail(ctx, op, EK_ERR_TYPE, "DEPTHWISE_CONV_2D bias must be int32");
+    if (!bias->data || ek_conv_elements(bias) != oc || bias->bytes != 4 * oc || ((uintptr_t)bias->data & 3u))
+      return ek_fail(ctx, op, EK_ERR_SHAPE, "DEPTHWISE_CONV_2D bias must hold one aligned int32 per channel");
+  }
+  const ek_op_params *p = &op->params;
+  if (!ek_conv_activation_ok(p->activation))
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED,
+                   "DEPTHWISE_CONV_2D fused activation must be NONE, RELU, RELU_N1_TO_1 or RELU6");
+  if (p->stride_h < 1 || p->stride_w < 1 || p->dilation_h < 1 || p->dilation_w < 1)
+    return ek_fail(ctx, op, EK_ERR_MODEL, "DEPTHWISE_CONV_2D strides and dilations must be >= 1");
+  int32_t oh, ow, pad_h, pad_w;
+  if (!ek_conv_window(p->padding, h, kh, p->stride_h, p->dilation_h, &oh, &pad_h) ||
+      !ek_conv_window(p->padding, w, kw, p->stride_w, p->dilation_w, &ow, &pad_w))
+    return ek_fail(ctx, op, EK_ERR_SHAPE, "DEPTHWISE_CONV_2D padding/stride/dilation give no valid output");
+  if (out->dims[0] != n || out->dims[1] != oh || out->dims[2] != ow || out->dims[3] != oc)
+    return ek_fail(ctx, op, EK_ERR_SHAPE,
+                   "DEPTHWISE_CONV_2D output shape differs from the one the input, filter and options give");
+
+  dw_data *d = (dw_data *)op->user_data;
+  ek_conv_channel *ch = dw_channels(op->user_data);
+  if (!d || oc != dw_out_channels(ctx, op))
+    return ek_fail(ctx, op, EK_ERR_INTERNAL, "DEPTHWISE_CONV_2D persistent data missing");
+  d->pad_h = pad_h;
+  d->pad_w = pad_w;
+  d->input_offset = -in->zero_point;
+  d->output_offset = out->zero_point;
+  d->multiplier = oc / c;
+  d->channels = oc;
+  if (!ek_conv_activation_range(p->activation, out, &d->act_min, &d->act_max))
+    return ek_fail(ctx, op, EK_ERR_MODEL, "DEPTHWISE_CONV_2D activation range does not fit the output scale");
+  int fast = 1;
+  for (int32_t i = 0; i < oc; ++i) {
+    const double eff = (double)in->scale * (double)ek_conv_scale_at(f, i) / (double)out->scale;
+    if (!ek_conv_channel_init(&ch[i], eff, &fast))
+      return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "DEPTHWISE_CONV_2D effective output scale too large (>= 2^30)");
+  }
+  /* reference path: |w * (x + input_offset)| <= 128 * 255 per tap */
+  d->fast_requant = fast && ek_conv_acc_fits(ek_conv_bias_bound(bias, oc), (int64_t)kh * kw, 128 * 255);
+  d->path = DW_PATH_REFERENCE;
+  if (d->multiplier == 1 && f->is_constant && (!bias || bias->is_constant) && op->scratch &&
+      dw_scratch_bytes(ctx, op) > 0) { /* fold = bias + input_offset * sum of the channel's taps */
+    const int8_t *wt = (const int8_t *)f->data;
+    const int32_t *b = bias ? (const int32_t *)bias->data : (const int32_t *)0;
+    int64_t fold_bound = 0;
+    for (int32_t i = 0; i < oc; ++i) {
+      uint32_t sum = 0;
+      for (int32_t t = 0; t < kh * kw; ++t) sum += (uint32_t)(int32_t)wt[(int64_t)t * oc + i];
+      ch[i].fold = (int32_t)(sum * (uint32_t)d->input_offset + (b ? (uint32_t)b[i] : 0u));
+      const int64_t magnitude = ch[i].fold < 0 ? -(int64_t)ch[i].fold : (int64_t)ch[i].fold;
+      if (magnitude > fold_bound) fold_bound = magnitude;
+    }
+    /* the blocked accumulator starts at fold and adds |w * x| <= 128 * 128 per tap; it requantizes with
+       the fast formula only */
+    if (fast && ek_conv_acc_fits(fold_bound, (int64_t)kh * kw, 128 * 128)) {
+      d->path = DW_PATH_BLOCKED;
+      d->fast_requant = 1;
+    }
+  }
+  return EK_OK;
+}
+
+static inline int8_t dw_output(const dw_data *d, const ek_conv_channel *ch, int32_t acc) {
+  const int32_t v = d->fast_requant ? ek_conv_requant_fast(acc, ch) : ek_mbqm(acc, ch->multiplier, ek_conv_shift(ch));
+  return ek_conv_clamp8(ek_wrap_add(v, d->output_offset), d->act_min, d->act_max);
+}
+
+/* One output pixel, TFLite's loop (taps outside the image skipped, input offset added per tap). */
+static void dw_pixel_reference(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
+                               const ek_tensor *in, const ek_tensor *f, const int32_t *bias, int32_t b, int32_t oy,
+                               int32_t ox, int8_t *yp) {
+  const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t kh = f->dims[1], kw = f->dims[2], oc = f->dims[3], m = d->multiplier;
+  const int8_t *x = (const int8_t *)in->data, *wt = (const int8_t *)f->data;
+  const int32_t iy0 = oy * p->stride_h - d->pad_h, ix0 = ox * p->stride_w - d->pad_w;
+  for (int32_t ic = 0; ic < c; ++ic) {
+    for (int32_t j = 0; j < m; ++j) {
+      const int32_t o = ic * m + j;
+      uint32_t acc = 0;
+      for (int32_t ky = 0; ky < kh; ++ky) {
+        const int32_t iy = iy0 + p->dilation_h * ky;
+        if (iy < 0 || iy >= h) continue;
+        for (int32_t kx = 0; kx < kw; ++kx) {
+          const int32_t ix = ix0 + p->dilation_w * kx;
+          if (ix < 0 || ix >= w) continue;
+          const int32_t xv = x[(((int64_t)b * h + iy) * w + ix) * c + ic];
+          const int32_t fv = wt[((int64_t)ky * kw + kx) * oc + o];
+          acc += (uint32_t)(fv * (xv + d->input_offset));
+        }
+      }
+      if (bias) acc += (uint32_t)bias[o];
+      yp[o] = dw_output(d, &ch[o], (int32_t)acc);
+    }
+  }
+}
+
+/* ---------- blocked path ----------
+ * Group table (words): [0..3] folds of the group's 4 channels, [4 .. 4 + 2T) per tap t the weights of the 4
+ * channels as (w0,w2),(w1,w3) int16 pairs, then per channel (multiplier, half, exponent). */
+typedef struct dw_pass {      /* output rows of one channel group; offsets used by the assembly below */
+  const uint32_t *table;      /*  0 */
+  const uint32_t *row0;       /*  4: padded-input word of tap (0,0) of the first pixel */
+  int32_t tap_row_step;       /*  8: bytes between a window's tap rows */
+  int32_t col_step;           /* 12: bytes between a window's taps in a row (4 * dilation_w) */
+  int32_t pixel_step;         /* 16: bytes between consecutive pixels' windows (4 * stride_w) */
+  int32_t count;              /* 20: pixels per output row */
+  int32_t rows;               /* 24: output rows */
+  int32_t row_step;           /* 28: bytes between consecutive output rows' first windows */
+  int8_t *dst;                /* 32: output of the first pixel, first channel of the group (rows are contiguous) */
+  int32_t dst_step;           /* 36: bytes between pixels' outputs (channels) */
+  int32_t zp, lo, hi;         /* 40, 44, 48 */
+  int32_t left;               /* 52: working counter of the assembly */
+} dw_pass;
+
+static inline int8_t dw_out_fast(int32_t acc, const uint32_t *params, int32_t zp, int32_t lo, int32_t hi) {
+  const int32_t v = ek_smmlar(acc + acc, (int32_t)params[0], (int32_t)params[1] - (int32_t)((uint32_t)acc >> 31)) >>
+                    (int32_t)params[2];
+  return ek_conv_clamp8(v + zp, lo, hi);
+}
+
+/* Portable pass (any kernel size): the same steps as the assembly. */
+static void dw_pass_c(const dw_pass *ps, int32_t kh, int32_t kw, int32_t lanes) {
+  const uint32_t *table = ps->table;
+  const uint32_t *params = table + 4 + 2 * kh * kw;
+  const int32_t cstep = ps->col_step >> 2, pstep = ps->pixel_step >> 2, tstep = ps->tap_row_step >> 2;
+  int8_t *dst = ps->dst;
+  for (int32_t r = 0; r < ps->rows; ++r) {
+    const uint32_t *row0 = ps->row0 + r * (ps->row_step >> 2);
+    for (int32_t px = 0; px < ps->count; ++px, dst += ps->dst_step) {
+      int32_t a0 = (int32_t)table[0], a1 = (int32_t)table[1], a2 = (int32_t)table[2], a3 = (int32_t)table[3];
+      const uint32_t *wv = table + 4;
+      const uint32_t *xr = row0 + px * pstep;
+      for (int32_t ky = 0; ky < kh; ++ky, xr += tstep) {
+        for (int32_t kx = 0; kx < kw; ++kx, wv += 2) {
+          const uint32_t xv = xr[kx * cstep];
+          const uint32_t x02 = ek_sxtb16(xv), x13 = ek_sxtb16_ror8(xv);
+          a0 = ek_smlabb(x02, wv[0], a0);
+          a2 = ek_smlatt(x02, wv[0], a2);
+          a1 = ek_smlabb(x13, wv[1], a1);
+          a3 = ek_smlatt(x13, wv[1], a3);
+        }
+      }
+      dst[0] = dw_out_fast(a0, params, ps->zp, ps->lo, ps->hi);
+      if (lanes > 1) dst[1] = dw_out_fast(a1, params + 3, ps->zp, ps->lo, ps->hi);
+      if (lanes > 2) dst[2] = dw_out_fast(a2, params + 6, ps->zp, ps->lo, ps->hi);
+      if (lanes > 3) dst[3] = dw_out_fast(a3, params + 9, ps->zp, ps->lo, ps->hi);
+    }
+  }
+}
+
+#if EK_CONV_DSP && defined(__thumb2__) && !defined(EK_CONV_NO_ASM)
+#define DW_PASS_ASM 1
+typedef char dw_pass_is_56_bytes[sizeof(dw_pass) == 56 ? 1 : -1];
+/* The 3x3 pass of a full 4-channel group: per pixel 9 x (LDR, 2 SXTB16, LDRD of the expanded weights,
+ * 4 SMLAxy), then the fast requantization of the 4 channels (LDM of multiplier/half/exponent, SUB, LSL,
+ * SMMLAR, ASR, ADD, SSAT, activation clamp) and 4 byte stores. */
+void ek_dw_pass3x3_dsp(dw_pass *ps);
+#define DW_TAP(xaddr)                     \
+  "  ldr r4, " xaddr "\n"                 \
+  "  ldrd r6, r7, [r10], #8\n"            \
+  "  sxtb16 r5, r4, ror #8\n"             \
+  "  sxtb16 r4, r4\n"                     \
+  "  smlabb r0, r4, r6, r0\n"             \
+  "  smlatt r2, r4, r6, r2\n"             \
+  "  smlabb r1, r5, r7, r1\n"             \
+  "  smlatt r3, r5, r7, r3\n"
+#define DW_ROW DW_TAP("[r8]") DW_TAP("[r8, r9]") DW_TAP("[r8, r9, lsl #1]")
+#define DW_OUT(ra)                        \
+  "  ldmia r10!, {r5, r6, r7}\n"          \
+  "  sub r4, r6, " ra ", lsr #31\n"       \
+  "  lsl " ra ", " ra ", #1\n"            \
+  "  smmlar " ra ", " ra ", r5, r4\n"     \
+  "  asr " ra ", " ra ", r7\n"            \
+  "  add " ra ", " ra ", r8\n"            \
+  "  ssat " ra ", #8, " ra "\n"           \
+  "  cmp " ra ", r9\n"                    \
+  "  it lt\n"                             \
+  "  movlt " ra ", r9\n"
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_dw_pass3x3_dsp, \"ax\", %progbits\n"
+    "  .global ek_dw_pass3x3_dsp\n"
+    "  .type ek_dw_pass3x3_dsp, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_dw_pass3x3_dsp:\n"
+    "  push {r4-r11, lr}\n"
+    "  mov lr, r0\n"
+    ".Lek_dw_row:\n"
+    "  ldr r4, [lr, #20]\n"
+    "  str r4, [lr, #52]\n"
+    "  movs r11, #0\n"                       /* pixel offset (bytes) */
+    ".Lek_dw_pixel:\n"
+    "  ldr r10, [lr, #0]\n"
+    "  ldmia r10!, {r0-r3}\n"                /* folds */
+    "  ldr r8, [lr, #4]\n"
+    "  add r8, r8, r11\n"
+    "  ldr r9, [lr, #12]\n"                  /* col_step */
+    "  ldr r12, [lr, #8]\n"                  /* tap_row_step */
+    DW_ROW
+    "  add r8, r8, r12\n"
+    DW_ROW
+    "  add r8, r8, r12\n"
+    DW_ROW
+    "  ldr r8, [lr, #40]\n"                  /* zp */
+    "  ldr r9, [lr, #44]\n"                  /* lo */
+    DW_OUT("r0") DW_OUT("r1") DW_OUT("r2") DW_OUT("r3")
+    "  ldr r4, [lr, #48]\n"                  /* hi: clamp only when below 127 */
+    "  cmp r4, #127\n"
+    "  beq .Lek_dw_store\n"
+    "  cmp r0, r4\n"
+    "  it gt\n"
+    "  movgt r0, r4\n"
+    "  cmp r1, r4\n"
+    "  it gt\n"
+    "  movgt r1, r4\n"
+    "  cmp r2, r4\n"
+    "  it gt\n"
+    "  movgt r2, r4\n"
+    "  cmp r3, r4\n"
+    "  it gt\n"
+    "  movgt r3, r4\n"
+    ".Lek_dw_store:\n"
+    "  ldr r4, [lr, #32]\n"
+    "  strb r0, [r4]\n"
+    "  strb r1, [r4, #1]\n"
+    "  strb r2, [r4, #2]\n"
+    "  strb r3, [r4, #3]\n"
+    "  ldr r5, [lr, #36]\n"
+    "  add r4, r4, r5\n"
+    "  str r4, [lr, #32]\n"
+    "  ldr r5, [lr, #16]\n"
+    "  add r11, r11, r5\n"
+    "  ldr r5, [lr, #52]\n"
+    "  subs r5, r5, #1\n"
+    "  str r5, [lr, #52]\n"
+    "  bne .Lek_dw_pixel\n"
+    "  ldr r4, [lr, #4]\n"
+    "  ldr r5, [lr, #28]\n"
+    "  add r4, r4, r5\n"
+    "  str r4, [lr, #4]\n"
+    "  ldr r5, [lr, #24]\n"
+    "  subs r5, r5, #1\n"
+    "  str r5, [lr, #24]\n"
+    "  bne .Lek_dw_row\n"
+    "  pop {r4-r11, pc}\n"
+    "  .size ek_dw_pass3x3_dsp, . - ek_dw_pass3x3_dsp\n"
+    "  .text\n");
+#undef DW_TAP
+#undef DW_ROW
+#undef DW_OUT
+#else
+#define DW_PASS_ASM 0
+#endif
+
+static void dw_run_pass(dw_pass *ps, int32_t kh, int32_t kw, int32_t lanes) {
+#if DW_PASS_ASM
+  if (kh == 3 && kw == 3 && lanes == 4) {
+    ek_dw_pass3x3_dsp(ps);
+    return;
+  }
+#endif
+  dw_pass_c(ps, kh, kw, lanes);
+}
+
+/* Group table for channels [c0, c0 + lanes): missing lanes get zero weights and folds. */
+static void dw_group_table(const ek_conv_channel *ch, const int8_t *wt, int32_t c, int32_t taps, int32_t c0,
+                           int32_t lanes, uint32_t *table) {
+  for (int32_t j = 0; j < 4; ++j) table[j] = j < lanes ? (uint32_t)ch[c0 + j].fold : 0u;
+  uint32_t *wv = table + 4;
+  const int8_t *src = wt + c0;
+  for (int32_t t = 0; t < taps; ++t, wv += 2, src += c) {
+    uint32_t word;
+    if (lanes == 4) {
+      word = ek_load32(src);
+    } else {
+      word = 0;
+      for (int32_t j = 0; j < lanes; ++j) word |= (uint32_t)(uint8_t)src[j] << (8 * j);
+    }
+    wv[0] = ek_sxtb16(word);
+    wv[1] = ek_sxtb16_ror8(word);
+  }
+  for (int32_t j = 0; j < 4; ++j, wv += 3) {
+    const ek_conv_channel *cc = &ch[c0 + (j < lanes ? j : 0)];
+    wv[0] = (uint32_t)(j < lanes ? cc->multiplier : 0);
+    wv[1] = (uint32_t)ek_conv_half(cc);
+    wv[2] = (uint32_t)ek_conv_exponent(cc);
+  }
+}
+
+/* A padded row := input row iy of the group (zero point outside the image and for missing lanes). */
+static void dw_fill_row(const int8_t *x, int32_t h, int32_t w, int32_t c, int32_t iy, int32_t pad_w, int32_t c0,
+                        int32_t lanes, uint32_t zp_word, uint32_t *row, int32_t wp) {
+  int32_t first = pad_w, last = pad_w + w; /* row words [first, last) hold image columns 0 .. w-1 */
+  if (iy < 0 || iy >= h) first = last = wp;
+  if (first > wp) first = wp;
+  if (last > wp) last = wp;
+  int32_t i = 0;
+  for (; i < first; ++i) row[i] = zp_word;
+  if (first < last) {
+    const int8_t *src = x + ((ptrdiff_t)iy * w + (first - pad_w)) * c + c0;
+    if (lanes == 4) {
+      for (; i < last; ++i, src += c) row[i] = ek_load32(src);
+    } else {
+      for (; i < last; ++i, src += c) {
+        uint32_t word = zp_word;
+        for (int32_t j = 0; j < lanes; ++j)
+          word = (word & ~(0xFFu << (8 * j))) | ((uint32_t)(uint8_t)src[j] << (8 * j));
+        row[i] = word;
+      }
+    }
+  }
+  for (; i < wp; ++i) row[i] = zp_word;
+}
+
+static void dw_blocked(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
+                       const ek_tensor *f, ek_tensor *out, uint32_t *scratch, const dw_geometry *g) {
+  const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t kh = g->kh, kw = g->kw, wp = g->wp;
+  const int32_t oh = out->dims[1], ow = out->dims[2];
+  const uint32_t zp_word = (uint32_t)(uint8_t)(-d->input_offset) * 0x01010101u;
+  uint32_t *lines = scratch;
+  const int32_t line_words = g->plane ? g->hp * wp : 2 * kh * wp;
+  int32_t *tags = (int32_t *)(void *)(lines + line_words);
+  uint32_t *table = lines + line_words + (g->plane ? 0 : kh);
+  for (int32_t b = 0; b < n; ++b) {
+    const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c;
+    int8_t *y = (int8_t *)out->data + (ptrdiff_t)b * oh * ow * c;
+    for (int32_t c0 = 0; c0 < c; c0 += 4) {
+      const int32_t lanes = c - c0 < 4 ? c - c0 : 4;
+      dw_group_table(ch, (const int8_t *)f->data, c, kh * kw, c0, lanes, table);
+      dw_pass ps = {table, lines, 4 * wp * p->dilation_h, 4 * p->dilation_w, 4 * p->stride_w, ow, oh,
+                    4 * wp * p->stride_h, y + c0, c, d->output_offset, d->act_min, d->act_max, 0};
+      if (g->plane) { /* padded row r holds input row r - pad_h */
+        for (int32_t r = 0; r < g->hp; ++r)
+          dw_fill_row(x, h, w, c, r - d->pad_h, d->pad_w, c0, lanes, zp_word, lines + r * wp, wp);
+        dw_run_pass(&ps, kh, kw, lanes);
+        continue;
+      }
+      /* ring mode, one output row per pass. Dilation 1: input row iy lives in slots iy mod kh and + kh, so
+         a window's rows are consecutive slots and stay in place as the output row advances. Otherwise the
+         window's rows are refilled into slots 0 .. kh-1. */
+      const int ring = p->dilation_h == 1;
+      for (int32_t k = 0; k < kh; ++k) tags[k] = INT32_MIN;
+      ps.rows = 1;
+      ps.tap_row_step = 4 * wp;
+      for (int32_t oy = 0; oy < oh; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - d->pad_h;
+        const int32_t s0 = ring ? ((iy0 % kh) + kh) % kh : 0;
+        for (int32_t ky = 0; ky < kh; ++ky) {
+          const int32_t iy = iy0 + p->dilation_h * ky;
+          const int32_t slot = ring ? (s0 + ky) % kh : ky;
+          if (!ring || tags[slot] != iy) {
+            dw_fill_row(x, h, w, c, iy, d->pad_w, c0, lanes, zp_word, lines + slot * wp, wp);
+            for (int32_t i = 0; i < wp; ++i) lines[(slot + kh) * wp + i] = lines[slot * wp + i];
+            tags[slot] = iy;
+          }
+        }
+        ps.row0 = lines + s0 * wp;
+        ps.dst = y + (ptrdiff_t)oy * ow * c + c0;
+        ps.rows = 1;
+        dw_run_pass(&ps, kh, kw, lanes);
+      }
+    }
+  }
+}
+
+static ek_status dw_eval(ek_context *ctx, ek_op *op) {
+  const dw_data *d = (const dw_data *)op->user_data;
+  const ek_conv_channel *ch = dw_channels(op->user_data);
+  const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias_t = ek_input(ctx, op, 2);
+  ek_tensor *out = ek_output(ctx, op, 0);
+  const ek_op_params *p = &op->params;
+  if (d->path == DW_PATH_BLOCKED) {
+    dw_geometry g;
+    if (dw_geometry_of(ctx, op, &g)) { /* always true after prepare chose this path */
+      dw_blocked(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
+      return EK_OK;
+    }
+  }
+  const int32_t *bias = bias_t ? (const int32_t *)bias_t->data : (const int32_t *)0;
+  const int32_t n = in->dims[0], oc = f->dims[3];
+  const int32_t oh = out->dims[1], ow = out->dims[2];
+  int8_t *y = (int8_t *)out->data;
+  for (int32_t b = 0; b < n; ++b)
+    for (int32_t oy = 0; oy < oh; ++oy)
+      for (int32_t ox = 0; ox < ow; ++ox)
+        dw_pixel_reference(d, ch, p, in, f, bias, b, oy, ox, y + (((int64_t)b * oh + oy) * ow + ox) * oc);
+  return EK_OK;
+}
+
+const ek_kernel ek_kernel_depthwise_conv_2d = {EK_OP_DEPTHWISE_CONV_2D, "DEPTHWISE_CONV_2D", dw_persistent_bytes,
+                                               dw_scratch_bytes, dw_prepare, dw_eval};

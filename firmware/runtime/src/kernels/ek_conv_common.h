@@ -1,0 +1,394 @@
+/* Private helpers of the heavy int8 kernels (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, pooling).
+ *
+ * Everything here is static inline so each kernel file stays self-contained (the firmware links only
+ * the kernel files of the model's ops).  Semantics follow LiteRT's reference kernels (BUILTIN_REF):
+ * tflite/kernels/padding.h, kernel_util.cc, quantization_util.cc, internal/common.cc and
+ * internal/reference/integer_ops/{conv,depthwise_conv,fully_connected,pooling}.h.
+ */
+#ifndef EK_CONV_COMMON_H
+#define EK_CONV_COMMON_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ek_fixedpoint.h"
+#include "ek_kernels.h"
+
+#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
+#include <arm_acle.h>
+#define EK_CONV_DSP 1
+#else
+#define EK_CONV_DSP 0
+#endif
+
+/* Largest per-op scratch the blocked (im2col) paths ask for; bigger layers use the reference loops.
+   The size depends only on the model, never on the build, so the host plans the same arena as the device. */
+#define EK_CONV_SCRATCH_MAX 16384
+
+/* ---------- checks ---------- */
+
+static inline int ek_conv_finite_positive(float s) { return isfinite(s) && s > 0.0f; }
+
+/* int8 activation tensor with one usable per-tensor scale and an int8 zero point, bytes matching dims. */
+static inline int ek_conv_is_q8_activation(const ek_tensor *t) {
+  if (!t || t->type != EK_INT8 || t->num_scales < 1 || !ek_conv_finite_positive(t->scale)) return 0;
+  if (t->zero_point < -128 || t->zero_point > 127) return 0;
+  return t->data != NULL && ek_num_elements(t) > 0 && t->bytes == ek_num_elements(t);
+}
+
+/* Product of dims (all >= 1) or -1 when a dim is < 1 or the product exceeds INT32_MAX. */
+static inline int32_t ek_conv_elements(const ek_tensor *t) {
+  if (t->ndim < 0 || t->ndim > EK_MAX_DIMS) return -1;
+  int64_t n = 1;
+  for (int32_t i = 0; i < t->ndim; ++i) {
+    if (t->dims[i] < 1) return -1;
+    n *= t->dims[i];
+    if (n > INT32_MAX) return -1;
+  }
+  return (int32_t)n;
+}
+
+/* Filter scales: finite and >= 0 (0 is a legal all-zero channel: TFLite's QuantizeMultiplier maps it to 0). */
+static inline int ek_conv_scales_ok(const ek_tensor *t) {
+  if (t->num_scales < 1) return 0;
+  if (t->num_scales == 1) return isfinite(t->scale) && t->scale >= 0.0f;
+  if (!t->scales) return 0;
+  for (int32_t i = 0; i < t->num_scales; ++i) {
+    if (!isfinite(t->scales[i]) || t->scales[i] < 0.0f) return 0;
+  }
+  return 1;
+}
+
+/* Per-channel quantization axis: TFLite only checks that the quantized dimension has `channels` entries. */
+static inline int ek_conv_channel_axis_ok(const ek_tensor *t, int32_t channels) {
+  return t->quantized_dimension >= 0 && t->quantized_dimension < t->ndim &&
+         t->dims[t->quantized_dimension] == channels;
+}
+
+static inline float ek_conv_scale_at(const ek_tensor *t, int32_t channel) {
+  return (t->num_scales > 1 && t->scales) ? t->scales[channel] : t->scale;
+}
+
+/* All zero points of the tensor equal 0 (symmetric int8 weights). */
+static inline int ek_conv_zero_points_zero(const ek_tensor *t) {
+  if (t->zero_point != 0) return 0;
+  if (t->num_scales > 1 && t->zero_points) {
+    for (int32_t i = 0; i < t->num_scales; ++i) {
+      if (t->zero_points[i] != 0) return 0;
+    }
+  }
+  return 1;
+}
+
+/* Fused activations the int8 kernels clamp with (TANH/SIGN_BIT fused into an int8 op are rejected: the
+   reference kernels would silently ignore them). */
+static inline int ek_conv_activation_ok(int32_t act) {
+  return act == EK_ACT_NONE || act == EK_ACT_RELU || act == EK_ACT_RELU_N1_TO_1 || act == EK_ACT_RELU6;
+}
+
+/* CalculateActivationRangeQuantized for an int8 output. Returns 0 where TFLite's Quantize() would fail
+   (round(f / scale) outside int32); we also refuse |round(f / scale)| >= 2^30 so nothing can overflow. */
+static inline int ek_conv_quantizable(float f, float scale) {
+  const float q = roundf(f / scale);
+  return q > -1073741824.0f && q < 1073741824.0f;
+}
+static inline int ek_conv_activation_range(int32_t act, const ek_tensor *out, int32_t *act_min, int32_t *act_max) {
+  const float s = out->scale;
+  if (act == EK_ACT_RELU && !ek_conv_quantizable(0.0f, s)) return 0;
+  if (act == EK_ACT_RELU6 && !(ek_conv_quantizable(0.0f, s) && ek_conv_quantizable(6.0f, s))) return 0;
+  if (act == EK_ACT_RELU_N1_TO_1 && !(ek_conv_quantizable(-1.0f, s) && ek_conv_quantizable(1.0f, s))) return 0;
+  ek_activation_range(act, s, out->zero_point, -128, 127, act_min, act_max);
+  return *act_min <= *act_max;
+}
+
+/* ---------- windows (padding.h ComputePaddingHeightWidth) ---------- */
+
+/* Output size and leading padding of one spatial dimension. Returns 0 for an invalid or empty window
+   or for sizes whose index arithmetic would not fit int32 (then eval's int32 math cannot overflow). */
+static inline int ek_conv_window(int32_t padding, int32_t in, int32_t filter, int32_t stride, int32_t dilation,
+                                 int32_t *out, int32_t *pad) {
+  if (in < 1 || filter < 1 || stride < 1 || dilation < 1) return 0;
+  const int64_t eff = (int64_t)(filter - 1) * dilation + 1;
+  int64_t o;
+  if (padding == EK_PAD_SAME) {
+    o = ((int64_t)in + stride - 1) / stride;
+  } else if (padding == EK_PAD_VALID) {
+    o = ((int64_t)in + stride - eff) / stride;
+  } else {
+    return 0;
+  }
+  if (o < 1) return 0;
+  int64_t total = (o - 1) * stride + eff - in;
+  if (total < 0) total = 0;
+  if ((o - 1) * stride + eff + total > INT32_MAX) return 0;
+  *out = (int32_t)o;
+  *pad = (int32_t)(total / 2);
+  return 1;
+}
+
+/* ---------- requantization ---------- */
+
+/* Per output channel: TFLite's multiplier/shift and what the fast requantization needs.
+ *
+ * MultiplyByQuantizedMultiplier(x, m, shift) with shift = -e <= -1 is RoundingDivideByPOT(SRDHM(x, m), e).
+ * For |x| < 2^30 (so 2x fits int32):
+ *   SRDHM(x, m) = floor((x*m + 2^30) / 2^31) = floor((2x*m + 2^31) / 2^32)      (any sign: the
+ *                 sign-dependent nudge with truncating division is the same floor)  = SMMULR(2x, m)
+ *   RoundingDivideByPOT(q, e) = floor((q + 2^(e-1) - [q < 0]) / 2^e), and [q < 0] may be replaced by
+ *                 [x < 0] (they differ only where q = 0, and both then give 0).
+ * So result = SMMLAR(2x, m, 2^(e-1) - [x < 0]) >> e: five instructions on Cortex-M (ADD, SUB, SMMLAR,
+ * ASR and the sign bit folded into the SUB). prepare() enables it only where every channel has e >= 1
+ * and the accumulator provably stays below 2^30 in magnitude (bias and depth bound); other layers use
+ * ek_mbqm. Checked against ek_mbqm over millions of values in tests/firmware/test_kernels_conv.py. */
+typedef struct ek_conv_channel { /* 12 bytes; the Cortex-M conv loop reads the first two with one LDM */
+  int32_t multiplier;
+  int32_t shifts;   /* bits 0-7: e of the fast path (the ASR by register reads only these), bits 8-15: TFLite's
+                       shift (> 0 left, < 0 right) as int8 */
+  int32_t fold;     /* blocked paths: bias + input_offset * sum of the channel's weights */
+} ek_conv_channel;
+
+static inline int32_t ek_conv_exponent(const ek_conv_channel *ch) { return ch->shifts & 0xFF; }
+static inline int32_t ek_conv_shift(const ek_conv_channel *ch) { return (int32_t)(int8_t)(uint8_t)(ch->shifts >> 8); }
+static inline int32_t ek_conv_half(const ek_conv_channel *ch) {
+  const int32_t e = ek_conv_exponent(ch);
+  return e >= 1 ? (int32_t)(1u << (e - 1)) : 0;
+}
+
+/* Largest accumulator magnitude for which ek_conv_requant_fast is exact. */
+#define EK_CONV_FAST_ACC_LIMIT ((int64_t)1 << 30)
+
+/* Fills one channel from its effective scale. Returns 0 if the scale is not representable
+   (TFLite CHECK-fails or overflows there: shift > 31; we stop at scales >= 2^30). Clears *fast_ok
+   when the channel needs ek_mbqm (left shift or shift 0). */
+static inline int ek_conv_channel_init(ek_conv_channel *ch, double effective_scale, int *fast_ok) {
+  if (!(effective_scale >= 0.0) || !(effective_scale < 1073741824.0)) return 0;
+  int32_t m = 0;
+  int shift = 0;
+  ek_quantize_multiplier(effective_scale, &m, &shift);
+  ch->multiplier = m;
+  ch->fold = 0;
+  int e = -shift;
+  if (m == 0) e = 1; /* any e >= 1 gives 0, as TFLite does */
+  if (e < 1 || e > 31) {
+    e = 0;
+    *fast_ok = 0;
+  }
+  ch->shifts = (int32_t)((uint32_t)e | ((uint32_t)(uint8_t)(int8_t)shift << 8)); /* shift in [-31, 31] */
+  return 1;
+}
+
+/* Largest |bias| of a constant int32 bias tensor (INT64_MAX if it is not constant: unknown at prepare). */
+static inline int64_t ek_conv_bias_bound(const ek_tensor *bias, int32_t count) {
+  if (!bias) return 0;
+  if (!bias->is_constant) return INT64_MAX;
+  const int32_t *b = (const int32_t *)bias->data;
+  int64_t m = 0;
+  for (int32_t i = 0; i < count; ++i) {
+    const int64_t v = b[i] < 0 ? -(int64_t)b[i] : (int64_t)b[i];
+    if (v > m) m = v;
+  }
+  return m;
+}
+
+/* True when bias_bound + terms * term_bound < 2^30 (ek_conv_requant_fast is then exact). */
+static inline int ek_conv_acc_fits(int64_t bias_bound, int64_t terms, int64_t term_bound) {
+  if (bias_bound >= EK_CONV_FAST_ACC_LIMIT || terms > EK_CONV_FAST_ACC_LIMIT / term_bound) return 0;
+  return bias_bound + terms * term_bound < EK_CONV_FAST_ACC_LIMIT;
+}
+
+/* SMMLAR: acc + ((a * b + 2^31) >> 32) (wrap-around add). */
+#if EK_CONV_DSP
+static inline int32_t ek_smmlar(int32_t a, int32_t b, int32_t acc) {
+  int32_t r;
+  __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+  return r;
+}
+#else
+static inline int32_t ek_smmlar(int32_t a, int32_t b, int32_t acc) {
+  const int32_t high = (int32_t)(((int64_t)a * b + ((int64_t)1 << 31)) >> 32);
+  return (int32_t)((uint32_t)acc + (uint32_t)high);
+}
+#endif
+
+/* MultiplyByQuantizedMultiplier for a channel with e >= 1 and |acc| < 2^30 (see above). */
+static inline int32_t ek_conv_requant_fast(int32_t acc, const ek_conv_channel *ch) {
+  return ek_smmlar(acc + acc, ch->multiplier, ek_conv_half(ch) - (int32_t)((uint32_t)acc >> 31)) >>
+         ek_conv_exponent(ch);
+}
+
+/* Wrapping int32 add (TFLite's int32 accumulators wrap in practice; in C that would be UB). */
+static inline int32_t ek_wrap_add(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+
+static inline int8_t ek_conv_clamp8(int32_t v, int32_t lo, int32_t hi) {
+  return (int8_t)(v < lo ? lo : (v > hi ? hi : v));
+}
+
+/* ---------- FULLY_CONNECTED's double rounding ----------
+ * LiteRT's reference FullyConnected / FullyConnectedPerChannel for int8 (reference/integer_ops/
+ * fully_connected.h, the overloads taking input/filter/output scales, which is what BUILTIN_REF calls)
+ * do NOT use the fixed-point multiplier: they compute
+ *     static_cast<int32_t>(round(static_cast<double>(acc) * (double)s_in * (double)s_w / (double)s_out))
+ * TFLite Micro (and the optimized LiteRT kernels) use MultiplyByQuantizedMultiplier instead, which rounds
+ * twice (Q31 multiplier, then the shift); the two differ by one LSB now and then, and the error compounds
+ * through a chain of FC layers: that is the up-to-3-LSB TFLM vs BUILTIN_REF disagreement on the MLPerf AD
+ * autoencoder. We match BUILTIN_REF. An out-of-range double converts to INT32_MIN (x86 cvttsd2si, what the
+ * reference build does; measured), after which TFLite adds the output zero point with int32 wrap-around.
+ *
+ * Cortex-M4/M33 have no double FPU, so instead of soft-float we emulate round(acc * eff) exactly with
+ * integers: eff = mant * 2^exp (53-bit mant), the 84-bit product is rounded to 53 bits (round to nearest
+ * even, as the double multiply does), then to an integer (half away from zero, as round() does).
+ * The emulation is used on every build (one code path); a test compares it with the double expression. */
+typedef struct ek_dscale {
+  uint64_t mant; /* < 2^53 */
+  int32_t exp;
+  int32_t pad_;
+} ek_dscale;
+
+static inline void ek_dscale_init(ek_dscale *d, double eff) {
+  int e = 0;
+  const double f = frexp(eff, &e); /* eff = f * 2^e, f in [0.5, 1) or 0 */
+  d->mant = (uint64_t)ldexp(f, 53);
+  d->exp = e - 53;
+  d->pad_ = 0;
+}
+
+static inline int ek_clz64(uint64_t v) { /* v != 0 */
+#if defined(__GNUC__)
+  return __builtin_clzll(v);
+#else
+  int n = 0;
+  if (!(v >> 32)) { n += 32; v <<= 32; }
+  if (!(v >> 48)) { n += 16; v <<= 16; }
+  if (!(v >> 56)) { n += 8; v <<= 8; }
+  if (!(v >> 60)) { n += 4; v <<= 4; }
+  if (!(v >> 62)) { n += 2; v <<= 2; }
+  if (!(v >> 63)) { n += 1; }
+  return n;
+#endif
+}
+
+/* static_cast<int32_t>(round((double)acc * eff)) with the reference build's INT32_MIN on overflow. */
+static inline int32_t ek_dround_mul(int32_t acc, const ek_dscale *d) {
+  const uint32_t a = acc < 0 ? 0u - (uint32_t)acc : (uint32_t)acc;
+  if (a == 0 || d->mant == 0) return 0;
+  /* P = a * mant = hi * 2^32 + lo, hi < 2^52 */
+  const uint64_t lo_prod = (uint64_t)a * (uint32_t)d->mant;
+  const uint64_t hi = (uint64_t)a * (uint32_t)(d->mant >> 32) + (lo_prod >> 32);
+  const uint32_t lo = (uint32_t)lo_prod;
+  int32_t exp = d->exp;
+  uint64_t m;
+  const int bits = hi ? 96 - ek_clz64(hi) : 64 - ek_clz64(lo);
+  if (bits <= 53) {
+    m = (hi << 32) | lo;
+  } else { /* round to 53 significant bits, ties to even; drop in [1, 31] */
+    const int drop = bits - 53;
+    m = (hi << (32 - drop)) | (lo >> drop);
+    const uint32_t rem = lo & ((1u << drop) - 1u);
+    const uint32_t half = 1u << (drop - 1);
+    if (rem > half || (rem == half && (m & 1u))) ++m;
+    exp += drop;
+  }
+  uint64_t r;
+  if (exp >= 0) {
+    if (exp > 31 || m > (0x7FFFFFFFull >> exp)) return INT32_MIN;
+    r = m << exp;
+  } else {
+    const int32_t f = -exp;
+    r = f > 54 ? 0 : (m + (1ull << (f - 1))) >> f;
+  }
+  if (r > 0x7FFFFFFFull) return INT32_MIN;
+  return acc < 0 ? -(int32_t)r : (int32_t)r;
+}
+
+/* ---------- DSP building blocks (ACLE on Cortex-M with the DSP extension, exact C elsewhere) ----------
+ * The blocked kernels are written once against these, so the host build runs (and the host tests check)
+ * the same loop structure, im2col layout and border handling that the Cortex-M build runs. */
+static inline uint32_t ek_load32(const void *p) { /* unaligned-safe word load (LDR on Cortex-M) */
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static inline void ek_store32(void *p, uint32_t v) { memcpy(p, &v, 4); }
+
+#if EK_CONV_DSP
+static inline uint32_t ek_sxtb16(uint32_t x) { return (uint32_t)__sxtb16(x); }
+static inline uint32_t ek_sxtb16_ror8(uint32_t x) { /* one SXTB16 with its rotate (the intrinsic costs a MOV more) */
+  uint32_t r;
+  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+  return r;
+}
+static inline uint32_t ek_sadd16(uint32_t a, uint32_t b) { return (uint32_t)__sadd16(a, b); }
+static inline int32_t ek_smlad(uint32_t a, uint32_t b, int32_t acc) { return __smlad(a, b, acc); }
+static inline int32_t ek_smlabb(uint32_t a, uint32_t b, int32_t acc) { return __smlabb(a, b, acc); }
+static inline int32_t ek_smlatt(uint32_t a, uint32_t b, int32_t acc) { return __smlatt(a, b, acc); }
+#else
+static inline uint32_t ek_pack16(int32_t lo, int32_t hi) { return ((uint32_t)lo & 0xFFFFu) | ((uint32_t)hi << 16); }
+static inline int32_t ek_lo16(uint32_t x) { return (int32_t)(int16_t)(x & 0xFFFFu); }
+static inline int32_t ek_hi16(uint32_t x) { return (int32_t)(int16_t)(x >> 16); }
+static inline uint32_t ek_sxtb16(uint32_t x) {
+  return ek_pack16((int8_t)(x & 0xFFu), (int8_t)((x >> 16) & 0xFFu));
+}
+static inline uint32_t ek_sxtb16_ror8(uint32_t x) {
+  return ek_pack16((int8_t)((x >> 8) & 0xFFu), (int8_t)(x >> 24));
+}
+static inline uint32_t ek_sadd16(uint32_t a, uint32_t b) {
+  return ek_pack16(ek_lo16(a) + ek_lo16(b), ek_hi16(a) + ek_hi16(b));
+}
+static inline int32_t ek_smlad(uint32_t a, uint32_t b, int32_t acc) {
+  return (int32_t)((uint32_t)acc + (uint32_t)(ek_lo16(a) * ek_lo16(b)) + (uint32_t)(ek_hi16(a) * ek_hi16(b)));
+}
+static inline int32_t ek_smlabb(uint32_t a, uint32_t b, int32_t acc) {
+  return (int32_t)((uint32_t)acc + (uint32_t)(ek_lo16(a) * ek_lo16(b)));
+}
+static inline int32_t ek_smlatt(uint32_t a, uint32_t b, int32_t acc) {
+  return (int32_t)((uint32_t)acc + (uint32_t)(ek_hi16(a) * ek_hi16(b)));
+}
+#endif
+
+/* The signed 16-bit halves of a word. */
+static inline int32_t ek_lo16_of(uint32_t x) { return (int32_t)(int16_t)(x & 0xFFFFu); }
+static inline int32_t ek_hi16_of(uint32_t x) { return (int32_t)(int16_t)(x >> 16); }
+
+/* Pooling helpers: SXTAB16 (two int16 lanes += sign-extended bytes 0 and 2, or 1 and 3 with the rotation) and
+   a bytewise signed maximum (SSUB8 sets the GE flags, SEL picks per byte). */
+#if EK_CONV_DSP
+static inline uint32_t ek_sxtab16(uint32_t acc, uint32_t x) { return (uint32_t)__sxtab16(acc, x); }
+static inline uint32_t ek_sxtab16_ror8(uint32_t acc, uint32_t x) {
+  uint32_t r;
+  __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(acc), "r"(x));
+  return r;
+}
+static inline uint32_t ek_max8(uint32_t a, uint32_t b) {
+  uint32_t r;
+  __asm__("ssub8 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(r) : "r"(a), "r"(b) : "cc");
+  return r;
+}
+#else
+static inline uint32_t ek_sxtab16(uint32_t acc, uint32_t x) {
+  return ek_pack16(ek_lo16(acc) + (int8_t)(x & 0xFFu), ek_hi16(acc) + (int8_t)((x >> 16) & 0xFFu));
+}
+static inline uint32_t ek_sxtab16_ror8(uint32_t acc, uint32_t x) {
+  return ek_pack16(ek_lo16(acc) + (int8_t)((x >> 8) & 0xFFu), ek_hi16(acc) + (int8_t)(x >> 24));
+}
+static inline uint32_t ek_max8(uint32_t a, uint32_t b) {
+  uint32_t r = 0;
+  for (int i = 0; i < 32; i += 8) {
+    const int8_t x = (int8_t)((a >> i) & 0xFFu), y = (int8_t)((b >> i) & 0xFFu);
+    r |= (uint32_t)(uint8_t)(x > y ? x : y) << i;
+  }
+  return r;
+}
+#endif
+
+/* Four int8 values plus an offset, as two words of int16 pairs in SMLAD order: (x0,x2) and (x1,x3).
+   SMLAD of these against ek_sxtb16(w) / ek_sxtb16_ror8(w) of four int8 weights is the 4-term dot product. */
+static inline void ek_expand4(uint32_t x, uint32_t offset2, uint32_t *w02, uint32_t *w13) {
+  *w02 = ek_sadd16(ek_sxtb16(x), offset2);
+  *w13 = ek_sadd16(ek_sxtb16_ror8(x), offset2);
+}
+
+static inline uint32_t ek_offset2(int32_t offset) { return ((uint32_t)offset & 0xFFFFu) * 0x10001u; }
+
+#endif
