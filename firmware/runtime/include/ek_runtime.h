@@ -62,7 +62,8 @@ typedef struct ek_error {
 typedef struct ek_plan_entry {
   int32_t offset;      /* byte offset in the arena; -1 if not in the arena (constant / unused) */
   int32_t bytes;       /* bytes of the buffer (unpadded) */
-  int32_t first_op;    /* first op during which it is alive (-1: before op 0, i.e. graph input) */
+  int32_t first_op;    /* first op during which it is alive (-1: from before op 0, i.e. graph input;
+                          -2: never used). For an alias root, the lifetime covers its aliases. */
   int32_t last_op;     /* last op during which it is alive (num_ops: graph output, alive to the end) */
   int32_t alias_of;    /* tensor index whose memory this tensor shares (in-place RESHAPE), or -1 */
 } ek_plan_entry;
@@ -74,6 +75,7 @@ typedef struct ek_runtime {
   const uint8_t *model;
   size_t model_len;
   ek_op *ops;
+  const ek_kernel **kernels;    /* num_ops entries: the kernel of each op */
   int32_t num_ops;
   int32_t num_inputs, num_outputs;
   int32_t inputs[EK_MAX_IO];    /* graph input tensor indices */
@@ -88,6 +90,7 @@ typedef struct ek_runtime {
   ek_op_hook hook;
   void *hook_user;
   int32_t ready;                /* 1 after a successful ek_init */
+  char message_buf[96];         /* holds composed messages (e.g. naming an unsupported op) */
 } ek_runtime;
 
 /* Parse, validate, plan and prepare. Returns EK_OK or the first error (see ek_last_error).
@@ -103,7 +106,8 @@ ek_status ek_init(ek_runtime *rt, const void *model, size_t model_len, void *sta
 ek_status ek_required_bytes(const void *model, size_t model_len, void *work, size_t work_len, size_t *state_bytes,
                             size_t *arena_bytes, ek_error *error);
 
-/* Run one inference on the inputs currently in the arena. */
+/* Run one inference on the inputs currently in the arena. Write every input before each call: the planner
+   reuses an input's bytes once its last reader has run. Outputs stay valid until the next call. */
 ek_status ek_invoke(ek_runtime *rt);
 
 /* Per-operator hook (NULL to remove); called around each op's eval. */

@@ -1,0 +1,47 @@
+/* edgekit runtime core: declarations shared by ek_reader.c, ek_plan.c and ek_interp.c (not public). */
+#ifndef EK_INTERNAL_H
+#define EK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ek_runtime.h"
+
+#define EK_STATE_ALIGN 8u
+
+/* Where the parts of a validated model header live (byte positions in the flatbuffer). */
+typedef struct ek_model_view {
+  size_t opcodes_vec; uint32_t num_opcodes;  /* vector of OperatorCode tables (data position) */
+  size_t buffers_vec; uint32_t num_buffers;  /* vector of Buffer tables */
+  size_t tensors_vec; uint32_t num_tensors;  /* vector of Tensor tables */
+  size_t ops_vec; uint32_t num_ops;          /* vector of Operator tables */
+  size_t inputs_vec; uint32_t num_inputs;    /* vector of int32 */
+  size_t outputs_vec; uint32_t num_outputs;  /* vector of int32 */
+} ek_model_view;
+
+/* Errors of the reader before an ek_runtime exists (ek_model_opcodes). */
+typedef struct ek_read_error {
+  ek_status status;
+  int32_t op_index;
+  const char *message;
+} ek_read_error;
+
+/* ek_reader.c */
+ek_status ek_read_header(const uint8_t *model, size_t len, ek_model_view *mv, ek_read_error *err);
+/* Builtin code of operator op_index (validates the Operator and OperatorCode tables on the way). */
+ek_status ek_read_opcode(const uint8_t *model, size_t len, const ek_model_view *mv, uint32_t op_index, int32_t *code,
+                         int32_t *version, ek_read_error *err);
+/* Fills rt->ctx.tensors, rt->ops, rt->kernels, rt->inputs/outputs from the model and validates the graph.
+   The arrays must already point into the state buffer. */
+ek_status ek_read_graph(ek_runtime *rt, const ek_model_view *mv);
+
+/* ek_plan.c */
+size_t ek_plan_work_bytes(int32_t num_tensors, int32_t num_ops);
+/* Plans the arena. Needs rt->scratch_plan[i].bytes set per op; fills rt->tensor_plan, rt->scratch_plan
+   and rt->arena_required. */
+ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len);
+
+/* ek_util.c */
+int32_t ek_type_size(int32_t type); /* bytes per element, 0 for types we do not handle */
+
+#endif

@@ -1,0 +1,235 @@
+/* edgekit runtime core: init (read -> size -> plan -> prepare) and invoke. No dynamic allocation:
+ * everything lives in the caller's state and arena buffers.
+ *
+ * State buffer layout (from an 8-byte aligned base):
+ *   ek_tensor[T] | ek_op[N] | const ek_kernel*[N] | ek_plan_entry[T] (tensor plan) | ek_plan_entry[N] (scratch plan)
+ *   | dynamic region: the planner's work memory during planning, then the per-op persistent kernel data.
+ */
+#include <string.h>
+
+#include "ek_internal.h"
+
+/* Stays the data pointer of zero-byte tensors when there is no arena at all (never dereferenced). */
+static uint64_t ek_empty_arena[2];
+
+static size_t align_up(size_t x, size_t a) { return (x + (a - 1u)) & ~(a - 1u); }
+
+/* Adds b to *a; 0 on overflow. */
+static int add_size(size_t *a, size_t b) {
+  if (b > (size_t)-1 - *a) return 0;
+  *a += b;
+  return 1;
+}
+
+typedef struct state_layout {
+  size_t tensors, ops, kernels, tensor_plan, scratch_plan, fixed_end;
+} state_layout;
+
+static state_layout layout_state(uint32_t num_tensors, uint32_t num_ops) {
+  state_layout l;
+  size_t off = 0;
+  l.tensors = off;
+  off += align_up((size_t)num_tensors * sizeof(ek_tensor), EK_STATE_ALIGN);
+  l.ops = off;
+  off += align_up((size_t)num_ops * sizeof(ek_op), EK_STATE_ALIGN);
+  l.kernels = off;
+  off += align_up((size_t)num_ops * sizeof(const ek_kernel *), EK_STATE_ALIGN);
+  l.tensor_plan = off;
+  off += align_up((size_t)num_tensors * sizeof(ek_plan_entry), EK_STATE_ALIGN);
+  l.scratch_plan = off;
+  off += align_up((size_t)num_ops * sizeof(ek_plan_entry), EK_STATE_ALIGN);
+  l.fixed_end = off;
+  return l;
+}
+
+/* Per-op persistent bytes, bounded so that sums cannot overflow on a 32-bit device. */
+#define EK_MAX_OP_PERSISTENT ((size_t)1 << 24)
+#define EK_MAX_OP_SCRATCH ((size_t)1 << 30)
+
+static ek_status size_ops(ek_runtime *rt, size_t *persistent_total) {
+  size_t total = 0;
+  for (int32_t i = 0; i < rt->num_ops; ++i) {
+    const ek_kernel *k = rt->kernels[i];
+    ek_op *op = &rt->ops[i];
+    const size_t pb = k->persistent_bytes ? k->persistent_bytes(&rt->ctx, op) : 0;
+    const size_t sb = k->scratch_bytes ? k->scratch_bytes(&rt->ctx, op) : 0;
+    if (rt->ctx.status != EK_OK) return rt->ctx.status; /* a size function may report a bad model */
+    if (pb > EK_MAX_OP_PERSISTENT) return ek_fail(&rt->ctx, op, EK_ERR_MEMORY, "operator needs more than 16 MiB of persistent data");
+    if (sb > EK_MAX_OP_SCRATCH) return ek_fail(&rt->ctx, op, EK_ERR_MEMORY, "operator needs more than 1 GiB of scratch");
+    if (!add_size(&total, align_up(pb, EK_STATE_ALIGN)))
+      return ek_fail(&rt->ctx, op, EK_ERR_MEMORY, "persistent data size overflows");
+    rt->scratch_plan[i].bytes = (int32_t)sb;
+  }
+  *persistent_total = total;
+  return EK_OK;
+}
+
+/* Points every planned tensor and scratch buffer into the arena and hands out persistent data. */
+static ek_status bind_memory(ek_runtime *rt, uint8_t *arena_base, uint8_t *persistent, size_t persistent_len) {
+  size_t used = 0;
+  for (int32_t t = 0; t < rt->ctx.num_tensors; ++t) {
+    ek_tensor *tensor = &rt->ctx.tensors[t];
+    const int32_t off = rt->tensor_plan[t].offset;
+    if (!tensor->is_constant) tensor->data = off >= 0 ? (void *)(arena_base + off) : (void *)0;
+  }
+  memset(persistent, 0, persistent_len);
+  for (int32_t i = 0; i < rt->num_ops; ++i) {
+    ek_op *op = &rt->ops[i];
+    const ek_kernel *k = rt->kernels[i];
+    const size_t pb = k->persistent_bytes ? k->persistent_bytes(&rt->ctx, op) : 0;
+    const size_t need = align_up(pb, EK_STATE_ALIGN);
+    if (pb > EK_MAX_OP_PERSISTENT || need > persistent_len - used)
+      return ek_fail(&rt->ctx, op, EK_ERR_INTERNAL, "kernel persistent size changed between calls");
+    op->user_data = pb ? (void *)(persistent + used) : (void *)0;
+    used += need;
+    op->scratch = rt->scratch_plan[i].bytes > 0 ? (void *)(arena_base + rt->scratch_plan[i].offset) : (void *)0;
+  }
+  return EK_OK;
+}
+
+ek_status ek_init(ek_runtime *rt, const void *model, size_t model_len, void *state, size_t state_len, void *arena,
+                  size_t arena_len) {
+  ek_model_view mv;
+  ek_read_error err = {EK_OK, -1, (const char *)0};
+  ek_status st;
+  if (!rt) return EK_ERR_INTERNAL;
+  memset(rt, 0, sizeof *rt);
+  rt->ctx.error_op = -1;
+  rt->ctx.error_message = "";
+  rt->model = (const uint8_t *)model;
+  rt->model_len = model_len;
+
+  if (ek_read_header(rt->model, model_len, &mv, &err) != EK_OK)
+    return ek_fail(&rt->ctx, (const ek_op *)0, err.status, err.message);
+
+  /* State: fixed part from the counts, then the dynamic region (planner work, later persistent data). */
+  const state_layout l = layout_state(mv.num_tensors, mv.num_ops);
+  const uintptr_t sbase = state ? (uintptr_t)align_up((size_t)(uintptr_t)state, EK_STATE_ALIGN) : 0;
+  const size_t spad = state ? (size_t)(sbase - (uintptr_t)state) : 0;
+  const size_t work = ek_plan_work_bytes((int32_t)mv.num_tensors, (int32_t)mv.num_ops);
+  rt->state_required = spad + l.fixed_end + work;
+  if (!state || state_len < rt->state_required)
+    return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state buffer too small (see state_required)");
+  uint8_t *s = (uint8_t *)sbase;
+  rt->ctx.tensors = (ek_tensor *)(void *)(s + l.tensors);
+  rt->ctx.num_tensors = (int32_t)mv.num_tensors;
+  rt->ops = (ek_op *)(void *)(s + l.ops);
+  rt->kernels = (const ek_kernel **)(void *)(s + l.kernels);
+  rt->num_ops = (int32_t)mv.num_ops;
+  rt->tensor_plan = (ek_plan_entry *)(void *)(s + l.tensor_plan);
+  rt->scratch_plan = (ek_plan_entry *)(void *)(s + l.scratch_plan);
+  memset(s, 0, l.fixed_end);
+
+  st = ek_read_graph(rt, &mv);
+  if (st != EK_OK) return st;
+
+  size_t persistent = 0;
+  st = size_ops(rt, &persistent);
+  if (st != EK_OK) return st;
+  rt->persistent_bytes = persistent;
+  const size_t dynamic = persistent > work ? persistent : work;
+  size_t need = spad + l.fixed_end;
+  if (!add_size(&need, dynamic)) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state size overflows");
+  rt->state_required = need;
+  if (state_len < need) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state buffer too small (see state_required)");
+
+  st = ek_plan(rt, s + l.fixed_end, dynamic);
+  if (st != EK_OK) return st;
+
+  const uintptr_t abase = arena ? (uintptr_t)align_up((size_t)(uintptr_t)arena, EK_ARENA_ALIGN) : 0;
+  const size_t apad = arena ? (size_t)(abase - (uintptr_t)arena) : 0;
+  uint8_t *arena_base = (uint8_t *)abase;
+  if (rt->arena_required > 0) {
+    if (!arena || arena_len < apad || arena_len - apad < rt->arena_required)
+      return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "arena buffer too small (see arena_required)");
+  } else if (!arena) {
+    arena_base = (uint8_t *)(void *)ek_empty_arena;
+  }
+  rt->arena = arena_base;
+  rt->arena_len = arena ? arena_len - apad : 0;
+
+  st = bind_memory(rt, arena_base, s + l.fixed_end, dynamic);
+  if (st != EK_OK) return st;
+  for (int32_t i = 0; i < rt->num_ops; ++i) {
+    ek_op *op = &rt->ops[i];
+    const ek_kernel *k = rt->kernels[i];
+    st = k->prepare ? k->prepare(&rt->ctx, op) : EK_OK;
+    if (st != EK_OK || rt->ctx.status != EK_OK) {
+      ek_fail(&rt->ctx, op, st, "operator prepare failed"); /* keeps the kernel's own message if it gave one */
+      return rt->ctx.status;
+    }
+  }
+  rt->ready = 1;
+  return EK_OK;
+}
+
+ek_status ek_required_bytes(const void *model, size_t model_len, void *work, size_t work_len, size_t *state_bytes,
+                            size_t *arena_bytes, ek_error *error) {
+  ek_runtime rt;
+  ek_status st = ek_init(&rt, model, model_len, work, work_len, (void *)0, 0);
+  /* Failing only for lack of an arena still means the state fit and the plan is known. */
+  const int sized = st == EK_OK || (st == EK_ERR_MEMORY && rt.state_required <= work_len && rt.state_required > 0);
+  if (state_bytes) *state_bytes = rt.state_required;
+  if (arena_bytes) *arena_bytes = sized ? rt.arena_required : 0;
+  if (sized) st = EK_OK;
+  if (error) {
+    *error = ek_last_error(&rt);
+    if (sized) {
+      error->status = EK_OK;
+      error->op_index = -1;
+      error->message = "";
+    }
+  }
+  return st;
+}
+
+ek_status ek_invoke(ek_runtime *rt) {
+  if (!rt) return EK_ERR_INTERNAL;
+  if (!rt->ready) {
+    return rt->ctx.status != EK_OK ? rt->ctx.status
+                                   : ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_INTERNAL, "runtime not initialised");
+  }
+  for (int32_t i = 0; i < rt->num_ops; ++i) {
+    ek_op *op = &rt->ops[i];
+    if (rt->hook) rt->hook(rt->hook_user, i, op->opcode, 0);
+    const ek_status st = rt->kernels[i]->eval(&rt->ctx, op);
+    if (rt->hook) rt->hook(rt->hook_user, i, op->opcode, 1);
+    if (st != EK_OK || rt->ctx.status != EK_OK) {
+      ek_fail(&rt->ctx, op, st, "operator eval failed");
+      return rt->ctx.status;
+    }
+  }
+  return EK_OK;
+}
+
+void ek_set_op_hook(ek_runtime *rt, ek_op_hook hook, void *user) {
+  if (!rt) return;
+  rt->hook = hook;
+  rt->hook_user = user;
+}
+
+ek_error ek_last_error(const ek_runtime *rt) {
+  ek_error e;
+  e.status = rt ? rt->ctx.status : EK_ERR_INTERNAL;
+  e.op_index = rt ? rt->ctx.error_op : -1;
+  e.message = rt && rt->ctx.error_message ? rt->ctx.error_message : "";
+  return e;
+}
+
+int32_t ek_num_inputs(const ek_runtime *rt) { return rt && rt->ready ? rt->num_inputs : 0; }
+int32_t ek_num_outputs(const ek_runtime *rt) { return rt && rt->ready ? rt->num_outputs : 0; }
+
+ek_tensor *ek_get_input(ek_runtime *rt, int32_t i) {
+  if (!rt || !rt->ready || i < 0 || i >= rt->num_inputs) return (ek_tensor *)0;
+  return &rt->ctx.tensors[rt->inputs[i]];
+}
+
+ek_tensor *ek_get_output(ek_runtime *rt, int32_t i) {
+  if (!rt || !rt->ready || i < 0 || i >= rt->num_outputs) return (ek_tensor *)0;
+  return &rt->ctx.tensors[rt->outputs[i]];
+}
+
+ek_tensor *ek_get_tensor(ek_runtime *rt, int32_t i) {
+  if (!rt || !rt->ctx.tensors || i < 0 || i >= rt->ctx.num_tensors) return (ek_tensor *)0;
+  return &rt->ctx.tensors[i];
+}

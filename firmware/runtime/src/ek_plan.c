@@ -1,0 +1,273 @@
+/* edgekit runtime core: offline arena planner.
+ *
+ * Buffers: every non-constant tensor an op or the graph uses (alive from its producing op, or from the
+ * start for graph inputs, to its last consumer, or to the end for graph outputs) and every op's scratch
+ * (alive during that op only). A RESHAPE's output shares its input's memory (in place) when both are
+ * activations of the same byte size; the shared buffer lives for the union of both lifetimes.
+ *
+ * Packing: each buffer is placed at the lowest (first-fit) or tightest (best-fit) gap among the buffers
+ * already placed whose lifetimes overlap its own, visiting buffers in one of several orders (size,
+ * first use, lifetime length, size x lifetime, last use). Every order x fit combination is tried
+ * (fewer for very large graphs) and the smallest arena wins; ties go to the earlier combination. The
+ * first combination is TFLM's greedy planner (size-descending first-fit), so we are never worse
+ * than it. All orders are total (ties broken by buffer id): the plan is deterministic and identical
+ * on host and device. Offsets are multiples of EK_ARENA_ALIGN.
+ */
+#include <string.h>
+
+#include "ek_internal.h"
+
+typedef struct pbuf {
+  int32_t id;     /* tensor index, or num_tensors + op index for scratch */
+  int32_t size;   /* padded to EK_ARENA_ALIGN */
+  int32_t first;  /* first op alive (-1: from the start) */
+  int32_t last;   /* last op alive (num_ops: to the end) */
+  int32_t offset; /* offset in the combination being tried */
+  int32_t best;   /* offset in the best combination so far */
+} pbuf;
+
+#define UNUSED_OP (-2)
+#define NUM_ORDERS 5
+#define NUM_FITS 2
+#define MAX_BUFFERS_ALL_STRATEGIES 2048 /* above this, only TFLM's combination (planning is O(B^2) per try) */
+
+size_t ek_plan_work_bytes(int32_t num_tensors, int32_t num_ops) {
+  const size_t n = (size_t)num_tensors + (size_t)num_ops;
+  return n * (sizeof(pbuf) + 2u * sizeof(int32_t)) + 16u;
+}
+
+/* ---- orders --------------------------------------------------------------- */
+
+typedef int (*pbuf_before)(const pbuf *a, const pbuf *b);
+
+#define TIE(a, b) ((a)->id < (b)->id)
+static int64_t area(const pbuf *p) { return (int64_t)p->size * (int64_t)(p->last - p->first + 1); }
+
+static int by_size(const pbuf *a, const pbuf *b) {
+  if (a->size != b->size) return a->size > b->size;
+  if (a->first != b->first) return a->first < b->first;
+  return TIE(a, b);
+}
+static int by_first_use(const pbuf *a, const pbuf *b) {
+  if (a->first != b->first) return a->first < b->first;
+  if (a->size != b->size) return a->size > b->size;
+  return TIE(a, b);
+}
+static int by_lifetime(const pbuf *a, const pbuf *b) {
+  const int32_t la = a->last - a->first, lb = b->last - b->first;
+  if (la != lb) return la > lb;
+  if (a->size != b->size) return a->size > b->size;
+  return TIE(a, b);
+}
+static int by_area(const pbuf *a, const pbuf *b) {
+  const int64_t aa = area(a), ab = area(b);
+  if (aa != ab) return aa > ab;
+  if (a->size != b->size) return a->size > b->size;
+  return TIE(a, b);
+}
+static int by_last_use(const pbuf *a, const pbuf *b) {
+  if (a->last != b->last) return a->last > b->last;
+  if (a->size != b->size) return a->size > b->size;
+  return TIE(a, b);
+}
+
+static const pbuf_before orders[NUM_ORDERS] = {by_size, by_first_use, by_lifetime, by_area, by_last_use};
+
+/* Heap sort of index array `ix` (n entries) by `before`: no recursion, no allocation, O(n log n). */
+static void sift_down(int32_t *ix, const pbuf *bufs, pbuf_before before, int32_t root, int32_t n) {
+  for (;;) {
+    int32_t child = 2 * root + 1;
+    if (child >= n) return;
+    /* max-heap on "after": the element that must come last rises to the top */
+    if (child + 1 < n && before(&bufs[ix[child]], &bufs[ix[child + 1]])) ++child;
+    if (!before(&bufs[ix[root]], &bufs[ix[child]])) return;
+    const int32_t tmp = ix[root];
+    ix[root] = ix[child];
+    ix[child] = tmp;
+    root = child;
+  }
+}
+
+static void sort_indices(int32_t *ix, int32_t n, const pbuf *bufs, pbuf_before before) {
+  for (int32_t i = n / 2 - 1; i >= 0; --i) sift_down(ix, bufs, before, i, n);
+  for (int32_t end = n - 1; end > 0; --end) {
+    const int32_t tmp = ix[0];
+    ix[0] = ix[end];
+    ix[end] = tmp;
+    sift_down(ix, bufs, before, 0, end);
+  }
+}
+
+/* ---- packing -------------------------------------------------------------- */
+
+static int overlap_in_time(const pbuf *a, const pbuf *b) { return !(a->last < b->first || b->last < a->first); }
+
+/* Places buffers in `order`; returns the arena size, or stops early (returning a value >= limit) once it
+   cannot beat `limit`. `placed` holds the placed buffers sorted by offset. */
+static int64_t pack(pbuf *bufs, const int32_t *order, int32_t n, int best_fit, int32_t *placed, int64_t limit) {
+  int64_t total = 0;
+  int32_t m = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    pbuf *b = &bufs[order[k]];
+    int64_t cand = 0, chosen = -1, chosen_gap = INT64_MAX;
+    for (int32_t j = 0; j < m; ++j) {
+      const pbuf *p = &bufs[placed[j]];
+      if (!overlap_in_time(b, p)) continue;
+      if ((int64_t)p->offset >= cand + b->size) {
+        const int64_t gap = (int64_t)p->offset - cand;
+        if (!best_fit) { chosen = cand; break; }
+        if (gap < chosen_gap) { chosen_gap = gap; chosen = cand; }
+      }
+      const int64_t end = (int64_t)p->offset + p->size;
+      if (end > cand) cand = end;
+    }
+    if (chosen < 0) chosen = cand;
+    if (chosen + b->size > INT32_MAX) return INT64_MAX; /* cannot be addressed with int32 offsets */
+    b->offset = (int32_t)chosen;
+    if (chosen + b->size > total) total = chosen + b->size;
+    if (total >= limit) return total;
+    /* insert into `placed`, keeping (offset, id) order */
+    int32_t at = m;
+    while (at > 0) {
+      const pbuf *q = &bufs[placed[at - 1]];
+      if (q->offset < b->offset || (q->offset == b->offset && q->id < b->id)) break;
+      placed[at] = placed[at - 1];
+      --at;
+    }
+    placed[at] = order[k];
+    ++m;
+  }
+  return total;
+}
+
+/* Largest total size alive at any one time: no packing can do better. */
+static int64_t lower_bound(const pbuf *bufs, int32_t n) {
+  int64_t best = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    int64_t live = 0;
+    for (int32_t j = 0; j < n; ++j) {
+      if (bufs[j].first <= bufs[i].first && bufs[i].first <= bufs[j].last) live += bufs[j].size;
+    }
+    if (live > best) best = live;
+  }
+  return best;
+}
+
+/* ---- lifetimes ------------------------------------------------------------ */
+
+static void extend(ek_plan_entry *e, int32_t op) {
+  if (e->first_op == UNUSED_OP || op < e->first_op) e->first_op = op;
+  if (e->last_op == UNUSED_OP || op > e->last_op) e->last_op = op;
+}
+
+static void compute_lifetimes(ek_runtime *rt) {
+  const ek_tensor *tensors = rt->ctx.tensors;
+  ek_plan_entry *tp = rt->tensor_plan;
+  for (int32_t t = 0; t < rt->ctx.num_tensors; ++t) {
+    tp[t].offset = -1;
+    tp[t].bytes = tensors[t].bytes;
+    tp[t].first_op = UNUSED_OP;
+    tp[t].last_op = UNUSED_OP;
+    tp[t].alias_of = -1;
+  }
+  for (int32_t k = 0; k < rt->num_inputs; ++k) extend(&tp[rt->inputs[k]], -1);
+  for (int32_t i = 0; i < rt->num_ops; ++i) {
+    const ek_op *op = &rt->ops[i];
+    for (int32_t k = 0; k < op->num_inputs; ++k) {
+      if (op->inputs[k] >= 0) extend(&tp[op->inputs[k]], i);
+    }
+    for (int32_t k = 0; k < op->num_outputs; ++k) {
+      if (op->outputs[k] >= 0) extend(&tp[op->outputs[k]], i);
+    }
+  }
+  for (int32_t k = 0; k < rt->num_outputs; ++k) extend(&tp[rt->outputs[k]], rt->num_ops);
+  for (int32_t i = 0; i < rt->num_ops; ++i) {
+    ek_plan_entry *sp = &rt->scratch_plan[i];
+    sp->offset = -1;
+    sp->first_op = i;
+    sp->last_op = i;
+    sp->alias_of = -1;
+  }
+}
+
+/* RESHAPE in place: the output shares the (root of the) input's memory. */
+static void alias_reshapes(ek_runtime *rt) {
+  const ek_tensor *tensors = rt->ctx.tensors;
+  ek_plan_entry *tp = rt->tensor_plan;
+  for (int32_t i = 0; i < rt->num_ops; ++i) {
+    const ek_op *op = &rt->ops[i];
+    if (op->opcode != EK_OP_RESHAPE || op->num_inputs < 1 || op->num_outputs != 1) continue;
+    const int32_t in = op->inputs[0], out = op->outputs[0];
+    if (in < 0 || out < 0 || in == out || tensors[in].is_constant || tensors[out].is_constant) continue;
+    if (tensors[in].bytes != tensors[out].bytes || tensors[in].type != tensors[out].type) continue;
+    const int32_t root = tp[in].alias_of >= 0 ? tp[in].alias_of : in;
+    tp[out].alias_of = root;
+    if (tp[out].first_op < tp[root].first_op) tp[root].first_op = tp[out].first_op;
+    if (tp[out].last_op > tp[root].last_op) tp[root].last_op = tp[out].last_op;
+  }
+}
+
+/* ---- entry ---------------------------------------------------------------- */
+
+ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len) {
+  const int32_t T = rt->ctx.num_tensors, N = rt->num_ops;
+  if (work_len < ek_plan_work_bytes(T, N)) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_INTERNAL, "planner work memory too small");
+  pbuf *bufs = (pbuf *)work;
+  int32_t *order = (int32_t *)(void *)(bufs + T + N);
+  int32_t *placed = order + T + N;
+  int32_t n = 0;
+
+  compute_lifetimes(rt);
+  alias_reshapes(rt);
+  for (int32_t t = 0; t < T; ++t) {
+    const ek_plan_entry *e = &rt->tensor_plan[t];
+    if (rt->ctx.tensors[t].is_constant || e->first_op == UNUSED_OP || e->alias_of >= 0) continue;
+    const int64_t padded = ((int64_t)e->bytes + (EK_ARENA_ALIGN - 1)) & ~(int64_t)(EK_ARENA_ALIGN - 1);
+    if (padded > INT32_MAX) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "a tensor is too large for the arena");
+    if (padded == 0) { rt->tensor_plan[t].offset = 0; continue; } /* empty: needs no memory */
+    bufs[n].id = t;
+    bufs[n].size = (int32_t)padded;
+    bufs[n].first = e->first_op;
+    bufs[n].last = e->last_op;
+    ++n;
+  }
+  for (int32_t i = 0; i < N; ++i) {
+    const int64_t padded = ((int64_t)rt->scratch_plan[i].bytes + (EK_ARENA_ALIGN - 1)) & ~(int64_t)(EK_ARENA_ALIGN - 1);
+    if (padded > INT32_MAX) return ek_fail(&rt->ctx, &rt->ops[i], EK_ERR_MEMORY, "operator scratch too large for the arena");
+    if (padded == 0) continue;
+    bufs[n].id = T + i;
+    bufs[n].size = (int32_t)padded;
+    bufs[n].first = i;
+    bufs[n].last = i;
+    ++n;
+  }
+
+  const int all = n <= MAX_BUFFERS_ALL_STRATEGIES;
+  const int64_t bound = all ? lower_bound(bufs, n) : 0;
+  int64_t best = INT64_MAX;
+  for (int o = 0; o < (all ? NUM_ORDERS : 1) && best > bound; ++o) {
+    for (int32_t k = 0; k < n; ++k) order[k] = k;
+    sort_indices(order, n, bufs, orders[o]);
+    for (int fit = 0; fit < NUM_FITS && best > bound; ++fit) {
+      if (!all && fit == 1) continue;
+      const int64_t total = pack(bufs, order, n, fit, placed, best);
+      if (total < best) {
+        best = total;
+        for (int32_t k = 0; k < n; ++k) bufs[k].best = bufs[k].offset;
+      }
+    }
+  }
+  if (n == 0) best = 0;
+  if (best > INT32_MAX) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "arena would exceed 2 GiB");
+
+  for (int32_t k = 0; k < n; ++k) {
+    if (bufs[k].id < T) rt->tensor_plan[bufs[k].id].offset = bufs[k].best;
+    else rt->scratch_plan[bufs[k].id - T].offset = bufs[k].best;
+  }
+  for (int32_t t = 0; t < T; ++t) {
+    const int32_t root = rt->tensor_plan[t].alias_of;
+    if (root >= 0) rt->tensor_plan[t].offset = rt->tensor_plan[root].offset;
+  }
+  rt->arena_required = (size_t)best;
+  return EK_OK;
+}
