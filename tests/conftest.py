@@ -17,6 +17,22 @@ def isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("EDGEKIT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
+@pytest.fixture(autouse=True)
+def rebind_closed_log_streams():
+    """torch gives some loggers a StreamHandler bound to sys.stderr at import time; under pytest that is a
+    capture stream closed after the test that imported torch, and a later warning would print a logging
+    traceback into another test's stderr. Point such handlers back at the real stderr."""
+    yield
+    import logging
+    import sys
+
+    loggers = [logging.getLogger()] + [v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if type(handler) is logging.StreamHandler and getattr(handler.stream, "closed", False):
+                handler.stream = sys.__stderr__  # not setStream(): it flushes the closed stream
+
+
 @pytest.fixture
 def mlperf() -> Path:
     if not MLPERF.is_dir():
