@@ -56,7 +56,8 @@ static int32_t conv_blocked_depth(const ek_context *ctx, const ek_op *op) {
   const ek_tensor *f = &ctx->tensors[op->inputs[1]];
   if (in->ndim != 4 || f->ndim != 4 || f->dims[1] < 1 || f->dims[2] < 1 || f->dims[3] < 1) return 0;
   if (in->dims[3] != f->dims[3]) return 0; /* grouped: reference path */
-  const int64_t k = (int64_t)f->dims[1] * f->dims[2] * f->dims[3];
+  if (f->dims[1] > EK_CONV_SCRATCH_MAX || f->dims[2] > EK_CONV_SCRATCH_MAX || f->dims[3] > EK_CONV_SCRATCH_MAX) return 0;
+  const int64_t k = (int64_t)f->dims[1] * f->dims[2] * f->dims[3]; /* < 2^63: each factor is bounded above */
   if ((k + 3) / 4 * (8 * CONV_COLUMNS + 4) > EK_CONV_SCRATCH_MAX) return 0;
   return (int32_t)k;
 }
