@@ -207,13 +207,31 @@ class QemuSession:
         try:
             assert self.qemu.transport is not None
             self.client = DeviceClient(self.qemu.transport, timeout_s=timeout_s, context=self.qemu.describe)
-            self.client.wait_boot(timeout_s=boot_timeout_s)
-            self.info: DeviceInfo = self.client.hello(timeout_s=boot_timeout_s)
+            if uart == "pty":
+                self.info: DeviceInfo = self._hello_over_pty(boot_timeout_s)
+            else:
+                self.client.wait_boot(timeout_s=boot_timeout_s)
+                self.info = self.client.hello(timeout_s=boot_timeout_s)
             self.boot_s = time.monotonic() - self.qemu.started_at
             self._counted = 0
         except BaseException:
             self.close()
             raise
+
+    def _hello_over_pty(self, timeout_s: float) -> DeviceInfo:
+        """A pty drops what QEMU writes before the host opens it, so the BOOT frame may be gone: probe with HELLO."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            self.client.wait_boot(timeout_s=min(2.0, timeout_s))
+        except DeviceError:
+            log.debug("no BOOT frame on the pty (sent before it was opened); probing with HELLO")
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return self.client.hello(timeout_s=max(1.0, min(3.0, remaining)))
+            except DeviceError:
+                if time.monotonic() >= deadline or not self.qemu.alive():
+                    raise
 
     def counts(self) -> PluginCounts:
         if self.counts_path is None:

@@ -43,8 +43,10 @@ __asm__(
 #if EK_SELFTEST_MODE == 0
 static int8_t input_data[16] __attribute__((aligned(16)));
 static int8_t output_data[16] __attribute__((aligned(16)));
-static ek_tensor input = {input_data, {1, 16}, 2, EK_INT8, 16, 0.5f, -3, NULL, NULL, 1, 0, 0};
-static ek_tensor output = {output_data, {1, 16}, 2, EK_INT8, 16, 0.25f, 7, NULL, NULL, 1, 0, 0};
+static ek_tensor input = {.data = input_data, .dims = {1, 16}, .ndim = 2, .type = EK_INT8, .bytes = 16,
+                          .scale = 0.5f, .zero_point = -3, .num_scales = 1};
+static ek_tensor output = {.data = output_data, .dims = {1, 16}, .ndim = 2, .type = EK_INT8, .bytes = 16,
+                           .scale = 0.25f, .zero_point = 7, .num_scales = 1};
 
 static uint32_t deep_stack(uint32_t seed) {
   volatile uint8_t block[4096];
