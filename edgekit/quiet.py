@@ -12,11 +12,12 @@ log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def captured_output(fds: tuple[int, ...] = (1, 2)) -> Iterator[List[str]]:
+def captured_output(fds: tuple[int, ...] = (1, 2), *, always: bool = False) -> Iterator[List[str]]:
     """Capture everything written to ``fds`` (also by C++ code); the text is kept in the list
-    so errors can quote it. Under DEBUG logging nothing is captured."""
+    so errors can quote it. Under DEBUG logging nothing is captured, unless ``always`` (the caller
+    needs the text itself, e.g. TFLM's allocation report)."""
     lines: List[str] = []
-    if logging.getLogger("edgekit").isEnabledFor(logging.DEBUG):
+    if not always and logging.getLogger("edgekit").isEnabledFor(logging.DEBUG):
         yield lines
         return
     sys.stdout.flush()

@@ -23,17 +23,14 @@ Arena size (``kTensorArenaSize``), measured on this 64-bit host with the ``tflit
 from __future__ import annotations
 
 import logging
-import os
 import re
-import sys
-import tempfile
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Dict, Iterator, List
+from typing import Dict, List
 
 import numpy as np
 
 from edgekit.errors import InvalidModelError, ToolMissingError
+from edgekit.quiet import captured_output
 
 log = logging.getLogger(__name__)
 
@@ -67,26 +64,9 @@ class TflmArena:
         return {**asdict(self), "method": __doc__.split("Arena size", 1)[1].strip() if __doc__ else ""}
 
 
-@contextmanager
-def _fd_captured(fds: tuple = (2,)) -> Iterator[List[str]]:
+def _fd_captured(fds: tuple = (2,)):
     """Everything written to these file descriptors (TFLM's C++ logging) while inside, always captured."""
-    lines: List[str] = []
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = {fd: os.dup(fd) for fd in fds}
-    with tempfile.TemporaryFile() as tmp:
-        for fd in fds:
-            os.dup2(tmp.fileno(), fd)
-        try:
-            yield lines
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            for fd, copy in saved.items():
-                os.dup2(copy, fd)
-                os.close(copy)
-            tmp.seek(0)
-            lines.extend(tmp.read().decode("utf-8", "replace").splitlines())
+    return captured_output(fds, always=True)
 
 
 def _fd2_captured():
