@@ -19,19 +19,6 @@ needs_tools = pytest.mark.skipif(
     reason="qemu-system-arm, arm-none-eabi-gcc and gcc are needed")
 
 
-@pytest.fixture(scope="module")
-def selftest(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("plugin")
-    cache = {}
-
-    def get(board: str, mode: str = "serve") -> Path:
-        if (board, mode) not in cache:
-            cache[(board, mode)] = B.build_selftest(B.load_board(board), folder / board, mode)
-        return cache[(board, mode)]
-
-    return get
-
-
 def loop_input(loops: int, ops: int, action: int = 0) -> np.ndarray:
     x = np.zeros((1, 16), np.int8)
     x[0, :4] = np.frombuffer(np.uint32(loops).tobytes(), dtype=np.int8)

@@ -24,19 +24,6 @@ pytestmark = pytest.mark.skipif(not (shutil.which("qemu-system-arm") and shutil.
 QEMU_BOARDS = ["mps2-an386", "mps2-an500", "mps2-an505", "mps3-an547"]
 
 
-@pytest.fixture(scope="module")
-def selftest(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("selftest")
-    cache = {}
-
-    def get(board: str, mode: str = "serve") -> Path:
-        if (board, mode) not in cache:
-            cache[(board, mode)] = B.build_selftest(B.load_board(board), folder / board, mode)
-        return cache[(board, mode)]
-
-    return get
-
-
 def selftest_input(loops=10, ops=1, deep_stack=0, action=0) -> np.ndarray:
     x = np.arange(16, dtype=np.int8).reshape(1, 16)
     x[0, :4] = np.frombuffer(np.uint32(loops).tobytes(), dtype=np.int8)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ctypes
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
