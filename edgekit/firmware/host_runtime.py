@@ -164,10 +164,10 @@ def build_fuzzer() -> Path:
 
 class _Tensor(ctypes.Structure):
     _fields_ = [
-        ("data", ctypes.c_void_p), ("dims", ctypes.c_int32 * MAX_DIMS), ("ndim", ctypes.c_int32),
-        ("type", ctypes.c_int32), ("bytes", ctypes.c_int32), ("scale", ctypes.c_float),
-        ("zero_point", ctypes.c_int32), ("scales", ctypes.c_void_p), ("zero_points", ctypes.c_void_p),
-        ("num_scales", ctypes.c_int32), ("quantized_dimension", ctypes.c_int32), ("is_constant", ctypes.c_uint8),
+        ("data", ctypes.c_void_p), ("dims", ctypes.c_int32 * MAX_DIMS), ("bytes", ctypes.c_int32),
+        ("scale", ctypes.c_float), ("zero_point", ctypes.c_int32), ("scales", ctypes.c_void_p),
+        ("zero_points", ctypes.c_void_p), ("num_scales", ctypes.c_int32), ("ndim", ctypes.c_int8),
+        ("type", ctypes.c_int8), ("quantized_dimension", ctypes.c_int8), ("is_constant", ctypes.c_uint8),
     ]
 
 
@@ -402,6 +402,10 @@ class _CtypesBackend:
                 self._fail()
             state_len = info["state_required"]
             self.state = _aligned_zeros(state_len)
+        with_plan = self._info()["state_with_plan"]
+        if with_plan > state_len:  # room to keep the memory plan readable after init (self.plan)
+            state_len = with_plan
+            self.state = _aligned_zeros(state_len)
         arena_len = self._info()["arena_required"]
         self.arena = _aligned_zeros(arena_len)
         if self._init(state_len, arena_len) != 0:
@@ -420,9 +424,10 @@ class _CtypesBackend:
                                 self.arena.ctypes.data if arena_len else None, arena_len)
 
     def _info(self) -> Dict[str, int]:
-        values = (ctypes.c_int64 * 6)()
+        values = (ctypes.c_int64 * 7)()
         self.lib.ek_host_info(self.rt, values)
-        keys = ("state_required", "arena_required", "persistent_bytes", "num_tensors", "num_ops", "ready")
+        keys = ("state_required", "arena_required", "persistent_bytes", "num_tensors", "num_ops", "ready",
+                "state_with_plan")
         return dict(zip(keys, (int(v) for v in values)))
 
     def _fail(self) -> None:

@@ -120,6 +120,59 @@ def test_binary_op_with_constant_operand_and_same_shapes(op):
         assert_bit_exact(model, random_input(model, rng), f"{op} with constant {shape_b}")
 
 
+def all_pairs_inputs() -> List[np.ndarray]:
+    """Every (x, y) int8 pair once: x varies along axis 0, y along axis 1 (shapes [256, 256])."""
+    v = np.arange(-128, 128, dtype=np.int8)
+    return [np.repeat(v[:, None], 256, axis=1), np.repeat(v[None, :], 256, axis=0)]
+
+
+# Output scale / larger input scale: the ADD output rescale shift runs from 0 (slow path; below ratio 2^-19 TFLite
+# aborts) through 1..22 (the exact SMMULR fast path) to 23+ (slow path again); equal input scales give input
+# shifts of 0 (no rounding).
+ADD_SCALE_CASES = [
+    (0.02, 0.02, 2.0 ** -18.5), (0.02, 0.02, 2.0 ** -17.5), (0.05, 0.011, 2.0 ** -10), (0.011, 0.05, 0.3),
+    (0.1, 0.1, 1.0), (0.004, 0.9, 4.0), (0.9, 1e-6, 2.0 ** 1.5), (0.03, 0.07, 2.0 ** 2.5), (0.07, 0.03, 2.0 ** 3.5),
+    (0.2, 0.3, 2.0 ** 6),
+]
+
+
+@pytest.mark.parametrize("case", range(len(ADD_SCALE_CASES)))
+def test_add_every_input_pair_same_shape_and_broadcast(case):
+    """All 65,536 input pairs, same-shape and both broadcast directions, on the fast and the general path."""
+    sc1, sc2, ratio = ADD_SCALE_CASES[case]
+    rng = np.random.default_rng(3000 + case)
+    zps = [(zp(rng), zp(rng), zp(rng)), (-128, 127, -128), (127, -128, 127)][case % 3]
+    out = T([256, 256], scale=max(sc1, sc2) * ratio, zero_point=zps[2])
+    act = ACTIVATIONS[case % 4]
+    full = all_pairs_inputs()
+    for s1, s2 in (([256, 256], [256, 256]), ([256, 1], [1, 256]), ([1, 256], [256, 1])):
+        model = build_model("ADD", [T(s1, scale=sc1, zero_point=zps[0]), T(s2, scale=sc2, zero_point=zps[1])], [out],
+                            {"fused_activation_function": act})
+        inputs = [full[0] if s1 == [256, 256] else np.arange(-128, 128, dtype=np.int8).reshape(s1),
+                  full[1] if s2 == [256, 256] else np.arange(-128, 128, dtype=np.int8).reshape(s2)]
+        assert_bit_exact(model, inputs, f"ADD all pairs {s1}+{s2} scales {sc1},{sc2} ratio {ratio} {act}")
+
+
+# Real MUL multipliers 2^k * 1.37: shifts from -27 (general path) through -22..13 (fast path) to 15 (general).
+MUL_MULTIPLIER_EXPONENTS = [-27, -23, -22, -21, -12, -7, -1, 0, 1, 5, 12, 13, 15]
+
+
+@pytest.mark.parametrize("exponent", MUL_MULTIPLIER_EXPONENTS)
+def test_mul_every_input_pair_same_shape_and_broadcast(exponent):
+    rng = np.random.default_rng(4000 + exponent)
+    sc1, sc2 = 0.02, 0.03
+    out_scale = sc1 * sc2 / (1.37 * 2.0 ** exponent)
+    zps = (zp(rng), zp(rng), zp(rng)) if exponent % 2 else (-128, 127, 0)
+    act = ACTIVATIONS[exponent % 4]
+    full = all_pairs_inputs()
+    for s1, s2 in (([256, 256], [256, 256]), ([256, 1], [1, 256]), ([1, 256], [256, 1])):
+        model = build_model("MUL", [T(s1, scale=sc1, zero_point=zps[0]), T(s2, scale=sc2, zero_point=zps[1])],
+                            [T([256, 256], scale=out_scale, zero_point=zps[2])], {"fused_activation_function": act})
+        inputs = [full[0] if s1 == [256, 256] else np.arange(-128, 128, dtype=np.int8).reshape(s1),
+                  full[1] if s2 == [256, 256] else np.arange(-128, 128, dtype=np.int8).reshape(s2)]
+        assert_bit_exact(model, inputs, f"MUL all pairs {s1}*{s2} multiplier 1.37*2^{exponent} {act}")
+
+
 # --- SOFTMAX / LOGISTIC / HARD_SWISH -------------------------------------------------------------------
 
 @pytest.mark.parametrize("seed", range(24))
@@ -603,8 +656,11 @@ static void run(const ek_kernel *k, int num_inputs, size_t out_bytes) {
   op.opcode = k->opcode;
   op.num_inputs = num_inputs;
   op.num_outputs = 1;
-  for (int i = 0; i < num_inputs; ++i) op.inputs[i] = i;
-  op.outputs[0] = num_inputs;
+  static int32_t op_inputs[EK_MAX_OP_INPUTS], op_outputs[1];
+  for (int i = 0; i < num_inputs; ++i) op_inputs[i] = i;
+  op_outputs[0] = num_inputs;
+  op.inputs = op_inputs;
+  op.outputs = op_outputs;
   op.params.beta = 1.0f;
   op.params.keep_dims = 1;
   op.params.activation = (int32_t)(rnd() % 4u); /* NONE, RELU, RELU_N1_TO_1, RELU6 */

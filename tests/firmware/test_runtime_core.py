@@ -209,9 +209,9 @@ class _Api:
                                 a if arena_len else None, arena_len)
 
     def info(self) -> dict:
-        values = (ctypes.c_int64 * 6)()
+        values = (ctypes.c_int64 * 7)()
         self.lib.ek_host_info(self.rt, values)
-        return dict(zip(("state", "arena", "persistent", "tensors", "ops", "ready"), list(values)))
+        return dict(zip(("state", "arena", "persistent", "tensors", "ops", "ready", "state_with_plan"), list(values)))
 
     def error(self):
         e = self.lib.ek_last_error(self.rt)
@@ -235,6 +235,30 @@ def test_sizes_are_learned_from_memory_errors_and_exact_sizes_work(mlperf):
     assert api.lib.ek_required_bytes(api.model.ctypes.data, len(api.model), work.ctypes.data, state,
                                      ctypes.byref(sizes[0]), ctypes.byref(sizes[1]), ctypes.byref(err)) == EK_OK
     assert (sizes[0].value, sizes[1].value) == (state, arena)
+
+
+def test_plan_shares_the_persistent_space_unless_state_with_plan_is_given(mlperf):
+    """With exactly state_required bytes the plan is overwritten by kernel data (pointers NULL after init); with
+    state_with_plan bytes it stays readable and equals the plan the host binding reports."""
+    model = (mlperf / "ic_resnet8_int8.tflite").read_bytes()
+    api = _Api(model)
+    api.init(0, 0)
+    state = api.info()["state"]
+    while api.init(state, 0) == EK_ERR_MEMORY and api.info()["state"] > state:
+        state = api.info()["state"]
+    arena, with_plan = api.info()["arena"], api.info()["state_with_plan"]
+    assert with_plan > state
+    assert api.init(state, arena) == EK_OK
+    assert not api.lib.ek_host_tensor_plan(api.rt) and not api.lib.ek_host_scratch_plan(api.rt)
+    assert api.init(with_plan, arena) == EK_OK and api.info()["state"] == state
+    tp = api.lib.ek_host_tensor_plan(api.rt)
+    assert tp and api.init(with_plan - 8, arena) == EK_OK and not api.lib.ek_host_tensor_plan(api.rt)
+    assert api.init(with_plan, arena) == EK_OK
+    tp = api.lib.ek_host_tensor_plan(api.rt)
+    planned = {i: tp[i].offset for i in range(api.info()["tensors"]) if tp[i].offset >= 0}
+    host_plan = hr.HostRuntime(model).plan
+    assert planned == {t["index"]: t["offset"] for t in host_plan["tensors"]}
+    assert host_plan["state_bytes"] == state
 
 
 def test_misaligned_model_is_reported_not_faulted_on(mlperf):

@@ -58,18 +58,19 @@ typedef enum {
   EK_ERR_INTERNAL = 6
 } ek_status;
 
+/* Small fields are narrow (the runtime state holds one per tensor): read them as ints, never take their address. */
 typedef struct ek_tensor {
   void *data;                 /* arena (activations) or model buffer (constants, read-only) */
   int32_t dims[EK_MAX_DIMS];
-  int32_t ndim;
-  int32_t type;               /* EK_INT8, ... */
   int32_t bytes;              /* element count * element size, checked by the reader */
   float scale;                /* per-tensor scale (the first one if per-channel); 0 if none */
   int32_t zero_point;         /* per-tensor zero point (the first one if per-channel) */
   const float *scales;        /* all scales (num_scales of them), 4-byte aligned, or NULL */
   const int64_t *zero_points; /* all zero points (num_scales), 8-byte aligned, or NULL */
   int32_t num_scales;         /* 0: not quantized, 1: per-tensor, >1: per-channel */
-  int32_t quantized_dimension;
+  int8_t ndim;                /* 0..EK_MAX_DIMS */
+  int8_t type;                /* EK_INT8, ... */
+  int8_t quantized_dimension; /* in [0, ndim) when per-channel; 0 for scalars */
   uint8_t is_constant;        /* data lives in the model */
 } ek_tensor;
 
@@ -93,9 +94,10 @@ typedef struct ek_op {
   int32_t opcode;             /* EK_OP_* */
   int32_t index;              /* position in the subgraph (for error messages and per-op counts) */
   int32_t version;            /* operator_codes[].version */
-  int32_t num_inputs, num_outputs;
-  int32_t inputs[EK_MAX_OP_INPUTS];   /* tensor indices; -1 = optional input absent */
-  int32_t outputs[EK_MAX_OP_OUTPUTS];
+  int32_t num_inputs, num_outputs;  /* <= EK_MAX_OP_INPUTS, == EK_MAX_OP_OUTPUTS */
+  const int32_t *inputs;      /* num_inputs tensor indices (-1 = optional input absent), read in place from the
+                                 model (validated: each in [-1, num_tensors)); index only below num_inputs */
+  const int32_t *outputs;     /* num_outputs tensor indices, in place likewise */
   ek_op_params params;
   void *user_data;            /* persistent per-op data (persistent_bytes of it), 8-byte aligned */
   void *scratch;              /* scratch_bytes of per-invoke scratch, 8-byte aligned, or NULL */

@@ -7,8 +7,9 @@
  *
  * Memory is provided by the caller in two buffers:
  *   state: the runtime's bookkeeping — one ek_tensor per tensor, one ek_op per
- *          operator, the memory plan, per-op persistent kernel data and the
- *          planner's work memory.  Any alignment (aligned internally).
+ *          operator and the per-op persistent kernel data; during init the
+ *          memory plan and the planner's work memory share the latter's space.
+ *          Any alignment (aligned internally).
  *   arena: activations and per-op scratch, laid out by the offline planner
  *          (ek_plan.c).  The plan is a pure function of the model, so the
  *          host computes the same offsets the device will use.
@@ -80,13 +81,15 @@ typedef struct ek_runtime {
   int32_t num_inputs, num_outputs;
   int32_t inputs[EK_MAX_IO];    /* graph input tensor indices */
   int32_t outputs[EK_MAX_IO];   /* graph output tensor indices */
-  ek_plan_entry *tensor_plan;   /* num_tensors entries */
-  ek_plan_entry *scratch_plan;  /* num_ops entries (bytes 0 / offset -1 when the op needs none) */
+  ek_plan_entry *tensor_plan;   /* num_tensors entries; NULL after init unless state_len >= state_with_plan */
+  ek_plan_entry *scratch_plan;  /* num_ops entries (bytes 0 / offset -1 when the op needs none); likewise */
   uint8_t *arena;
   size_t arena_len;
   size_t state_required;        /* bytes of state this model needs (valid once known; see above) */
   size_t arena_required;        /* bytes of arena the plan needs (valid after planning) */
   size_t persistent_bytes;      /* of state_required: per-op kernel data */
+  size_t state_with_plan;       /* bytes of state with which the memory plan stays readable after init
+                                   (host tools; a device needs only state_required). Valid with state_required. */
   ek_op_hook hook;
   void *hook_user;
   int32_t ready;                /* 1 after a successful ek_init */

@@ -36,7 +36,8 @@ ek_status ek_read_opcode(const uint8_t *model, size_t len, const ek_model_view *
 ek_status ek_read_graph(ek_runtime *rt, const ek_model_view *mv);
 
 /* ek_plan.c */
-size_t ek_plan_work_bytes(int32_t num_tensors, int32_t num_ops);
+/* Planner work memory for num_buffers buffers (non-constant tensors + ops), a multiple of 8 bytes. */
+size_t ek_plan_work_bytes(int32_t num_buffers);
 /* Plans the arena. Needs rt->scratch_plan[i].bytes set per op; fills rt->tensor_plan, rt->scratch_plan
    and rt->arena_required. */
 ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len);

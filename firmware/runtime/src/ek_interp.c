@@ -2,8 +2,12 @@
  * everything lives in the caller's state and arena buffers.
  *
  * State buffer layout (from an 8-byte aligned base):
- *   ek_tensor[T] | ek_op[N] | const ek_kernel*[N] | ek_plan_entry[T] (tensor plan) | ek_plan_entry[N] (scratch plan)
- *   | dynamic region: the planner's work memory during planning, then the per-op persistent kernel data.
+ *   ek_tensor[T] | ek_op[N] | const ek_kernel*[N] | dynamic region
+ * The dynamic region first holds the memory plan (ek_plan_entry[T] tensor plan + ek_plan_entry[N] scratch plan)
+ * and the planner's work memory, and after binding the per-op persistent kernel data, which overwrites them:
+ * state_required = fixed part + max(persistent, plan + work). Given at least state_with_plan bytes, the plan
+ * is placed after max(persistent, work) instead and stays readable (host tools); otherwise rt->tensor_plan
+ * and rt->scratch_plan are NULL after init.
  */
 #include <string.h>
 
@@ -22,7 +26,9 @@ static int add_size(size_t *a, size_t b) {
 }
 
 typedef struct state_layout {
-  size_t tensors, ops, kernels, tensor_plan, scratch_plan, fixed_end;
+  size_t tensors, ops, kernels, fixed_end;
+  size_t plan_bytes;           /* tensor plan + scratch plan, each 8-byte aligned */
+  size_t scratch_plan_offset;  /* of the scratch plan within the plan */
 } state_layout;
 
 static state_layout layout_state(uint32_t num_tensors, uint32_t num_ops) {
@@ -34,11 +40,9 @@ static state_layout layout_state(uint32_t num_tensors, uint32_t num_ops) {
   off += align_up((size_t)num_ops * sizeof(ek_op), EK_STATE_ALIGN);
   l.kernels = off;
   off += align_up((size_t)num_ops * sizeof(const ek_kernel *), EK_STATE_ALIGN);
-  l.tensor_plan = off;
-  off += align_up((size_t)num_tensors * sizeof(ek_plan_entry), EK_STATE_ALIGN);
-  l.scratch_plan = off;
-  off += align_up((size_t)num_ops * sizeof(ek_plan_entry), EK_STATE_ALIGN);
   l.fixed_end = off;
+  l.scratch_plan_offset = align_up((size_t)num_tensors * sizeof(ek_plan_entry), EK_STATE_ALIGN);
+  l.plan_bytes = l.scratch_plan_offset + align_up((size_t)num_ops * sizeof(ek_plan_entry), EK_STATE_ALIGN);
   return l;
 }
 
@@ -64,15 +68,16 @@ static ek_status size_ops(ek_runtime *rt, size_t *persistent_total) {
   return EK_OK;
 }
 
-/* Points every planned tensor and scratch buffer into the arena and hands out persistent data. */
-static ek_status bind_memory(ek_runtime *rt, uint8_t *arena_base, uint8_t *persistent, size_t persistent_len) {
+/* Points every planned tensor and scratch buffer into the arena and hands out persistent data. Reads the plan
+   before zeroing the persistent data, which overwrites it unless it is kept. */
+static ek_status bind_memory(ek_runtime *rt, uint8_t *arena_base, uint8_t *persistent, size_t persistent_len,
+                             int keep_plan) {
   size_t used = 0;
   for (int32_t t = 0; t < rt->ctx.num_tensors; ++t) {
     ek_tensor *tensor = &rt->ctx.tensors[t];
     const int32_t off = rt->tensor_plan[t].offset;
     if (!tensor->is_constant) tensor->data = off >= 0 ? (void *)(arena_base + off) : (void *)0;
   }
-  memset(persistent, 0, persistent_len);
   for (int32_t i = 0; i < rt->num_ops; ++i) {
     ek_op *op = &rt->ops[i];
     const ek_kernel *k = rt->kernels[i];
@@ -84,6 +89,11 @@ static ek_status bind_memory(ek_runtime *rt, uint8_t *arena_base, uint8_t *persi
     used += need;
     op->scratch = rt->scratch_plan[i].bytes > 0 ? (void *)(arena_base + rt->scratch_plan[i].offset) : (void *)0;
   }
+  if (!keep_plan) {
+    rt->tensor_plan = (ek_plan_entry *)0;
+    rt->scratch_plan = (ek_plan_entry *)0;
+  }
+  memset(persistent, 0, persistent_len);
   return EK_OK;
 }
 
@@ -102,38 +112,54 @@ ek_status ek_init(ek_runtime *rt, const void *model, size_t model_len, void *sta
   if (ek_read_header(rt->model, model_len, &mv, &err) != EK_OK)
     return ek_fail(&rt->ctx, (const ek_op *)0, err.status, err.message);
 
-  /* State: fixed part from the counts, then the dynamic region (planner work, later persistent data). */
+  /* State: fixed part from the counts, then the dynamic region (plan + planner work, later persistent data).
+     Reading the graph needs the fixed part and the plan (its check uses the tensor plan as work memory). */
   const state_layout l = layout_state(mv.num_tensors, mv.num_ops);
   const uintptr_t sbase = state ? (uintptr_t)align_up((size_t)(uintptr_t)state, EK_STATE_ALIGN) : 0;
   const size_t spad = state ? (size_t)(sbase - (uintptr_t)state) : 0;
-  const size_t work = ek_plan_work_bytes((int32_t)mv.num_tensors, (int32_t)mv.num_ops);
-  rt->state_required = spad + l.fixed_end + work;
+  rt->state_required = spad + l.fixed_end + l.plan_bytes;
   if (!state || state_len < rt->state_required)
     return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state buffer too small (see state_required)");
   uint8_t *s = (uint8_t *)sbase;
+  uint8_t *dyn = s + l.fixed_end;
   rt->ctx.tensors = (ek_tensor *)(void *)(s + l.tensors);
   rt->ctx.num_tensors = (int32_t)mv.num_tensors;
   rt->ops = (ek_op *)(void *)(s + l.ops);
   rt->kernels = (const ek_kernel **)(void *)(s + l.kernels);
   rt->num_ops = (int32_t)mv.num_ops;
-  rt->tensor_plan = (ek_plan_entry *)(void *)(s + l.tensor_plan);
-  rt->scratch_plan = (ek_plan_entry *)(void *)(s + l.scratch_plan);
-  memset(s, 0, l.fixed_end);
+  rt->tensor_plan = (ek_plan_entry *)(void *)dyn;
+  rt->scratch_plan = (ek_plan_entry *)(void *)(dyn + l.scratch_plan_offset);
+  memset(s, 0, l.fixed_end + l.plan_bytes);
 
   st = ek_read_graph(rt, &mv);
   if (st != EK_OK) return st;
 
   size_t persistent = 0;
-  st = size_ops(rt, &persistent);
+  st = size_ops(rt, &persistent); /* writes scratch_plan[].bytes */
   if (st != EK_OK) return st;
   rt->persistent_bytes = persistent;
-  const size_t dynamic = persistent > work ? persistent : work;
-  size_t need = spad + l.fixed_end;
-  if (!add_size(&need, dynamic)) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state size overflows");
+  int32_t buffers = rt->num_ops; /* the planner's buffers: activations and scratches */
+  for (int32_t t = 0; t < rt->ctx.num_tensors; ++t) buffers += !rt->ctx.tensors[t].is_constant;
+  const size_t work = align_up(ek_plan_work_bytes(buffers), EK_STATE_ALIGN);
+  const size_t planning = l.plan_bytes + work;
+  const size_t apart = persistent > work ? persistent : work; /* the plan placed after this, when kept */
+  size_t need = spad + l.fixed_end, with_plan = spad + l.fixed_end;
+  if (!add_size(&need, persistent > planning ? persistent : planning) || !add_size(&with_plan, apart) ||
+      !add_size(&with_plan, l.plan_bytes))
+    return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state size overflows");
   rt->state_required = need;
+  rt->state_with_plan = with_plan;
   if (state_len < need) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state buffer too small (see state_required)");
+  const int keep_plan = state_len >= with_plan;
+  uint8_t *work_mem = dyn + l.plan_bytes;
+  if (keep_plan) { /* plan after max(persistent, work); work from the region's start */
+    memmove(dyn + apart, dyn, l.plan_bytes);
+    rt->tensor_plan = (ek_plan_entry *)(void *)(dyn + apart);
+    rt->scratch_plan = (ek_plan_entry *)(void *)(dyn + apart + l.scratch_plan_offset);
+    work_mem = dyn;
+  }
 
-  st = ek_plan(rt, s + l.fixed_end, dynamic);
+  st = ek_plan(rt, work_mem, work);
   if (st != EK_OK) return st;
 
   const uintptr_t abase = arena ? (uintptr_t)align_up((size_t)(uintptr_t)arena, EK_ARENA_ALIGN) : 0;
@@ -148,7 +174,7 @@ ek_status ek_init(ek_runtime *rt, const void *model, size_t model_len, void *sta
   rt->arena = arena_base;
   rt->arena_len = arena ? arena_len - apad : 0;
 
-  st = bind_memory(rt, arena_base, s + l.fixed_end, dynamic);
+  st = bind_memory(rt, arena_base, dyn, persistent, keep_plan);
   if (st != EK_OK) return st;
   for (int32_t i = 0; i < rt->num_ops; ++i) {
     ek_op *op = &rt->ops[i];

@@ -31,9 +31,8 @@ typedef struct pbuf {
 #define NUM_FITS 2
 #define MAX_BUFFERS_ALL_STRATEGIES 2048 /* above this, only TFLM's combination (planning is O(B^2) per try) */
 
-size_t ek_plan_work_bytes(int32_t num_tensors, int32_t num_ops) {
-  const size_t n = (size_t)num_tensors + (size_t)num_ops;
-  return n * (sizeof(pbuf) + 2u * sizeof(int32_t)) + 16u;
+size_t ek_plan_work_bytes(int32_t num_buffers) {
+  return (size_t)num_buffers * (sizeof(pbuf) + 2u * sizeof(int32_t));
 }
 
 /* ---- orders --------------------------------------------------------------- */
@@ -211,10 +210,12 @@ static void alias_reshapes(ek_runtime *rt) {
 
 ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len) {
   const int32_t T = rt->ctx.num_tensors, N = rt->num_ops;
-  if (work_len < ek_plan_work_bytes(T, N)) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_INTERNAL, "planner work memory too small");
+  int32_t cap = N; /* buffers: every activation tensor and every scratch at most */
+  for (int32_t t = 0; t < T; ++t) cap += !rt->ctx.tensors[t].is_constant;
+  if (work_len < ek_plan_work_bytes(cap)) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_INTERNAL, "planner work memory too small");
   pbuf *bufs = (pbuf *)work;
-  int32_t *order = (int32_t *)(void *)(bufs + T + N);
-  int32_t *placed = order + T + N;
+  int32_t *order = (int32_t *)(void *)(bufs + cap);
+  int32_t *placed = order + cap;
   int32_t n = 0;
 
   compute_lifetimes(rt);

@@ -318,7 +318,7 @@ static ek_status read_quantization(reader *r, const fb_table *tt, ek_tensor *t) 
   t->scales = (const float *)(const void *)sp;
   t->zero_points = (const int64_t *)(const void *)zp;
   t->num_scales = (int32_t)n_scale;
-  t->quantized_dimension = qdim;
+  t->quantized_dimension = (int8_t)(t->ndim > 0 ? qdim : 0); /* validated < ndim <= 6; meaningless for scalars */
   for (uint32_t i = 0; i < n_scale; ++i) {
     const float s = t->scales[i];
     const int64_t z = t->zero_points[i];
@@ -376,7 +376,7 @@ static ek_status read_tensor(reader *r, uint32_t i, ek_tensor *t) {
   if (fb_vector(b, &tt, TENSOR_SHAPE, 4, &ndim, &shape) < 0)
     return fail_tensor(r, EK_ERR_MODEL, "corrupt model: tensor shape out of bounds (truncated?)");
   if (ndim > EK_MAX_DIMS) return fail_tensor(r, EK_ERR_UNSUPPORTED, "tensor has more than 6 dimensions");
-  t->ndim = (int32_t)ndim;
+  t->ndim = (int8_t)ndim; /* <= EK_MAX_DIMS */
   int64_t elements = 1;
   for (uint32_t d = 0; d < ndim; ++d) {
     uint32_t v;
@@ -392,7 +392,7 @@ static ek_status read_tensor(reader *r, uint32_t i, ek_tensor *t) {
     return fail_tensor(r, EK_ERR_MODEL, "corrupt model: bad tensor fields");
   const int32_t size = ek_type_size((int32_t)type);
   if (size == 0) return fail_tensor(r, EK_ERR_UNSUPPORTED, "tensor element type is not supported");
-  t->type = (int32_t)type;
+  t->type = (int8_t)type; /* a type ek_type_size knows (< 128) */
   if (elements * size > INT32_MAX) return fail_tensor(r, EK_ERR_UNSUPPORTED, "tensor is larger than 2 GiB");
   t->bytes = (int32_t)(elements * size);
   if (is_variable) return fail_tensor(r, EK_ERR_UNSUPPORTED, "variable (stateful) tensors are not supported");
@@ -498,8 +498,10 @@ static ek_status fail_op(reader *r, ek_op *op, ek_status status, const char *mes
   return ek_fail(&r->rt->ctx, op, status, message);
 }
 
-static ek_status read_index_vector(reader *r, ek_op *op, const fb_table *ot, int slot, int32_t *out, int32_t max,
-                                   int32_t *count, const char *too_many) {
+/* Validates an operator's inputs/outputs vector and points *out at it in the model (little-endian int32, as the
+   constants used in place). */
+static ek_status read_index_vector(reader *r, ek_op *op, const fb_table *ot, int slot, const int32_t **out,
+                                   int32_t max, int32_t *count, const char *too_many) {
   const fb *b = &r->b;
   uint32_t n;
   size_t data;
@@ -512,8 +514,11 @@ static ek_status read_index_vector(reader *r, ek_op *op, const fb_table *ot, int
     const int32_t idx = as_i32(v);
     if (idx < -1 || idx >= r->rt->ctx.num_tensors)
       return fail_op(r, op, EK_ERR_MODEL, "corrupt model: operator tensor index out of range");
-    out[k] = idx;
   }
+  if (n > 0 && ((uintptr_t)(b->p + data) & 3u) != 0)
+    return fail_op(r, op, EK_ERR_MODEL,
+                   "operator tensor index vector is misaligned for in-place access (place the model at a 16-byte aligned address)");
+  *out = n > 0 ? (const int32_t *)(const void *)(b->p + data) : (const int32_t *)0;
   *count = (int32_t)n;
   return EK_OK;
 }
@@ -527,8 +532,6 @@ static ek_status read_operator(reader *r, uint32_t i, ek_op *op, const ek_kernel
   ek_status st;
   memset(op, 0, sizeof *op);
   op->index = (int32_t)i;
-  for (int k = 0; k < EK_MAX_OP_INPUTS; ++k) op->inputs[k] = -1;
-  for (int k = 0; k < EK_MAX_OP_OUTPUTS; ++k) op->outputs[k] = -1;
   default_params(op);
   if (ek_read_opcode(b->p, b->n, r->mv, i, &code, &version, &err) != EK_OK)
     return fail_op(r, op, err.status, err.message);
@@ -548,10 +551,10 @@ static ek_status read_operator(reader *r, uint32_t i, ek_op *op, const ek_kernel
   }
   if (!fb_vector_table(b, r->mv->ops_vec, i, &ot))
     return fail_op(r, op, EK_ERR_MODEL, "corrupt model: operator table out of bounds (truncated?)");
-  st = read_index_vector(r, op, &ot, OPERATOR_INPUTS, op->inputs, EK_MAX_OP_INPUTS, &op->num_inputs,
+  st = read_index_vector(r, op, &ot, OPERATOR_INPUTS, &op->inputs, EK_MAX_OP_INPUTS, &op->num_inputs,
                          "operator has more than 8 inputs");
   if (st != EK_OK) return st;
-  st = read_index_vector(r, op, &ot, OPERATOR_OUTPUTS, op->outputs, EK_MAX_OP_OUTPUTS, &op->num_outputs,
+  st = read_index_vector(r, op, &ot, OPERATOR_OUTPUTS, &op->outputs, EK_MAX_OP_OUTPUTS, &op->num_outputs,
                          "operator has more than one output");
   if (st != EK_OK) return st;
   if (op->num_outputs != 1 || op->outputs[0] < 0) return fail_op(r, op, EK_ERR_MODEL, "operator has no output tensor");

@@ -10,7 +10,7 @@ size_t ek_host_sizeof_tensor(void) { return sizeof(ek_tensor); }
 size_t ek_host_sizeof_plan_entry(void) { return sizeof(ek_plan_entry); }
 int ek_host_has_kernel(int32_t opcode) { return ek_find_kernel(opcode) != (const ek_kernel *)0; }
 
-/* out[0..5] = state_required, arena_required, persistent_bytes, num_tensors, num_ops, ready. */
+/* out[0..6] = state_required, arena_required, persistent_bytes, num_tensors, num_ops, ready, state_with_plan. */
 int ek_host_info(const ek_runtime *rt, int64_t *out) {
   out[0] = (int64_t)rt->state_required;
   out[1] = (int64_t)rt->arena_required;
@@ -18,6 +18,7 @@ int ek_host_info(const ek_runtime *rt, int64_t *out) {
   out[3] = rt->ctx.tensors ? rt->ctx.num_tensors : 0;
   out[4] = rt->ops ? rt->num_ops : 0;
   out[5] = rt->ready;
+  out[6] = (int64_t)rt->state_with_plan;
   return 0;
 }
 

@@ -141,13 +141,18 @@ int main(int argc, char **argv) {
     state_len = rt.state_required;
     state = alloc16(state_len);
   }
+  if (strcmp(argv[2], "info") == 0 && rt.state_with_plan > state_len) { /* keep the plan readable for printing */
+    free(state);
+    state_len = rt.state_with_plan;
+    state = alloc16(state_len);
+  }
   arena_len = rt.arena_required;
   arena = arena_len ? alloc16(arena_len) : NULL;
   if (ek_init(&rt, model, model_len, state, state_len, arena, arena_len) != EK_OK) {
     rc = report(&rt);
     goto done;
   }
-  rc = strcmp(argv[2], "info") == 0 ? info(&rt, state_len, arena_len) : run(&rt, argv[3], argc - 4, argv + 4);
+  rc = strcmp(argv[2], "info") == 0 ? info(&rt, rt.state_required, arena_len) : run(&rt, argv[3], argc - 4, argv + 4);
 done:
   free(arena);
   free(state);

@@ -4,6 +4,14 @@
  * multipliers from QuantizeMultiplierSmallerThanOneExp in double) and reference_integer_ops::AddFunc
  * (tflite/kernels/internal/reference/integer_ops/add.h).  Same-shape and broadcast paths compute the same
  * per-element function, so one broadcast walker serves both.
+ *
+ * Fast path (every int8 ADD whose output rescale shift is in [1, 22], i.e. all real models): the same
+ * arithmetic re-expressed with 32-bit operations, exact because the operands are small (ek_broadcast.h):
+ *   scaled_i = RoundingDivideByPOT(SRDHM((x_i - zp_i) << 20, m_i), e_i) = rdbpot(SMMULR((x_i - zp_i) << 21, m_i), e_i)
+ *     with |(x_i - zp_i) << 21| < 2^29, so |scaled_i| < 2^28;
+ *   out = rdbpot(SRDHM(s, m_o), e_o) + zp_o = (SMMULR(2s, m_o) + 2^(e_o-1) + zp_o*2^e_o + sign) >> e_o
+ *     with s = scaled_1 + scaled_2, |2s| < 2^30 and the bias below 2^30 for e_o <= 22.
+ * A broadcast operand that stays fixed along a row is rescaled once per row.
  */
 #include "ek_broadcast.h"
 #include "ek_fixedpoint.h"
@@ -15,6 +23,11 @@ typedef struct add_params {
   int32_t input1_shift, input2_shift, output_shift;
   int32_t left_shift;
   int32_t act_min, act_max;
+  /* fast path (fast != 0): 2(x - zp_i) << 20 = x * 2^21 + base_i; bias_i = 2^(e_i - 1) (0 if e_i == 0);
+     bias_o = 2^(e_o - 1) + zp_o * 2^e_o */
+  int32_t fast;
+  int32_t base1, base2, bias1, bias2, bias_o;
+  int32_t e1, e2, e_o;
   ek_broadcast_plan plan;
 } add_params;
 
@@ -78,7 +91,74 @@ static ek_status add_prepare(ek_context *ctx, ek_op *op) {
       !add_quantize_smaller_than_one(real_output_multiplier, &p->output_multiplier, &p->output_shift))
     return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD output scale too small for the input scales (TFLite rejects it too)");
   ek_activation_range(act, out->scale, out->zero_point, -128, 127, &p->act_min, &p->act_max);
+
+  p->e1 = -p->input1_shift;
+  p->e2 = -p->input2_shift;
+  p->e_o = -p->output_shift;
+  p->fast = p->e1 >= 0 && p->e1 <= 31 && p->e2 >= 0 && p->e2 <= 31 && p->e_o >= 1 && p->e_o <= 22;
+  if (p->fast) {
+    p->base1 = p->input1_offset * (1 << 21);
+    p->base2 = p->input2_offset * (1 << 21);
+    p->bias1 = p->e1 > 0 ? (int32_t)1 << (p->e1 - 1) : 0;
+    p->bias2 = p->e2 > 0 ? (int32_t)1 << (p->e2 - 1) : 0;
+    p->bias_o = ((int32_t)1 << (p->e_o - 1)) + p->output_offset * ((int32_t)1 << p->e_o);
+  }
   return EK_OK;
+}
+
+/* Fast path: an input's scaled value (exactly the reference's scaled_input). `round` is e != 0. */
+static inline int32_t add_scale_input(int32_t x, int32_t base, int32_t multiplier, int32_t bias, int32_t e,
+                                      const int round) {
+  const int32_t z = ek_smmulr(base + x * (1 << 21), multiplier);
+  return round ? ek_rdbpot_biased(z, bias, (int)e) : z;
+}
+
+static inline int8_t add_fast_output(const add_params *p, int32_t scaled1, int32_t scaled2) {
+  const int32_t raw = ek_rdbpot_biased(ek_smmulr((scaled1 + scaled2) * 2, p->output_multiplier), p->bias_o, (int)p->e_o);
+  return (int8_t)ek_clamp_i32(raw, p->act_min, p->act_max);
+}
+
+/* Both operands step; r1/r2 are compile-time constants at every call so each combination gets its own loop. */
+static inline void add_fast_loop2(const add_params *p, const int8_t *a, const int8_t *b, int8_t *out, int32_t n,
+                                  const int r1, const int r2) {
+  const int32_t base1 = p->base1, base2 = p->base2, m1 = p->input1_multiplier, m2 = p->input2_multiplier;
+  const int32_t bias1 = p->bias1, bias2 = p->bias2, e1 = p->e1, e2 = p->e2;
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t s1 = add_scale_input(a[i], base1, m1, bias1, e1, r1);
+    const int32_t s2 = add_scale_input(b[i], base2, m2, bias2, e2, r2);
+    out[i] = add_fast_output(p, s1, s2);
+  }
+}
+
+/* One operand steps (v), the other is the fixed scaled value `fixed`; r is that operand's rounding flag. */
+static inline void add_fast_loop1(const add_params *p, int32_t fixed, const int8_t *v, int32_t base, int32_t m,
+                                  int32_t bias, int32_t e, int8_t *out, int32_t n, const int r) {
+  for (int32_t i = 0; i < n; ++i) out[i] = add_fast_output(p, fixed, add_scale_input(v[i], base, m, bias, e, r));
+}
+
+static void add_fast_row(const add_params *p, const int8_t *a, int32_t a_step, const int8_t *b, int32_t b_step,
+                         int8_t *out, int32_t n) {
+  const int r1 = p->e1 != 0, r2 = p->e2 != 0;
+  if (a_step && b_step) {
+    if (r1 && r2) add_fast_loop2(p, a, b, out, n, 1, 1);
+    else if (r1) add_fast_loop2(p, a, b, out, n, 1, 0);
+    else if (r2) add_fast_loop2(p, a, b, out, n, 0, 1);
+    else add_fast_loop2(p, a, b, out, n, 0, 0);
+  } else if (b_step) {
+    const int32_t s1 = add_scale_input(a[0], p->base1, p->input1_multiplier, p->bias1, p->e1, r1);
+    if (r2) add_fast_loop1(p, s1, b, p->base2, p->input2_multiplier, p->bias2, p->e2, out, n, 1);
+    else add_fast_loop1(p, s1, b, p->base2, p->input2_multiplier, p->bias2, p->e2, out, n, 0);
+  } else if (a_step) {
+    /* addition is commutative: the fixed operand's scaled value goes first */
+    const int32_t s2 = add_scale_input(b[0], p->base2, p->input2_multiplier, p->bias2, p->e2, r2);
+    if (r1) add_fast_loop1(p, s2, a, p->base1, p->input1_multiplier, p->bias1, p->e1, out, n, 1);
+    else add_fast_loop1(p, s2, a, p->base1, p->input1_multiplier, p->bias1, p->e1, out, n, 0);
+  } else {
+    const int32_t s1 = add_scale_input(a[0], p->base1, p->input1_multiplier, p->bias1, p->e1, r1);
+    const int32_t s2 = add_scale_input(b[0], p->base2, p->input2_multiplier, p->bias2, p->e2, r2);
+    const int8_t v = add_fast_output(p, s1, s2);
+    for (int32_t i = 0; i < n; ++i) out[i] = v;
+  }
 }
 
 static inline int8_t add_one(const add_params *p, int32_t x, int32_t y) {
@@ -93,6 +173,10 @@ static inline int8_t add_one(const add_params *p, int32_t x, int32_t y) {
 static void add_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b, int32_t b_step, int8_t *out,
                     int32_t n) {
   const add_params *p = (const add_params *)params;
+  if (p->fast) {
+    add_fast_row(p, a, a_step, b, b_step, out, n);
+    return;
+  }
   if (a_step && b_step) {
     for (int32_t i = 0; i < n; ++i) out[i] = add_one(p, a[i], b[i]);
   } else if (b_step) {

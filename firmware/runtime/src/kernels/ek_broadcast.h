@@ -113,4 +113,31 @@ static inline void ek_broadcast_run(const ek_broadcast_plan *plan, const void *p
   }
 }
 
+/* ---- exact fast requantization for the int8 binary kernels --------------------------------------------
+ *
+ * TFLite's SaturatingRoundingDoublingHighMul(a, m) is floor((a*m + 2^30) / 2^31) (its negative nudge
+ * 1 - 2^30 with truncating division is the same floor) except for a == m == INT32_MIN. For |2a| < 2^31 that
+ * equals floor((2a*m + 2^31) / 2^32), i.e. one Cortex-M SMMULR of 2a and m.
+ * RoundingDivideByPOT(z, e) for 1 <= e <= 31 is (z + 2^(e-1) + (z < 0 ? -1 : 0)) >> e (arithmetic shift),
+ * as long as the sum does not overflow; adding zp * 2^e inside folds a following "+ zp" in exactly.
+ * Callers use these only where prepare() proved the operand bounds (see add.c / mul.c). */
+
+/* floor((a * b + 2^31) / 2^32): SMMULR. */
+static inline int32_t ek_smmulr(int32_t a, int32_t b) {
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__)
+  int32_t r;
+  __asm__("smmulr %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#else
+  return (int32_t)(((int64_t)a * (int64_t)b + ((int64_t)1 << 31)) >> 32);
+#endif
+}
+
+/* RoundingDivideByPOT(z, e) + bias / 2^e with round-half-away-from-zero, for e >= 1, bias = 2^(e-1) + zp*2^e
+   and z + bias - 1 free of overflow. (>> of a negative int32 is arithmetic on every compiler we target, as
+   ek_fixedpoint.h's ek_rdbpot assumes too.) */
+static inline int32_t ek_rdbpot_biased(int32_t z, int32_t bias, int e) {
+  return (z + bias + (z >> 31)) >> e;
+}
+
 #endif

@@ -4,6 +4,10 @@
  * input1_scale * input2_scale / output_scale in *float* (all three operands are float) and then
  * QuantizeMultiplier (any shift); reference_integer_ops::MulElementwise / BroadcastMul6DSlow apply
  * MultiplyByQuantizedMultiplier((x - zp1) * (y - zp2)) + zp_out with the fused-activation clamp.
+ *
+ * Fast path (left shift <= 13, right shift <= 22: all real models): |product| <= 255 * 255 < 2^16, so
+ * SRDHM(product << left, m) = SMMULR(product << (left + 1), m) and the rounding right shift folds the output
+ * zero point in (ek_broadcast.h); exact, not an approximation.
  */
 #include "ek_broadcast.h"
 #include "ek_fixedpoint.h"
@@ -13,6 +17,10 @@ typedef struct mul_params {
   int32_t input1_offset, input2_offset, output_offset;
   int32_t output_multiplier, output_shift;
   int32_t act_min, act_max;
+  int32_t fast;         /* fast path usable */
+  int32_t fast_left;    /* left shift + 1 (the SMMULR doubling) */
+  int32_t fast_right;   /* rounding right shift, 0..22 */
+  int32_t fast_bias;    /* 2^(right-1) + zp_out * 2^right, or zp_out when right == 0 */
   ek_broadcast_plan plan;
 } mul_params;
 
@@ -64,7 +72,38 @@ static ek_status mul_prepare(ek_context *ctx, ek_op *op) {
   if (shift > 31) return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "MUL output scale too small for the input scales");
   p->output_shift = shift;
   ek_activation_range(act, out->scale, out->zero_point, -128, 127, &p->act_min, &p->act_max);
+  p->fast = shift <= 13 && shift >= -22;
+  if (p->fast) {
+    p->fast_left = (shift > 0 ? shift : 0) + 1;
+    p->fast_right = shift < 0 ? -shift : 0;
+    p->fast_bias = p->fast_right > 0
+                       ? ((int32_t)1 << (p->fast_right - 1)) + p->output_offset * ((int32_t)1 << p->fast_right)
+                       : p->output_offset;
+  }
   return EK_OK;
+}
+
+/* Fast path: one output from the zero-point-corrected operands u = x - zp1, w = y - zp2. */
+static inline int8_t mul_fast_one(const mul_params *p, int32_t u, int32_t w, const int round) {
+  const int32_t z = ek_smmulr((u * w) * (1 << p->fast_left), p->output_multiplier);
+  const int32_t raw = round ? ek_rdbpot_biased(z, p->fast_bias, (int)p->fast_right) : z + p->fast_bias;
+  return (int8_t)ek_clamp_i32(raw, p->act_min, p->act_max);
+}
+
+static inline void mul_fast_loop(const mul_params *p, const int8_t *a, int32_t a_step, const int8_t *b,
+                                 int32_t b_step, int8_t *out, int32_t n, const int round) {
+  const int32_t o1 = p->input1_offset, o2 = p->input2_offset;
+  if (a_step && b_step) {
+    for (int32_t i = 0; i < n; ++i) out[i] = mul_fast_one(p, a[i] + o1, b[i] + o2, round);
+  } else if (b_step || a_step) { /* multiplication is commutative: hoist the fixed operand */
+    const int32_t fixed = b_step ? a[0] + o1 : b[0] + o2;
+    const int8_t *v = b_step ? b : a;
+    const int32_t ov = b_step ? o2 : o1;
+    for (int32_t i = 0; i < n; ++i) out[i] = mul_fast_one(p, fixed, v[i] + ov, round);
+  } else {
+    const int8_t r = mul_fast_one(p, a[0] + o1, b[0] + o2, round);
+    for (int32_t i = 0; i < n; ++i) out[i] = r;
+  }
 }
 
 static inline int8_t mul_one(const mul_params *p, int32_t x, int32_t y) {
@@ -76,6 +115,11 @@ static inline int8_t mul_one(const mul_params *p, int32_t x, int32_t y) {
 static void mul_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b, int32_t b_step, int8_t *out,
                     int32_t n) {
   const mul_params *p = (const mul_params *)params;
+  if (p->fast) {
+    if (p->fast_right > 0) mul_fast_loop(p, a, a_step, b, b_step, out, n, 1);
+    else mul_fast_loop(p, a, a_step, b, b_step, out, n, 0);
+    return;
+  }
   if (a_step && b_step) {
     for (int32_t i = 0; i < n; ++i) out[i] = mul_one(p, a[i], b[i]);
   } else if (b_step) {
