@@ -136,6 +136,7 @@ static inline ek_tensor *ek_output(ek_context *ctx, const ek_op *op, int i) {
 }
 int32_t ek_num_elements(const ek_tensor *t);   /* product of dims (0 if any dim is 0), saturating */
 int ek_same_shape(const ek_tensor *a, const ek_tensor *b);
+int32_t ek_type_size(int32_t type);            /* bytes per element of an EK_* type, 0 if unknown */
 
 /* The kernel table (kernels/registry.c). Kernels are weak references: a firmware build links only
    the kernel files of the ops its model uses, and ek_find_kernel() returns NULL for the rest. */

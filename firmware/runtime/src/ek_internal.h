@@ -43,6 +43,6 @@ size_t ek_plan_work_bytes(int32_t num_buffers);
 ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len);
 
 /* ek_util.c */
-int32_t ek_type_size(int32_t type); /* bytes per element, 0 for types we do not handle */
+/* ek_type_size: declared in ek_kernels.h */
 
 #endif

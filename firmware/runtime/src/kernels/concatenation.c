@@ -21,16 +21,6 @@ static size_t concatenation_persistent_bytes(const ek_context *ctx, const ek_op 
   return sizeof(concatenation_params);
 }
 
-static int32_t concatenation_element_size(int32_t type) {
-  switch (type) {
-    case EK_INT8: case EK_UINT8: case EK_BOOL: return 1;
-    case EK_INT16: case EK_FLOAT16: return 2;
-    case EK_INT32: case EK_FLOAT32: return 4;
-    case EK_INT64: return 8;
-    default: return 0;
-  }
-}
-
 static ek_status concatenation_prepare(ek_context *ctx, ek_op *op) {
   if (op->num_inputs < 1 || op->num_inputs > EK_MAX_OP_INPUTS || op->num_outputs != 1)
     return ek_fail(ctx, op, EK_ERR_MODEL, "CONCATENATION needs 1 to 8 inputs and 1 output");
@@ -44,7 +34,7 @@ static ek_status concatenation_prepare(ek_context *ctx, ek_op *op) {
   if (axis < 0 || axis >= rank) return ek_fail(ctx, op, EK_ERR_SHAPE, "CONCATENATION axis out of range");
   if (op->params.activation != EK_ACT_NONE)
     return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "CONCATENATION with a fused activation is not supported (LiteRT rejects it too)");
-  const int32_t elem = concatenation_element_size(t0->type);
+  const int32_t elem = ek_type_size(t0->type);
   if (elem == 0) return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "CONCATENATION tensor type not supported");
   if (out->type != t0->type) return ek_fail(ctx, op, EK_ERR_TYPE, "CONCATENATION output type differs from the inputs");
   if (out->ndim != rank) return ek_fail(ctx, op, EK_ERR_SHAPE, "CONCATENATION output rank differs from the inputs");

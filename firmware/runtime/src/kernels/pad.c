@@ -24,16 +24,6 @@ static size_t pad_persistent_bytes(const ek_context *ctx, const ek_op *op) {
   return sizeof(pad_params);
 }
 
-static int32_t pad_element_size(int32_t type) {
-  switch (type) {
-    case EK_INT8: case EK_UINT8: case EK_BOOL: return 1;
-    case EK_INT16: case EK_FLOAT16: return 2;
-    case EK_INT32: case EK_FLOAT32: return 4;
-    case EK_INT64: return 8;
-    default: return 0;
-  }
-}
-
 static ek_status pad_prepare(ek_context *ctx, ek_op *op) {
   if ((op->num_inputs != 2 && op->num_inputs != 3) || op->num_outputs != 1)
     return ek_fail(ctx, op, EK_ERR_MODEL, "PAD needs 2 or 3 inputs and 1 output");
@@ -42,7 +32,7 @@ static ek_status pad_prepare(ek_context *ctx, ek_op *op) {
   const ek_tensor *out = ek_output(ctx, op, 0);
   if (!in || !paddings || !out) return ek_fail(ctx, op, EK_ERR_MODEL, "PAD input, paddings or output tensor missing");
   if (in->type != out->type) return ek_fail(ctx, op, EK_ERR_TYPE, "PAD input and output types differ");
-  const int32_t elem = pad_element_size(in->type);
+  const int32_t elem = ek_type_size(in->type);
   if (elem == 0) return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "PAD tensor type not supported");
   if (in->ndim < 0 || in->ndim > PAD_MAX_DIMS) return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "PAD supports at most 5 dimensions");
   if (paddings->type != EK_INT32 && paddings->type != EK_INT64)

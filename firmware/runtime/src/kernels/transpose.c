@@ -23,23 +23,13 @@ static size_t transpose_persistent_bytes(const ek_context *ctx, const ek_op *op)
   return sizeof(transpose_params);
 }
 
-static int32_t transpose_element_size(int32_t type) {
-  switch (type) {
-    case EK_INT8: case EK_UINT8: case EK_BOOL: return 1;
-    case EK_INT16: case EK_FLOAT16: return 2;
-    case EK_INT32: case EK_FLOAT32: return 4;
-    case EK_INT64: return 8;
-    default: return 0;
-  }
-}
-
 static ek_status transpose_prepare(ek_context *ctx, ek_op *op) {
   if (op->num_inputs != 2 || op->num_outputs != 1) return ek_fail(ctx, op, EK_ERR_MODEL, "TRANSPOSE needs 2 inputs and 1 output");
   const ek_tensor *in = ek_input(ctx, op, 0), *perm = ek_input(ctx, op, 1);
   const ek_tensor *out = ek_output(ctx, op, 0);
   if (!in || !perm || !out) return ek_fail(ctx, op, EK_ERR_MODEL, "TRANSPOSE input, permutation or output tensor missing");
   if (in->type != out->type) return ek_fail(ctx, op, EK_ERR_TYPE, "TRANSPOSE input and output types differ");
-  const int32_t elem = transpose_element_size(in->type);
+  const int32_t elem = ek_type_size(in->type);
   if (elem == 0) return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "TRANSPOSE tensor type not supported");
   if (in->ndim < 0 || in->ndim > EK_MAX_DIMS) return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "TRANSPOSE supports at most 6 dimensions");
   if (perm->type != EK_INT32) return ek_fail(ctx, op, EK_ERR_TYPE, "TRANSPOSE permutation must be int32");
