@@ -84,7 +84,7 @@ typedef struct ek_op_params {
   int32_t activation;         /* EK_ACT_* */
   int32_t axis;               /* CONCATENATION */
   int32_t keep_dims;          /* MEAN */
-  float beta;                 /* SOFTMAX, default 1.0 */
+  float beta;                 /* SOFTMAX (0.0 when the options table is absent, as in TFLite) */
   int32_t keep_num_dims;      /* FULLY_CONNECTED */
   int32_t weights_format;     /* FULLY_CONNECTED: 0 = DEFAULT only */
   int32_t pot_scale_int16;    /* ADD/SUB: unused for int8 */
