@@ -513,3 +513,77 @@ def test_integer_rounding_helpers_match_their_definitions(tmp_path: Path):
     bad_round, bad_requant, checked = (int(v) for v in out[-1].split())
     assert bad_round == 0 and bad_requant == 0, "\n".join(out)
     assert checked > 1_000_000
+
+
+_ZP_FOLD_TEST = r"""
+#include <math.h>
+#include <stdio.h>
+#include "ek_conv_common.h"
+
+ek_status ek_fail(ek_context *c, const ek_op *o, ek_status s, const char *m) { (void)c; (void)o; (void)m; return s; }
+int32_t ek_num_elements(const ek_tensor *t) { (void)t; return 0; }
+
+static uint64_t state = 0x9E3779B97F4A7C15ull;
+static uint64_t next(void) { state ^= state << 13; state ^= state >> 7; state ^= state << 17; return state; }
+
+int main(void) {
+  long bad = 0, checked = 0;
+  static const int32_t edges[] = {0, 1, -1, (1 << 30) - 1, -(1 << 30) + 1, 65025, -65025, 12345678, -12345678};
+  for (long i = 0; i < 3000000; ++i) {
+    const uint64_t r = next();
+    int32_t acc = (r & 7) == 0 ? edges[(r >> 3) % 9] : (int32_t)((int64_t)(r >> 20) % (1 << 30));
+    if ((r >> 63) & 1) acc = -acc;
+    const double eff = ldexp((double)(next() >> 11) / 9007199254740992.0 + 0.5, -(int)(next() % 30) - 1);
+    const int32_t zp = (int32_t)(next() % 256) - 128;
+    ek_conv_channel ch;
+    int fast = 1;
+    if (!ek_conv_channel_init(&ch, eff, &fast) || !fast || ek_conv_exponent(&ch) > EK_CONV_ZP_FOLD_MAX_E) continue;
+    ++checked;
+    const int32_t want = ek_mbqm(acc, ch.multiplier, ek_conv_shift(&ch)) + zp;
+    const int32_t got = ek_conv_requant_zp2(acc + acc, ch.multiplier, ek_conv_half_zp(&ch, zp), ek_conv_exponent(&ch));
+    if (got != want) {
+      if (bad < 5) printf("acc=%d m=%d e=%d zp=%d got %d want %d\n", acc, ch.multiplier, ek_conv_exponent(&ch), zp,
+                          got, want);
+      ++bad;
+    }
+  }
+  printf("%ld %ld\n", bad, checked);
+  return 0;
+}
+"""
+
+
+def test_requantization_with_folded_zero_point_matches_mbqm(tmp_path: Path):
+    """The doubled-accumulator requantization with the output zero point in the rounding constant (the depthwise
+    DSP pass and the conv assembly) equals MultiplyByQuantizedMultiplier + zero point for every |acc| < 2^30 and
+    exponent <= EK_CONV_ZP_FOLD_MAX_E, over 3 million draws including accumulator edges."""
+    src = tmp_path / "zp_fold.c"
+    src.write_text(textwrap.dedent(_ZP_FOLD_TEST))
+    exe = tmp_path / "zp_fold"
+    subprocess.run(["gcc", "-std=c99", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-I", str(RUNTIME_DIR / "include"),
+                    "-I", str(KERNELS), "-o", str(exe), str(src), "-lm"], check=True, capture_output=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.strip().splitlines()
+    bad, checked = (int(v) for v in out[-1].split())
+    assert bad == 0, "\n".join(out)
+    assert checked > 1_000_000
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D"])
+def test_tiny_output_scale_beyond_the_zero_point_fold_stays_exact(op):
+    """Effective scales below 2^-23 (exponent > EK_CONV_ZP_FOLD_MAX_E) leave the folded fast paths; the result
+    must still equal BUILTIN_REF, zero points and clamps included."""
+    rng = np.random.default_rng(23)
+    c, oc = 8, 8
+    for out_scale, act in ((4.0e4, "NONE"), (2.0e5, "RELU6"), (1.0e6, "RELU")):
+        if op == "CONV_2D":
+            filt = T((oc, 3, 3, c), scale=[0.01] * oc, data=rng.integers(-127, 128, size=(oc, 3, 3, c)).astype(np.int8))
+            options = {"padding": "SAME", "fused_activation_function": act}
+        else:
+            filt = T((1, 3, 3, c), scale=[0.01] * c, data=rng.integers(-127, 128, size=(1, 3, 3, c)).astype(np.int8),
+                     quantized_dimension=3)
+            options = {"padding": "SAME", "depth_multiplier": 1, "fused_activation_function": act}
+        model = build_model(op, [T((1, 6, 7, c), scale=0.05, zero_point=-7), filt,
+                                 T((oc,), "int32", scale=[0.0005] * oc,
+                                   data=rng.integers(-10**6, 10**6, oc).astype(np.int32))],
+                            [T((1, 6, 7, oc), scale=out_scale * 1e-6, zero_point=5)], options)
+        assert_bit_exact(model, random_input(model, rng), f"{op} out_scale={out_scale} {act}")

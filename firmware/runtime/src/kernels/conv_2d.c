@@ -30,6 +30,9 @@ typedef struct conv_data {
   int32_t path;
   int32_t fast_requant; /* right shifts only and a bounded accumulator: ek_conv_requant_fast is exact */
   int32_t channels;
+  int32_t zp_fold;      /* every channel's exponent <= EK_CONV_ZP_FOLD_MAX_E: the assembly folds the output zero
+                           point into the rounding constant */
+  int32_t pad_;
 } conv_data; /* followed by ek_conv_channel[channels] (8-byte aligned: sizeof is a multiple of 8) */
 
 static ek_conv_channel *conv_channels(void *user_data) {
@@ -150,6 +153,9 @@ static ek_status conv_prepare(ek_context *ctx, ek_op *op) {
     /* the blocked accumulator starts at fold and adds |w * x| <= 128 * 128 per depth element */
     d->fast_requant = fast && ek_conv_acc_fits(fold_bound, depth, 128 * 128);
   }
+  d->zp_fold = 1;
+  for (int32_t o = 0; o < oc; ++o) d->zp_fold = d->zp_fold && ek_conv_exponent(&ch[o]) <= EK_CONV_ZP_FOLD_MAX_E;
+  d->pad_ = 0;
   return EK_OK;
 }
 
@@ -202,6 +208,7 @@ static void conv_reference(const conv_data *d, const ek_conv_channel *ch, const 
 #define CONV_NOINLINE
 #endif
 
+#if !EK_CONV_MVE /* the DSP (and portable) blocked path; Helium builds use conv_blocked_mve */
 /* `groups` groups of 4 raw int8 values from src into one column of the block: words (x0,x2), (x1,x3), then
    the next group 8 words further. */
 #if EK_CONV_DSP && defined(__OPTIMIZE__) && !defined(EK_CONV_NO_ASM)
@@ -371,7 +378,9 @@ static inline void conv_dot4(const uint32_t *col, const int8_t *w, int32_t group
  * Used when the block is full and every channel takes the fast requantization: per output
  * channel it runs conv_dot4's inner loop over all groups (a zero-padded last group multiplies the next
  * row's first bytes by 0, so the last channel is left to C when depth % 4 != 0: no read past the weights),
- * then ek_conv_requant_fast, the output offset and the activation clamp for the four pixels, with all
+ * then ek_conv_requant_fast with the output offset folded into the rounding constant (ek_conv_requant_zp2;
+ * every channel's exponent <= EK_CONV_ZP_FOLD_MAX_E) and the activation clamp (skipped when it is the int8
+ * range the SSAT already gives) for the four pixels, with all
  * values in registers (the C version of the same steps spills them around the dot product's registers). */
 #if EK_CONV_DSP && defined(__thumb2__) && !defined(EK_CONV_NO_ASM)
 #define CONV_BLOCK_ASM 1
@@ -385,8 +394,9 @@ typedef struct conv_block_args { /* offsets used by the assembly below (32-bit t
   int32_t stride;                /* 24: bytes between the pixels' outputs */
   int32_t zp, lo, hi;            /* 28, 32, 36 */
   int32_t row_pad;               /* 40: 4 * groups - depth: bytes to step back to the next weight row */
+  int32_t clamp;                 /* 44: nonzero when [lo, hi] is narrower than [-128, 127] */
 } conv_block_args;
-typedef char conv_block_args_is_44_bytes[sizeof(conv_block_args) == 44 ? 1 : -1];
+typedef char conv_block_args_is_48_bytes[sizeof(conv_block_args) == 48 ? 1 : -1];
 typedef char conv_channel_is_12_bytes[sizeof(ek_conv_channel) == 12 ? 1 : -1];
 void ek_conv_block4_dsp(conv_block_args *args);
 __asm__(
@@ -463,12 +473,13 @@ __asm__(
     "  ldmia r0, {r1, r3}\n"
     "  adds r0, r0, #12\n"
     "  str r0, [lr, #16]\n"
-    "  and r2, r3, #255\n"                  /* half = 1 << (e - 1) */
-    "  subs r2, r2, #1\n"
+    "  and r3, r3, #255\n"                  /* e */
+    "  subs r2, r3, #1\n"                   /* half = 1 << (e - 1) */
     "  movs r0, #1\n"
     "  lsl r2, r0, r2\n"
-    "  ldr r8, [lr, #28]\n"                 /* zp */
-    "  ldr r9, [lr, #32]\n"                 /* lo */
+    "  ldr r8, [lr, #28]\n"                 /* + zp << e: the zero point folded in (ek_conv_requant_zp2) */
+    "  lsl r8, r8, r3\n"
+    "  add r2, r2, r8\n"
     "  ldr r10, [lr, #20]\n"                /* dst */
     "  ldr r12, [lr, #24]\n"                /* stride */
 #define CONV_OUT(ra)                  \
@@ -476,27 +487,19 @@ __asm__(
     "  lsl " ra ", " ra ", #1\n"        \
     "  smmlar " ra ", " ra ", r1, r0\n" \
     "  asr " ra ", " ra ", r3\n"        \
-    "  add " ra ", " ra ", r8\n"        \
-    "  ssat " ra ", #8, " ra "\n"       \
-    "  cmp " ra ", r9\n"                \
+    "  ssat " ra ", #8, " ra "\n"
+#define CONV_CLAMP(ra)                \
+    "  cmp " ra ", r8\n"                \
     "  it lt\n"                         \
-    "  movlt " ra ", r9\n"
+    "  movlt " ra ", r8\n"              \
+    "  cmp " ra ", r9\n"                \
+    "  it gt\n"                         \
+    "  movgt " ra ", r9\n"
     CONV_OUT("r4") CONV_OUT("r5") CONV_OUT("r6") CONV_OUT("r7")
-    "  ldr r0, [lr, #36]\n"                 /* hi: clamp only when below 127 */
-    "  cmp r0, #127\n"
-    "  beq .Lek_cb_store\n"
-    "  cmp r4, r0\n"
-    "  it gt\n"
-    "  movgt r4, r0\n"
-    "  cmp r5, r0\n"
-    "  it gt\n"
-    "  movgt r5, r0\n"
-    "  cmp r6, r0\n"
-    "  it gt\n"
-    "  movgt r6, r0\n"
-    "  cmp r7, r0\n"
-    "  it gt\n"
-    "  movgt r7, r0\n"
+    "  ldr r0, [lr, #44]\n"                 /* activation clamp only when narrower than int8 */
+    "  cbz r0, .Lek_cb_store\n"
+    "  ldrd r8, r9, [lr, #32]\n"            /* lo, hi */
+    CONV_CLAMP("r4") CONV_CLAMP("r5") CONV_CLAMP("r6") CONV_CLAMP("r7")
     ".Lek_cb_store:\n"
     "  strb r4, [r10]\n"
     "  strb r5, [r10, r12]\n"
@@ -514,6 +517,7 @@ __asm__(
     "  .size ek_conv_block4_dsp, . - ek_conv_block4_dsp\n"
     "  .text\n");
 #undef CONV_OUT
+#undef CONV_CLAMP
 #else
 #define CONV_BLOCK_ASM 0
 #endif
@@ -544,10 +548,11 @@ static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek
       int8_t *yp = y + ((int64_t)b * pixels + p0) * oc;
       int32_t o = 0;
 #if CONV_BLOCK_ASM
-      if (np == CONV_COLUMNS && fast) {
+      if (np == CONV_COLUMNS && fast && d->zp_fold) {
         const int32_t count = tail ? oc - 1 : oc;
         if (count > 0) {
-          conv_block_args args = {block, wt, groups, count, ch, yp, oc, zp, lo, hi, 4 * groups - depth};
+          conv_block_args args = {block, wt, groups, count, ch, yp, oc, zp, lo, hi, 4 * groups - depth,
+                                  lo > -128 || hi < 127};
           ek_conv_block4_dsp(&args);
           o = count;
         }
@@ -574,6 +579,120 @@ static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek
   }
 }
 
+#endif /* !EK_CONV_MVE */
+
+#if EK_CONV_MVE
+/* Short copies and fills with predicated vector stores (the gathers copy runs of a few bytes: library calls
+   would cost more than the bytes). */
+static inline void conv_mve_copy(int8_t *dst, const int8_t *src, int32_t n) {
+  for (; n > 0; n -= 16, dst += 16, src += 16) {
+    const mve_pred16_t p = vctp8q((uint32_t)n);
+    vstrbq_p_s8(dst, vldrbq_z_s8(src, p), p);
+  }
+}
+static inline void conv_mve_fill(int8_t *dst, int8_t v, int32_t n) {
+  const int8x16_t value = vdupq_n_s8(v);
+  for (; n > 0; n -= 16, dst += 16) vstrbq_p_s8(dst, value, vctp8q((uint32_t)n));
+}
+
+/* Helium: the receptive field of one output pixel as a contiguous int8 column (raw inputs, the input zero point
+ * where the window leaves the image: its products cancel against the fold). A window of one contiguous run
+ * inside the image (1x1 filters, or full-width rows) is used in place; others are gathered into dst. */
+static const int8_t *conv_column8(const ek_op_params *p, const ek_tensor *in, const ek_tensor *f, const int8_t *x,
+                                  int32_t iy0, int32_t ix0, int8_t zp, int8_t *dst) {
+  const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t kh = f->dims[1], kw = f->dims[2];
+  const int rows_inside = iy0 >= 0 && iy0 + (kh - 1) * p->dilation_h < h;
+  const int cols_inside = ix0 >= 0 && ix0 + (kw - 1) * p->dilation_w < w;
+  if (rows_inside && cols_inside && (kw == 1 || p->dilation_w == 1) && (kh == 1 || (kw == w && p->dilation_h == 1)))
+    return x + ((ptrdiff_t)iy0 * w + ix0) * c;
+  int8_t *s = dst;
+  for (int32_t ky = 0; ky < kh; ++ky) {
+    const int32_t iy = iy0 + p->dilation_h * ky;
+    const int inside_row = iy >= 0 && iy < h;
+    if (inside_row && cols_inside && p->dilation_w == 1) {
+      conv_mve_copy(s, x + ((ptrdiff_t)iy * w + ix0) * c, kw * c);
+      s += kw * c;
+      continue;
+    }
+    if (!inside_row) {
+      conv_mve_fill(s, zp, kw * c);
+      s += kw * c;
+      continue;
+    }
+    for (int32_t kx = 0; kx < kw; ++kx, s += c) {
+      const int32_t ix = ix0 + p->dilation_w * kx;
+      if (ix >= 0 && ix < w) {
+        conv_mve_copy(s, x + ((ptrdiff_t)iy * w + ix) * c, c);
+      } else {
+        conv_mve_fill(s, zp, c);
+      }
+    }
+  }
+  return dst;
+}
+
+/* Helium blocked path: four output pixels per pass, each output channel's weight row read once per pass and
+ * dotted with the four int8 columns by VMLADAVA (accumulators start at the fold). Scratch: 4 columns of
+ * `depth` bytes (the im2col block of the DSP path is larger). */
+static void conv_blocked_mve(const conv_data *d, const ek_conv_channel *ch, const ek_op_params *p,
+                             const ek_tensor *in, const ek_tensor *f, ek_tensor *out, int8_t *scratch) {
+  const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t oc = f->dims[0], depth = f->dims[1] * f->dims[2] * f->dims[3];
+  const int32_t oh = out->dims[1], ow = out->dims[2];
+  const int32_t pixels = oh * ow;
+  const int32_t lo = d->act_min, hi = d->act_max, zp = d->output_offset;
+  const int8_t in_zp = (int8_t)(-d->input_offset);
+  const int fast = d->fast_requant;
+  const int8_t *wt = (const int8_t *)f->data;
+  int8_t *y = (int8_t *)out->data;
+  for (int32_t b = 0; b < n; ++b) {
+    const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c;
+    for (int32_t p0 = 0; p0 < pixels; p0 += CONV_COLUMNS) {
+      const int32_t np = pixels - p0 < CONV_COLUMNS ? pixels - p0 : CONV_COLUMNS;
+      const int8_t *cols[CONV_COLUMNS];
+      int32_t oy = p0 / ow, ox = p0 - oy * ow;
+      for (int32_t j = 0; j < CONV_COLUMNS; ++j) {
+        if (j >= np) {
+          cols[j] = cols[0]; /* computed, not stored */
+          continue;
+        }
+        cols[j] = conv_column8(p, in, f, x, oy * p->stride_h - d->pad_h, ox * p->stride_w - d->pad_w, in_zp,
+                               scratch + (ptrdiff_t)j * depth);
+        if (++ox == ow) {
+          ox = 0;
+          ++oy;
+        }
+      }
+      int8_t *yp = y + ((int64_t)b * pixels + p0) * oc;
+      const int8_t *wp = wt;
+      if (np == CONV_COLUMNS && fast) { /* vector requantization, the 4 bytes stored with one scatter */
+        const uint32x4_t offsets = vmulq_n_u32(vidupq_n_u32(0, 1), (uint32_t)oc);
+        for (int32_t o = 0; o < oc; ++o, wp += depth) {
+          const ek_conv_channel *cc = &ch[o];
+          int32_t acc[4] = {cc->fold, cc->fold, cc->fold, cc->fold};
+          ek_mve_dot4_s8(wp, cols[0], cols[1], cols[2], cols[3], depth, acc);
+          const int32x4_t v = ek_mve_requant4(vld1q_s32(acc), cc->multiplier, ek_conv_exponent(cc), zp, lo, hi);
+          vstrbq_scatter_offset_s32(yp + o, offsets, v);
+        }
+        continue;
+      }
+      for (int32_t o = 0; o < oc; ++o, wp += depth) {
+        const ek_conv_channel *cc = &ch[o];
+        int32_t acc[4] = {cc->fold, cc->fold, cc->fold, cc->fold};
+        ek_mve_dot4_s8(wp, cols[0], cols[1], cols[2], cols[3], depth, acc);
+        int8_t *dst = yp + o;
+        for (int32_t j = 0; j < np; ++j, dst += oc) {
+          const int32_t v =
+              fast ? ek_conv_requant_fast(acc[j], cc) : ek_mbqm(acc[j], cc->multiplier, ek_conv_shift(cc));
+          *dst = ek_conv_clamp8(ek_wrap_add(v, zp), lo, hi);
+        }
+      }
+    }
+  }
+}
+#endif
+
 static ek_status conv_eval(ek_context *ctx, ek_op *op) {
   const conv_data *d = (const conv_data *)op->user_data;
   const ek_conv_channel *ch = conv_channels(op->user_data);
@@ -581,7 +700,11 @@ static ek_status conv_eval(ek_context *ctx, ek_op *op) {
   ek_tensor *out = ek_output(ctx, op, 0);
   const int32_t *bias_data = bias ? (const int32_t *)bias->data : (const int32_t *)0;
   if (d->path == CONV_PATH_BLOCKED) {
+#if EK_CONV_MVE
+    conv_blocked_mve(d, ch, &op->params, in, f, out, (int8_t *)op->scratch);
+#else
     conv_blocked(d, ch, &op->params, in, f, out, (uint32_t *)op->scratch);
+#endif
   } else {
     conv_reference(d, ch, &op->params, in, f, bias_data, out);
   }

@@ -10,13 +10,15 @@
  *    layers whose line buffer would exceed EK_CONV_SCRATCH_MAX;
  *  - blocked (depth multiplier 1, constant weights and bias): the input offset is folded into the bias at
  *    prepare time (sum(w * (x + off)) + bias = sum(w * x) + (bias + off * sum(w)), exact in wrap-around
- *    int32), so the multiplies take raw int8 values. Channels go in groups of four (one word per pixel):
- *    per group the weights are expanded once into int16 pairs, and the group's input is copied into
- *    scratch one word per pixel, padded with the input zero point around the image (its contribution
- *    w * (zp + off) is exactly 0), so border pixels need no other code: the whole padded plane when it
- *    fits, else a ring of rows refilled as the output row advances. Per tap and group: one input word,
- *    two SXTB16, one pre-expanded weight pair, four SMLABB/SMLATT; the 3x3 pass is assembly on Cortex-M
- *    with the DSP extension, the same steps in exact C elsewhere.
+ *    int32), so the multiplies take raw int8 values. Channels go in groups of four: per group the weights
+ *    are expanded once into doubled int16 pairs, and the group's input is copied into scratch as two
+ *    words per pixel (the 4 int8 values as int16 pairs, expanded once instead of once per tap), padded
+ *    with the input zero point around the image (its contribution w * (zp + off) is exactly 0), so border
+ *    pixels need no other code: the whole padded plane when it fits, else a ring of rows refilled as the
+ *    output row advances. Per tap and group: LDRD of the input pair, LDRD of the weight pair, four
+ *    SMLABB/SMLATT; the doubled accumulators and the output zero point folded into the rounding constant
+ *    leave four instructions of requantization per output (ek_conv_requant_zp2). The 3x3 pass is assembly
+ *    on Cortex-M with the DSP extension, the same steps in exact C elsewhere.
  */
 #include "ek_conv_common.h"
 
@@ -46,12 +48,12 @@ static size_t dw_persistent_bytes(const ek_context *ctx, const ek_op *op) {
   return ((sizeof(dw_data) + 7u) & ~(size_t)7u) + (size_t)dw_out_channels(ctx, op) * sizeof(ek_conv_channel);
 }
 
-/* Scratch of the blocked path, in words. The input of one group of 4 channels is held one word per pixel,
+/* Scratch of the blocked path, in words. The input of one group of 4 channels is held two words per pixel,
  * padded with the input zero point around the image:
- *  - plane mode (the whole padded plane fits): hp rows of wp words, filled once per group;
+ *  - plane mode (the whole padded plane fits): hp rows of 2 * wp words, filled once per group;
  *  - ring mode (large maps): a ring of kh rows, each stored twice (slots s and s + kh) so that the rows of
  *    any window are consecutive, refilled as the output row advances; plus kh row tags.
- * Then the group table: 4 folds, 2 * kh * kw expanded weight words, 4 x (multiplier, half, exponent).
+ * Then the group table: 4 folds, 2 * kh * kw expanded weight words, 4 x (multiplier, half + zp * 2^e, exponent).
  * 0 when neither fits EK_CONV_SCRATCH_MAX. */
 typedef struct dw_geometry {
   int32_t kh, kw;
@@ -83,14 +85,14 @@ static int dw_geometry_of(const ek_context *ctx, const ek_op *op, dw_geometry *g
   if (wp > limit || hp > limit) return 0;
   g->wp = (int32_t)wp;
   g->hp = (int32_t)hp;
-  if (hp * wp + table <= limit) {
+  if (2 * hp * wp + table <= limit) {
     g->plane = 1;
-    g->words = (int32_t)(hp * wp + table);
+    g->words = (int32_t)(2 * hp * wp + table);
     return 1;
   }
-  if (2 * kh * wp + kh + table <= limit) {
+  if (4 * kh * wp + kh + table <= limit) {
     g->plane = 0;
-    g->words = (int32_t)(2 * kh * wp + kh + table);
+    g->words = (int32_t)(4 * kh * wp + kh + table);
     return 1;
   }
   return 0;
@@ -182,7 +184,9 @@ static ek_status dw_prepare(ek_context *ctx, ek_op *op) {
     }
     /* the blocked accumulator starts at fold and adds |w * x| <= 128 * 128 per tap; it requantizes with
        the fast formula only */
-    if (fast && ek_conv_acc_fits(fold_bound, (int64_t)kh * kw, 128 * 128)) {
+    int zp_fold = 1; /* the output zero point goes into the rounding constant (ek_conv_requant_zp2) */
+    for (int32_t i = 0; i < oc; ++i) zp_fold = zp_fold && ek_conv_exponent(&ch[i]) <= EK_CONV_ZP_FOLD_MAX_E;
+    if (fast && zp_fold && ek_conv_acc_fits(fold_bound, (int64_t)kh * kw, 128 * 128)) {
       d->path = DW_PATH_BLOCKED;
       d->fast_requant = 1;
     }
@@ -225,27 +229,31 @@ static void dw_pixel_reference(const dw_data *d, const ek_conv_channel *ch, cons
 }
 
 /* ---------- blocked path ----------
- * Group table (words): [0..3] folds of the group's 4 channels, [4 .. 4 + 2T) per tap t the weights of the 4
- * channels as (w0,w2),(w1,w3) int16 pairs, then per channel (multiplier, half, exponent). */
+ * Scratch pixels are pre-expanded: two words per padded pixel, the group's 4 raw int8 inputs as int16 pairs
+ * (x0,x2) and (x1,x3), so a tap is one LDRD of input, one LDRD of weights and four SMLAxy.
+ * Group table (words): [0..3] the doubled folds of the group's 4 channels, [4 .. 4 + 2T) per tap t the doubled
+ * weights of the 4 channels as (2w0,2w2),(2w1,2w3) int16 pairs, then per channel (multiplier, half + zp * 2^e,
+ * exponent): the accumulators hold 2 * acc, which is what the requantization wants (ek_conv_requant_zp2), and
+ * the output zero point is folded into the rounding constant. */
 typedef struct dw_pass {      /* output rows of one channel group; offsets used by the assembly below */
   const uint32_t *table;      /*  0 */
-  const uint32_t *row0;       /*  4: padded-input word of tap (0,0) of the first pixel */
+  const uint32_t *row0;       /*  4: padded-input pixel (2 words) of tap (0,0) of the first output pixel */
   int32_t tap_row_step;       /*  8: bytes between a window's tap rows */
-  int32_t col_step;           /* 12: bytes between a window's taps in a row (4 * dilation_w) */
-  int32_t pixel_step;         /* 16: bytes between consecutive pixels' windows (4 * stride_w) */
+  int32_t col_step;           /* 12: bytes between a window's taps in a row (8 * dilation_w) */
+  int32_t pixel_step;         /* 16: bytes between consecutive pixels' windows (8 * stride_w) */
   int32_t count;              /* 20: pixels per output row */
   int32_t rows;               /* 24: output rows */
   int32_t row_step;           /* 28: bytes between consecutive output rows' first windows */
   int8_t *dst;                /* 32: output of the first pixel, first channel of the group (rows are contiguous) */
   int32_t dst_step;           /* 36: bytes between pixels' outputs (channels) */
-  int32_t zp, lo, hi;         /* 40, 44, 48 */
+  int32_t lo, hi;             /* 40, 44: activation clamp */
+  int32_t clamp;              /* 48: nonzero when [lo, hi] is narrower than [-128, 127] */
   int32_t left;               /* 52: working counter of the assembly */
 } dw_pass;
 
-static inline int8_t dw_out_fast(int32_t acc, const uint32_t *params, int32_t zp, int32_t lo, int32_t hi) {
-  const int32_t v = ek_smmlar(acc + acc, (int32_t)params[0], (int32_t)params[1] - (int32_t)((uint32_t)acc >> 31)) >>
-                    (int32_t)params[2];
-  return ek_conv_clamp8(v + zp, lo, hi);
+static inline int8_t dw_out_fast(int32_t acc2, const uint32_t *params, int32_t lo, int32_t hi) {
+  const int32_t v = ek_ssat8(ek_conv_requant_zp2(acc2, (int32_t)params[0], (int32_t)params[1], (int32_t)params[2]));
+  return ek_conv_clamp8(v, lo, hi);
 }
 
 /* Portable pass (any kernel size): the same steps as the assembly. */
@@ -262,18 +270,17 @@ static void dw_pass_c(const dw_pass *ps, int32_t kh, int32_t kw, int32_t lanes) 
       const uint32_t *xr = row0 + px * pstep;
       for (int32_t ky = 0; ky < kh; ++ky, xr += tstep) {
         for (int32_t kx = 0; kx < kw; ++kx, wv += 2) {
-          const uint32_t xv = xr[kx * cstep];
-          const uint32_t x02 = ek_sxtb16(xv), x13 = ek_sxtb16_ror8(xv);
+          const uint32_t x02 = xr[kx * cstep], x13 = xr[kx * cstep + 1];
           a0 = ek_smlabb(x02, wv[0], a0);
           a2 = ek_smlatt(x02, wv[0], a2);
           a1 = ek_smlabb(x13, wv[1], a1);
           a3 = ek_smlatt(x13, wv[1], a3);
         }
       }
-      dst[0] = dw_out_fast(a0, params, ps->zp, ps->lo, ps->hi);
-      if (lanes > 1) dst[1] = dw_out_fast(a1, params + 3, ps->zp, ps->lo, ps->hi);
-      if (lanes > 2) dst[2] = dw_out_fast(a2, params + 6, ps->zp, ps->lo, ps->hi);
-      if (lanes > 3) dst[3] = dw_out_fast(a3, params + 9, ps->zp, ps->lo, ps->hi);
+      dst[0] = dw_out_fast(a0, params, ps->lo, ps->hi);
+      if (lanes > 1) dst[1] = dw_out_fast(a1, params + 3, ps->lo, ps->hi);
+      if (lanes > 2) dst[2] = dw_out_fast(a2, params + 6, ps->lo, ps->hi);
+      if (lanes > 3) dst[3] = dw_out_fast(a3, params + 9, ps->lo, ps->hi);
     }
   }
 }
@@ -281,31 +288,31 @@ static void dw_pass_c(const dw_pass *ps, int32_t kh, int32_t kw, int32_t lanes) 
 #if EK_CONV_DSP && defined(__thumb2__) && !defined(EK_CONV_NO_ASM)
 #define DW_PASS_ASM 1
 typedef char dw_pass_is_56_bytes[sizeof(dw_pass) == 56 ? 1 : -1];
-/* The 3x3 pass of a full 4-channel group: per pixel 9 x (LDR, 2 SXTB16, LDRD of the expanded weights,
- * 4 SMLAxy), then the fast requantization of the 4 channels (LDM of multiplier/half/exponent, SUB, LSL,
- * SMMLAR, ASR, ADD, SSAT, activation clamp) and 4 byte stores. */
+/* The 3x3 pass (dilation_w 1) of a full 4-channel group: per pixel 9 x (LDRD input, LDRD weights, 4 SMLAxy),
+ * then per channel LDM of (multiplier, half + zp * 2^e, exponent), SUB, SMMLAR, ASR, SSAT; the activation
+ * clamp only when it is narrower than int8; 4 byte stores. */
 void ek_dw_pass3x3_dsp(dw_pass *ps);
-#define DW_TAP(xaddr)                     \
-  "  ldr r4, " xaddr "\n"                 \
+#define DW_TAP(off)                       \
+  "  ldrd r4, r5, [r8, #" off "]\n"       \
   "  ldrd r6, r7, [r10], #8\n"            \
-  "  sxtb16 r5, r4, ror #8\n"             \
-  "  sxtb16 r4, r4\n"                     \
   "  smlabb r0, r4, r6, r0\n"             \
   "  smlatt r2, r4, r6, r2\n"             \
   "  smlabb r1, r5, r7, r1\n"             \
   "  smlatt r3, r5, r7, r3\n"
-#define DW_ROW DW_TAP("[r8]") DW_TAP("[r8, r9]") DW_TAP("[r8, r9, lsl #1]")
+#define DW_ROW DW_TAP("0") DW_TAP("8") DW_TAP("16")
 #define DW_OUT(ra)                        \
   "  ldmia r10!, {r5, r6, r7}\n"          \
   "  sub r4, r6, " ra ", lsr #31\n"       \
-  "  lsl " ra ", " ra ", #1\n"            \
   "  smmlar " ra ", " ra ", r5, r4\n"     \
   "  asr " ra ", " ra ", r7\n"            \
-  "  add " ra ", " ra ", r8\n"            \
-  "  ssat " ra ", #8, " ra "\n"           \
-  "  cmp " ra ", r9\n"                    \
+  "  ssat " ra ", #8, " ra "\n"
+#define DW_CLAMP(ra)                      \
+  "  cmp " ra ", r4\n"                    \
   "  it lt\n"                             \
-  "  movlt " ra ", r9\n"
+  "  movlt " ra ", r4\n"                  \
+  "  cmp " ra ", r5\n"                    \
+  "  it gt\n"                             \
+  "  movgt " ra ", r5\n"
 __asm__(
     "  .syntax unified\n"
     "  .thumb\n"
@@ -317,54 +324,38 @@ __asm__(
     "ek_dw_pass3x3_dsp:\n"
     "  push {r4-r11, lr}\n"
     "  mov lr, r0\n"
+    "  ldr r12, [lr, #8]\n"                  /* tap_row_step */
+    "  ldr r9, [lr, #32]\n"                  /* dst (rows are contiguous) */
     ".Lek_dw_row:\n"
+    "  ldr r11, [lr, #4]\n"                  /* window of the row's first pixel */
     "  ldr r4, [lr, #20]\n"
     "  str r4, [lr, #52]\n"
-    "  movs r11, #0\n"                       /* pixel offset (bytes) */
     ".Lek_dw_pixel:\n"
     "  ldr r10, [lr, #0]\n"
-    "  ldmia r10!, {r0-r3}\n"                /* folds */
-    "  ldr r8, [lr, #4]\n"
-    "  add r8, r8, r11\n"
-    "  ldr r9, [lr, #12]\n"                  /* col_step */
-    "  ldr r12, [lr, #8]\n"                  /* tap_row_step */
+    "  ldmia r10!, {r0-r3}\n"                /* doubled folds */
+    "  mov r8, r11\n"
     DW_ROW
     "  add r8, r8, r12\n"
     DW_ROW
     "  add r8, r8, r12\n"
     DW_ROW
-    "  ldr r8, [lr, #40]\n"                  /* zp */
-    "  ldr r9, [lr, #44]\n"                  /* lo */
     DW_OUT("r0") DW_OUT("r1") DW_OUT("r2") DW_OUT("r3")
-    "  ldr r4, [lr, #48]\n"                  /* hi: clamp only when below 127 */
-    "  cmp r4, #127\n"
-    "  beq .Lek_dw_store\n"
-    "  cmp r0, r4\n"
-    "  it gt\n"
-    "  movgt r0, r4\n"
-    "  cmp r1, r4\n"
-    "  it gt\n"
-    "  movgt r1, r4\n"
-    "  cmp r2, r4\n"
-    "  it gt\n"
-    "  movgt r2, r4\n"
-    "  cmp r3, r4\n"
-    "  it gt\n"
-    "  movgt r3, r4\n"
+    "  ldr r4, [lr, #48]\n"
+    "  cbz r4, .Lek_dw_store\n"
+    "  ldrd r4, r5, [lr, #40]\n"             /* lo, hi */
+    DW_CLAMP("r0") DW_CLAMP("r1") DW_CLAMP("r2") DW_CLAMP("r3")
     ".Lek_dw_store:\n"
-    "  ldr r4, [lr, #32]\n"
-    "  strb r0, [r4]\n"
-    "  strb r1, [r4, #1]\n"
-    "  strb r2, [r4, #2]\n"
-    "  strb r3, [r4, #3]\n"
-    "  ldr r5, [lr, #36]\n"
-    "  add r4, r4, r5\n"
-    "  str r4, [lr, #32]\n"
-    "  ldr r5, [lr, #16]\n"
-    "  add r11, r11, r5\n"
-    "  ldr r5, [lr, #52]\n"
-    "  subs r5, r5, #1\n"
-    "  str r5, [lr, #52]\n"
+    "  strb r0, [r9]\n"
+    "  strb r1, [r9, #1]\n"
+    "  strb r2, [r9, #2]\n"
+    "  strb r3, [r9, #3]\n"
+    "  ldr r4, [lr, #36]\n"
+    "  add r9, r9, r4\n"
+    "  ldr r4, [lr, #16]\n"
+    "  add r11, r11, r4\n"
+    "  ldr r4, [lr, #52]\n"
+    "  subs r4, r4, #1\n"
+    "  str r4, [lr, #52]\n"
     "  bne .Lek_dw_pixel\n"
     "  ldr r4, [lr, #4]\n"
     "  ldr r5, [lr, #28]\n"
@@ -380,13 +371,14 @@ __asm__(
 #undef DW_TAP
 #undef DW_ROW
 #undef DW_OUT
+#undef DW_CLAMP
 #else
 #define DW_PASS_ASM 0
 #endif
 
 static void dw_run_pass(dw_pass *ps, int32_t kh, int32_t kw, int32_t lanes) {
 #if DW_PASS_ASM
-  if (kh == 3 && kw == 3 && lanes == 4) {
+  if (kh == 3 && kw == 3 && lanes == 4 && ps->col_step == 8) {
     ek_dw_pass3x3_dsp(ps);
     return;
   }
@@ -396,8 +388,8 @@ static void dw_run_pass(dw_pass *ps, int32_t kh, int32_t kw, int32_t lanes) {
 
 /* Group table for channels [c0, c0 + lanes): missing lanes get zero weights and folds. */
 static void dw_group_table(const ek_conv_channel *ch, const int8_t *wt, int32_t c, int32_t taps, int32_t c0,
-                           int32_t lanes, uint32_t *table) {
-  for (int32_t j = 0; j < 4; ++j) table[j] = j < lanes ? (uint32_t)ch[c0 + j].fold : 0u;
+                           int32_t lanes, int32_t zp, uint32_t *table) {
+  for (int32_t j = 0; j < 4; ++j) table[j] = j < lanes ? (uint32_t)ch[c0 + j].fold * 2u : 0u;
   uint32_t *wv = table + 4;
   const int8_t *src = wt + c0;
   for (int32_t t = 0; t < taps; ++t, wv += 2, src += c) {
@@ -408,40 +400,98 @@ static void dw_group_table(const ek_conv_channel *ch, const int8_t *wt, int32_t 
       word = 0;
       for (int32_t j = 0; j < lanes; ++j) word |= (uint32_t)(uint8_t)src[j] << (8 * j);
     }
-    wv[0] = ek_sxtb16(word);
-    wv[1] = ek_sxtb16_ror8(word);
+    const uint32_t w02 = ek_sxtb16(word), w13 = ek_sxtb16_ror8(word);
+    wv[0] = ek_sadd16(w02, w02); /* |2w| <= 256: exact in int16 */
+    wv[1] = ek_sadd16(w13, w13);
   }
   for (int32_t j = 0; j < 4; ++j, wv += 3) {
     const ek_conv_channel *cc = &ch[c0 + (j < lanes ? j : 0)];
     wv[0] = (uint32_t)(j < lanes ? cc->multiplier : 0);
-    wv[1] = (uint32_t)ek_conv_half(cc);
+    wv[1] = (uint32_t)ek_conv_half_zp(cc, zp);
     wv[2] = (uint32_t)ek_conv_exponent(cc);
   }
 }
 
-/* A padded row := input row iy of the group (zero point outside the image and for missing lanes). */
+/* A padded row := input row iy of the group, two expanded words per pixel (zero point outside the image and
+   for missing lanes). */
 static void dw_fill_row(const int8_t *x, int32_t h, int32_t w, int32_t c, int32_t iy, int32_t pad_w, int32_t c0,
                         int32_t lanes, uint32_t zp_word, uint32_t *row, int32_t wp) {
-  int32_t first = pad_w, last = pad_w + w; /* row words [first, last) hold image columns 0 .. w-1 */
+  int32_t first = pad_w, last = pad_w + w; /* row pixels [first, last) hold image columns 0 .. w-1 */
   if (iy < 0 || iy >= h) first = last = wp;
   if (first > wp) first = wp;
   if (last > wp) last = wp;
+  const uint32_t zp02 = ek_sxtb16(zp_word), zp13 = ek_sxtb16_ror8(zp_word);
   int32_t i = 0;
-  for (; i < first; ++i) row[i] = zp_word;
+  for (; i < first; ++i) {
+    row[2 * i] = zp02;
+    row[2 * i + 1] = zp13;
+  }
   if (first < last) {
     const int8_t *src = x + ((ptrdiff_t)iy * w + (first - pad_w)) * c + c0;
+    uint32_t *dst = row + 2 * i;
     if (lanes == 4) {
-      for (; i < last; ++i, src += c) row[i] = ek_load32(src);
+      for (; i < last; ++i, src += c, dst += 2) {
+        const uint32_t v = ek_load32(src);
+        dst[0] = ek_sxtb16(v);
+        dst[1] = ek_sxtb16_ror8(v);
+      }
     } else {
-      for (; i < last; ++i, src += c) {
+      for (; i < last; ++i, src += c, dst += 2) {
         uint32_t word = zp_word;
         for (int32_t j = 0; j < lanes; ++j)
           word = (word & ~(0xFFu << (8 * j))) | ((uint32_t)(uint8_t)src[j] << (8 * j));
-        row[i] = word;
+        dst[0] = ek_sxtb16(word);
+        dst[1] = ek_sxtb16_ror8(word);
       }
     }
   }
-  for (; i < wp; ++i) row[i] = zp_word;
+  for (; i < wp; ++i) {
+    row[2 * i] = zp02;
+    row[2 * i + 1] = zp13;
+  }
+}
+
+/* Plane mode: the padded plane's zero-point border (the same for every group). */
+static void dw_fill_border(uint32_t *lines, int32_t hp, int32_t wp, int32_t pad_h, int32_t pad_w, int32_t h, int32_t w,
+                           uint32_t zp_word) {
+  const uint32_t zp02 = ek_sxtb16(zp_word), zp13 = ek_sxtb16_ror8(zp_word);
+  const int32_t first = pad_w < wp ? pad_w : wp, last = pad_w + w < wp ? pad_w + w : wp;
+  for (int32_t r = 0; r < hp; ++r) {
+    uint32_t *row = lines + 2 * r * wp;
+    const int inside = r >= pad_h && r - pad_h < h;
+    for (int32_t i = 0; i < wp; ++i) {
+      if (inside && i >= first && i < last) continue;
+      row[2 * i] = zp02;
+      row[2 * i + 1] = zp13;
+    }
+  }
+}
+
+/* Plane mode: the image part of the padded plane for channels [c0, c0 + lanes) (missing lanes: zero point). */
+static void dw_fill_interior(const int8_t *x, int32_t h, int32_t w, int32_t c, int32_t pad_h, int32_t pad_w,
+                             int32_t c0, int32_t lanes, uint32_t zp_word, uint32_t *lines, int32_t hp, int32_t wp) {
+  const int32_t last = pad_w + w < wp ? pad_w + w : wp;
+  const int32_t cols = last - pad_w, rows = hp - pad_h < h ? hp - pad_h : h;
+  if (cols <= 0) return;
+  for (int32_t iy = 0; iy < rows; ++iy) {
+    const int8_t *src = x + (ptrdiff_t)iy * w * c + c0;
+    uint32_t *dst = lines + 2 * ((iy + pad_h) * wp + pad_w);
+    if (lanes == 4) {
+      for (int32_t i = 0; i < cols; ++i, src += c, dst += 2) {
+        const uint32_t v = ek_load32(src);
+        dst[0] = ek_sxtb16(v);
+        dst[1] = ek_sxtb16_ror8(v);
+      }
+    } else {
+      for (int32_t i = 0; i < cols; ++i, src += c, dst += 2) {
+        uint32_t word = zp_word;
+        for (int32_t j = 0; j < lanes; ++j)
+          word = (word & ~(0xFFu << (8 * j))) | ((uint32_t)(uint8_t)src[j] << (8 * j));
+        dst[0] = ek_sxtb16(word);
+        dst[1] = ek_sxtb16_ror8(word);
+      }
+    }
+  }
 }
 
 static void dw_blocked(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
@@ -449,22 +499,24 @@ static void dw_blocked(const dw_data *d, const ek_conv_channel *ch, const ek_op_
   const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t kh = g->kh, kw = g->kw, wp = g->wp;
   const int32_t oh = out->dims[1], ow = out->dims[2];
+  const int32_t row_words = 2 * wp;
   const uint32_t zp_word = (uint32_t)(uint8_t)(-d->input_offset) * 0x01010101u;
   uint32_t *lines = scratch;
-  const int32_t line_words = g->plane ? g->hp * wp : 2 * kh * wp;
+  const int32_t line_words = g->plane ? g->hp * row_words : 2 * kh * row_words;
   int32_t *tags = (int32_t *)(void *)(lines + line_words);
   uint32_t *table = lines + line_words + (g->plane ? 0 : kh);
+  const int32_t clamp = d->act_min > -128 || d->act_max < 127;
   for (int32_t b = 0; b < n; ++b) {
     const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c;
     int8_t *y = (int8_t *)out->data + (ptrdiff_t)b * oh * ow * c;
     for (int32_t c0 = 0; c0 < c; c0 += 4) {
       const int32_t lanes = c - c0 < 4 ? c - c0 : 4;
-      dw_group_table(ch, (const int8_t *)f->data, c, kh * kw, c0, lanes, table);
-      dw_pass ps = {table, lines, 4 * wp * p->dilation_h, 4 * p->dilation_w, 4 * p->stride_w, ow, oh,
-                    4 * wp * p->stride_h, y + c0, c, d->output_offset, d->act_min, d->act_max, 0};
-      if (g->plane) { /* padded row r holds input row r - pad_h */
-        for (int32_t r = 0; r < g->hp; ++r)
-          dw_fill_row(x, h, w, c, r - d->pad_h, d->pad_w, c0, lanes, zp_word, lines + r * wp, wp);
+      dw_group_table(ch, (const int8_t *)f->data, c, kh * kw, c0, lanes, d->output_offset, table);
+      dw_pass ps = {table, lines, 4 * row_words * p->dilation_h, 8 * p->dilation_w, 8 * p->stride_w, ow, oh,
+                    4 * row_words * p->stride_h, y + c0, c, d->act_min, d->act_max, clamp, 0};
+      if (g->plane) { /* padded row r holds input row r - pad_h; the zero-point border is written once */
+        if (c0 == 0) dw_fill_border(lines, g->hp, wp, d->pad_h, d->pad_w, h, w, zp_word);
+        dw_fill_interior(x, h, w, c, d->pad_h, d->pad_w, c0, lanes, zp_word, lines, g->hp, wp);
         dw_run_pass(&ps, kh, kw, lanes);
         continue;
       }
@@ -473,8 +525,7 @@ static void dw_blocked(const dw_data *d, const ek_conv_channel *ch, const ek_op_
          window's rows are refilled into slots 0 .. kh-1. */
       const int ring = p->dilation_h == 1;
       for (int32_t k = 0; k < kh; ++k) tags[k] = INT32_MIN;
-      ps.rows = 1;
-      ps.tap_row_step = 4 * wp;
+      ps.tap_row_step = 4 * row_words;
       for (int32_t oy = 0; oy < oh; ++oy) {
         const int32_t iy0 = oy * p->stride_h - d->pad_h;
         const int32_t s0 = ring ? ((iy0 % kh) + kh) % kh : 0;
@@ -482,12 +533,13 @@ static void dw_blocked(const dw_data *d, const ek_conv_channel *ch, const ek_op_
           const int32_t iy = iy0 + p->dilation_h * ky;
           const int32_t slot = ring ? (s0 + ky) % kh : ky;
           if (!ring || tags[slot] != iy) {
-            dw_fill_row(x, h, w, c, iy, d->pad_w, c0, lanes, zp_word, lines + slot * wp, wp);
-            for (int32_t i = 0; i < wp; ++i) lines[(slot + kh) * wp + i] = lines[slot * wp + i];
+            uint32_t *line = lines + slot * row_words;
+            dw_fill_row(x, h, w, c, iy, d->pad_w, c0, lanes, zp_word, line, wp);
+            memcpy(line + kh * row_words, line, (size_t)row_words * 4u);
             tags[slot] = iy;
           }
         }
-        ps.row0 = lines + s0 * wp;
+        ps.row0 = lines + s0 * row_words;
         ps.dst = y + (ptrdiff_t)oy * ow * c + c0;
         ps.rows = 1;
         dw_run_pass(&ps, kh, kw, lanes);
@@ -495,6 +547,132 @@ static void dw_blocked(const dw_data *d, const ek_conv_channel *ch, const ek_op_
     }
   }
 }
+
+#if EK_CONV_MVE
+/* ---------- Helium path (plane mode, at least 4 taps) ----------
+ * Channels in groups of 8, two int32x4 accumulators per pixel (even and odd channels). The scratch that the DSP
+ * path plans (two words per padded pixel, then its table) holds here the group's padded plane as 8 raw int8 per
+ * pixel, then a table of 8 folds, 8 multipliers and 8 negated exponents (24 words <= 16 + 2 * taps). Per tap:
+ * one widening load of the input (VLDRB.S16), one of the weights straight from the filter (predicated for a
+ * partial last group: nothing past the tensor is read), VMULLB + VMULLT and two adds. Requantization on
+ * vectors (ek_mve_requant_v), VMOVNB/VMOVNT back to channel order, one narrowing byte store. */
+static inline int32x4_t ek_mve_requant_v(int32x4_t acc, int32x4_t multiplier, int32x4_t neg_exponent, int32_t zp,
+                                         int32_t lo, int32_t hi) {
+  const int32x4_t r = vqrdmulhq_s32(acc, multiplier);
+  const int32x4_t q = vrshlq_s32(vqaddq_s32(r, vshrq_n_s32(r, 31)), neg_exponent);
+  return vminq_s32(vmaxq_s32(vaddq_n_s32(q, zp), vdupq_n_s32(lo)), vdupq_n_s32(hi));
+}
+
+static int dw_mve_applies(const dw_geometry *g) { return g->plane && g->kh * g->kw >= 4; }
+
+/* One group's output pixels. kh == kw == 3 and a full group (`full`, no predication) are the KWS / MobileNet case
+   and get an unrolled tap loop; the rest loops. */
+static inline void dw_mve_rows(const dw_data *d, const ek_op_params *p, const int8_t *plane, const int32_t *table,
+                               const int8_t *wt, int32_t c, int32_t kh, int32_t kw, int32_t wp, int32_t oh, int32_t ow,
+                               int8_t *y, mve_pred16_t lanes, int full3x3) {
+  const int32x4_t m_even = vld1q_s32(table + 8), m_odd = vld1q_s32(table + 12);
+  const int32x4_t e_even = vld1q_s32(table + 16), e_odd = vld1q_s32(table + 20);
+  const int32_t tap_row = 8 * wp * p->dilation_h, tap_col = 8 * p->dilation_w;
+  for (int32_t oy = 0; oy < oh; ++oy) {
+    const int8_t *row = plane + (ptrdiff_t)8 * wp * oy * p->stride_h;
+    for (int32_t ox = 0; ox < ow; ++ox, y += c) {
+      const int8_t *xw = row + (ptrdiff_t)8 * ox * p->stride_w;
+      int32x4_t a_even = vld1q_s32(table), a_odd = vld1q_s32(table + 4);
+      const int8_t *w = wt;
+      if (full3x3) { /* dilation_w 1 (tap_col 8): the 9 taps in assembly, accumulators through acc[] */
+        int32_t acc[8];
+        const int8_t *xa = xw;
+        const int8_t *wa = w;
+#define DW_MVE_TAP(off)                   \
+  "vldrb.s16 q2, [%[x], #" off "]\n"      \
+  "vldrb.s16 q3, [%[w]]\n"                \
+  "add %[w], %[w], %[c]\n"                \
+  "vmullb.s16 q4, q2, q3\n"               \
+  "vmullt.s16 q5, q2, q3\n"               \
+  "vadd.i32 q0, q0, q4\n"                 \
+  "vadd.i32 q1, q1, q5\n"
+#define DW_MVE_ROW DW_MVE_TAP("0") DW_MVE_TAP("8") DW_MVE_TAP("16")
+        __asm__ volatile("vldrw.32 q0, [%[t]]\n"
+                         "vldrw.32 q1, [%[t], #16]\n"
+                         DW_MVE_ROW
+                         "add %[x], %[x], %[row]\n"
+                         DW_MVE_ROW
+                         "add %[x], %[x], %[row]\n"
+                         DW_MVE_ROW
+                         "vstrw.32 q0, [%[acc]]\n"
+                         "vstrw.32 q1, [%[acc], #16]\n"
+                         : [x] "+l"(xa), [w] "+l"(wa) /* widening loads want r0-r7 */
+                         : [t] "r"(table), [c] "r"(c), [row] "r"(tap_row), [acc] "r"(acc)
+                         : "d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9", "d10", "d11", "memory");
+#undef DW_MVE_TAP
+#undef DW_MVE_ROW
+        a_even = vld1q_s32(acc);
+        a_odd = vld1q_s32(acc + 4);
+      } else {
+        for (int32_t ky = 0; ky < kh; ++ky, xw += tap_row) {
+          const int8_t *xp = xw;
+          for (int32_t kx = 0; kx < kw; ++kx, xp += tap_col, w += c) {
+            const int16x8_t xv = vldrbq_s16(xp), wv = vldrbq_z_s16(w, lanes);
+            a_even = vaddq_s32(a_even, vmullbq_int_s16(xv, wv));
+            a_odd = vaddq_s32(a_odd, vmulltq_int_s16(xv, wv));
+          }
+        }
+      }
+      int16x8_t r = vdupq_n_s16(0);
+      r = vmovnbq_s32(r, ek_mve_requant_v(a_even, m_even, e_even, d->output_offset, d->act_min, d->act_max));
+      r = vmovntq_s32(r, ek_mve_requant_v(a_odd, m_odd, e_odd, d->output_offset, d->act_min, d->act_max));
+      vstrbq_p_s16(y, r, lanes);
+    }
+  }
+}
+
+static void dw_blocked_mve(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
+                           const ek_tensor *f, ek_tensor *out, uint32_t *scratch, const dw_geometry *g) {
+  const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t kh = g->kh, kw = g->kw, wp = g->wp, hp = g->hp;
+  const int32_t oh = out->dims[1], ow = out->dims[2];
+  const int8_t zp = (int8_t)(-d->input_offset);
+  int8_t *plane = (int8_t *)scratch;
+  int32_t *table = (int32_t *)(void *)(scratch + 2 * hp * wp);
+  const int32_t first = d->pad_w < wp ? d->pad_w : wp, last = d->pad_w + w < wp ? d->pad_w + w : wp;
+  const int32_t cols = last - first, rows = hp - d->pad_h < h ? hp - d->pad_h : h;
+  for (int32_t r = 0; r < hp; ++r) { /* the zero-point border, once */
+    const int inside = r >= d->pad_h && r - d->pad_h < h;
+    for (int32_t i = 0; i < wp; ++i)
+      if (!(inside && i >= first && i < last)) memset(plane + 8 * ((ptrdiff_t)r * wp + i), zp, 8);
+  }
+  for (int32_t b = 0; b < n; ++b) {
+    const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c;
+    int8_t *y = (int8_t *)out->data + (ptrdiff_t)b * oh * ow * c;
+    for (int32_t c0 = 0; c0 < c; c0 += 8) {
+      const int32_t lanes = c - c0 < 8 ? c - c0 : 8;
+      for (int32_t j = 0; j < 8; ++j) { /* even channels in lanes 0-3, odd ones in 4-7 (VMULLB / VMULLT order) */
+        const ek_conv_channel *cc = &ch[c0 + (j < lanes ? j : 0)];
+        const int32_t k = (j & 1) * 4 + (j >> 1);
+        table[k] = j < lanes ? cc->fold : 0;
+        table[8 + k] = j < lanes ? cc->multiplier : 0;
+        table[16 + k] = -ek_conv_exponent(cc);
+      }
+      for (int32_t iy = 0; iy < rows && cols > 0; ++iy) {
+        const int8_t *src = x + ((ptrdiff_t)iy * w + (first - d->pad_w)) * c + c0;
+        int8_t *dst = plane + 8 * ((ptrdiff_t)(iy + d->pad_h) * wp + first);
+        if (lanes == 8) {
+          for (int32_t i = 0; i < cols; ++i, src += c, dst += 8) memcpy(dst, src, 8);
+        } else {
+          for (int32_t i = 0; i < cols; ++i, src += c, dst += 8) memcpy(dst, src, (size_t)lanes);
+        }
+      }
+      const mve_pred16_t live = vctp16q((uint32_t)lanes);
+      const int8_t *wt = (const int8_t *)f->data + c0;
+      if (kh == 3 && kw == 3 && lanes == 8 && p->dilation_w == 1) {
+        dw_mve_rows(d, p, plane, table, wt, c, 3, 3, wp, oh, ow, y + c0, live, 1);
+      } else {
+        dw_mve_rows(d, p, plane, table, wt, c, kh, kw, wp, oh, ow, y + c0, live, 0);
+      }
+    }
+  }
+}
+#endif
 
 static ek_status dw_eval(ek_context *ctx, ek_op *op) {
   const dw_data *d = (const dw_data *)op->user_data;
@@ -505,6 +683,12 @@ static ek_status dw_eval(ek_context *ctx, ek_op *op) {
   if (d->path == DW_PATH_BLOCKED) {
     dw_geometry g;
     if (dw_geometry_of(ctx, op, &g)) { /* always true after prepare chose this path */
+#if EK_CONV_MVE
+      if (dw_mve_applies(&g)) {
+        dw_blocked_mve(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
+        return EK_OK;
+      }
+#endif
       dw_blocked(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
       return EK_OK;
     }

@@ -23,6 +23,14 @@
 #define EK_CONV_DSP 0
 #endif
 
+/* Helium (M-profile vector extension, integer part): the Cortex-M55 / M85 fast paths. */
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1) && !defined(EK_CONV_NO_MVE)
+#include <arm_mve.h>
+#define EK_CONV_MVE 1
+#else
+#define EK_CONV_MVE 0
+#endif
+
 /* Largest per-op scratch the blocked (im2col) paths ask for; bigger layers use the reference loops.
    The size depends only on the model, never on the build, so the host plans the same arena as the device. */
 #define EK_CONV_SCRATCH_MAX 16384
@@ -218,6 +226,23 @@ static inline int32_t ek_conv_requant_fast(int32_t acc, const ek_conv_channel *c
          ek_conv_exponent(ch);
 }
 
+/* The same with the output zero point folded in, on a doubled accumulator (acc2 = 2 * acc, |acc| < 2^30):
+ *   (SMMLAR(acc2, m, half + zp * 2^e - [acc < 0]) >> e) == ek_conv_requant_fast(acc) + zp
+ * because adding zp * 2^e before an arithmetic shift by e adds zp after it, provided the SMMLAR sum does not
+ * wrap: |high part| <= 2^30, half <= 2^(e-1), |zp * 2^e| <= 2^(e+7), so e <= EK_CONV_ZP_FOLD_MAX_E suffices.
+ * Kernels that double their weights (int8 weights expanded to int16 anyway) get acc2 for free and save the
+ * doubling and the zero-point add per output. Checked against ek_mbqm in tests/firmware/test_kernels_conv.py. */
+#define EK_CONV_ZP_FOLD_MAX_E 22
+static inline int32_t ek_conv_half_zp(const ek_conv_channel *ch, int32_t zp) {
+  return (int32_t)((uint32_t)ek_conv_half(ch) + ((uint32_t)zp << ek_conv_exponent(ch)));
+}
+static inline int32_t ek_conv_requant_zp2(int32_t acc2, int32_t multiplier, int32_t half_zp, int32_t exponent) {
+  return ek_smmlar(acc2, multiplier, half_zp - (int32_t)((uint32_t)acc2 >> 31)) >> exponent;
+}
+
+/* Saturation to int8 (SSAT #8). */
+static inline int32_t ek_ssat8(int32_t v) { return v < -128 ? -128 : (v > 127 ? 127 : v); }
+
 /* Wrapping int32 add (TFLite's int32 accumulators wrap in practice; in C that would be UB). */
 static inline int32_t ek_wrap_add(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
 
@@ -390,5 +415,67 @@ static inline void ek_expand4(uint32_t x, uint32_t offset2, uint32_t *w02, uint3
 }
 
 static inline uint32_t ek_offset2(int32_t offset) { return ((uint32_t)offset & 0xFFFFu) * 0x10001u; }
+
+
+#if EK_CONV_MVE
+/* acc[j] += sum over k < n of w[k] * col_j[k] (n >= 1) for four int8 columns: a tail-predicated low-overhead
+ * loop (DLSTP/LETP: the last pass loads and adds only the n % 16 live bytes, nothing past n is read), per 16
+ * bytes one weight load, four column loads and four VMLADAVA (exact 32-bit sums; accumulators in even
+ * registers as VMLADAVA requires). */
+#if defined(__OPTIMIZE__) && !defined(EK_CONV_NO_ASM) /* fixed registers: r7 is the frame pointer at -O0 */
+static inline void ek_mve_dot4_s8(const int8_t *w, const int8_t *c0, const int8_t *c1, const int8_t *c2,
+                                  const int8_t *c3, int32_t n, int32_t *acc) {
+  register int32_t a0 __asm__("r0") = acc[0], a1 __asm__("r2") = acc[1], a2 __asm__("r4") = acc[2],
+                                      a3 __asm__("r6") = acc[3];
+  register const int8_t *pw __asm__("r1") = w, *p0 __asm__("r3") = c0, *p1 __asm__("r5") = c1,
+                                    *p2 __asm__("r7") = c2, *p3 __asm__("r8") = c3;
+  register int32_t count __asm__("r12") = n;
+  __asm__ volatile(
+      "dlstp.8 lr, %[n]\n"
+      "1:\n"
+      "vldrb.8 q0, [%[pw]], #16\n"
+      "vldrb.8 q1, [%[p0]], #16\n"
+      "vmladava.s8 %[a0], q0, q1\n"
+      "vldrb.8 q1, [%[p1]], #16\n"
+      "vmladava.s8 %[a1], q0, q1\n"
+      "vldrb.8 q1, [%[p2]], #16\n"
+      "vmladava.s8 %[a2], q0, q1\n"
+      "vldrb.8 q1, [%[p3]], #16\n"
+      "vmladava.s8 %[a3], q0, q1\n"
+      "letp lr, 1b\n"
+      : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [pw] "+r"(pw), [p0] "+r"(p0), [p1] "+r"(p1),
+        [p2] "+r"(p2), [p3] "+r"(p3)
+      : [n] "r"(count)
+      : "lr", "d0", "d1", "d2", "d3", "memory");
+  acc[0] = a0;
+  acc[1] = a1;
+  acc[2] = a2;
+  acc[3] = a3;
+}
+#else
+static inline void ek_mve_dot4_s8(const int8_t *w, const int8_t *c0, const int8_t *c1, const int8_t *c2,
+                                  const int8_t *c3, int32_t n, int32_t *acc) {
+  for (; n > 0; n -= 16, w += 16, c0 += 16, c1 += 16, c2 += 16, c3 += 16) {
+    const mve_pred16_t p = vctp8q((uint32_t)n);
+    const int8x16_t wv = vldrbq_z_s8(w, p); /* inactive lanes are 0 */
+    acc[0] = vmladavaq_s8(acc[0], wv, vldrbq_z_s8(c0, p));
+    acc[1] = vmladavaq_s8(acc[1], wv, vldrbq_z_s8(c1, p));
+    acc[2] = vmladavaq_s8(acc[2], wv, vldrbq_z_s8(c2, p));
+    acc[3] = vmladavaq_s8(acc[3], wv, vldrbq_z_s8(c3, p));
+  }
+}
+#endif
+
+/* MultiplyByQuantizedMultiplier of four accumulators with a right shift e >= 1 (TFLite's shift = -e), exact:
+ * SQRDMULH is SaturatingRoundingDoublingHighMul, and RoundingDivideByPOT(x, e) = VRSHL(x - [x < 0], -e)
+ * (VRSHL rounds half up at full precision; the saturating subtract changes nothing: INT32_MIN gives the same
+ * quotient either way). Then the output zero point and the activation clamp. */
+static inline int32x4_t ek_mve_requant4(int32x4_t acc, int32_t multiplier, int32_t exponent, int32_t zp, int32_t lo,
+                                        int32_t hi) {
+  const int32x4_t r = vqrdmulhq_n_s32(acc, multiplier);
+  const int32x4_t q = vrshlq_n_s32(vqaddq_s32(r, vshrq_n_s32(r, 31)), -exponent);
+  return vminq_s32(vmaxq_s32(vaddq_n_s32(q, zp), vdupq_n_s32(lo)), vdupq_n_s32(hi));
+}
+#endif
 
 #endif

@@ -140,6 +140,7 @@ static void fc_reference(const fc_data *d, const ek_dscale *ds, const int8_t *x,
   }
 }
 
+#if !EK_CONV_MVE /* the DSP (and portable) blocked path */
 /* Dot product of one weight row with the expanded input row (groups of 4 as (x0,x2),(x1,x3), tail natural). */
 static void fc_blocked(const fc_data *d, const ek_dscale *ds, const int8_t *x, const int8_t *wt, const int32_t *bias,
                        int8_t *y, uint32_t *row) {
@@ -207,6 +208,84 @@ static void fc_blocked(const fc_data *d, const ek_dscale *ds, const int8_t *x, c
   }
 }
 
+#endif /* !EK_CONV_MVE */
+
+#if EK_CONV_MVE
+/* Helium: acc[j] += sum over k < n of w_j[k] * x[k], int8 weights (widened on load) against the int16 row
+ * x + input_offset; tail-predicated loop, per 8 inputs one row load, four weight loads, four VMLADAVA. */
+#if defined(__OPTIMIZE__) && !defined(EK_CONV_NO_ASM) /* fixed registers: r7 is the frame pointer at -O0 */
+static inline void fc_mve_dot4(const int16_t *x, const int8_t *w0, const int8_t *w1, const int8_t *w2,
+                               const int8_t *w3, int32_t n, int32_t *acc) {
+  register int32_t a0 __asm__("r0") = acc[0], a1 __asm__("r2") = acc[1], a2 __asm__("r4") = acc[2],
+                                      a3 __asm__("r6") = acc[3];
+  register const int8_t *p0 __asm__("r1") = w0, *p1 __asm__("r3") = w1, *p2 __asm__("r5") = w2,
+                                    *p3 __asm__("r7") = w3; /* widening loads want r0-r7 */
+  register const int16_t *px __asm__("r8") = x;
+  register int32_t count __asm__("r12") = n;
+  __asm__ volatile(
+      "dlstp.16 lr, %[n]\n"
+      "1:\n"
+      "vldrh.16 q0, [%[px]], #16\n"
+      "vldrb.s16 q1, [%[p0]], #8\n"
+      "vmladava.s16 %[a0], q1, q0\n"
+      "vldrb.s16 q1, [%[p1]], #8\n"
+      "vmladava.s16 %[a1], q1, q0\n"
+      "vldrb.s16 q1, [%[p2]], #8\n"
+      "vmladava.s16 %[a2], q1, q0\n"
+      "vldrb.s16 q1, [%[p3]], #8\n"
+      "vmladava.s16 %[a3], q1, q0\n"
+      "letp lr, 1b\n"
+      : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [p0] "+r"(p0), [p1] "+r"(p1), [p2] "+r"(p2),
+        [p3] "+r"(p3), [px] "+r"(px)
+      : [n] "r"(count)
+      : "lr", "d0", "d1", "d2", "d3", "memory");
+  acc[0] = a0;
+  acc[1] = a1;
+  acc[2] = a2;
+  acc[3] = a3;
+}
+#else
+static inline void fc_mve_dot4(const int16_t *x, const int8_t *w0, const int8_t *w1, const int8_t *w2,
+                               const int8_t *w3, int32_t n, int32_t *acc) {
+  for (; n > 0; n -= 8, x += 8, w0 += 8, w1 += 8, w2 += 8, w3 += 8) {
+    const mve_pred16_t p = vctp16q((uint32_t)n);
+    const int16x8_t xv = vldrhq_z_s16(x, p); /* inactive lanes are 0 */
+    acc[0] = vmladavaq_s16(acc[0], vldrbq_z_s16(w0, p), xv);
+    acc[1] = vmladavaq_s16(acc[1], vldrbq_z_s16(w1, p), xv);
+    acc[2] = vmladavaq_s16(acc[2], vldrbq_z_s16(w2, p), xv);
+    acc[3] = vmladavaq_s16(acc[3], vldrbq_z_s16(w3, p), xv);
+  }
+}
+#endif
+
+/* The blocked path on Helium: the input row as int16 (x + input_offset) in natural order (the scratch holds
+   2 bytes per input), four units per pass (the last pass repeats a unit instead of reading past the weights). */
+static void fc_blocked_mve(const fc_data *d, const ek_dscale *ds, const int8_t *x, const int8_t *wt,
+                           const int32_t *bias, int8_t *y, int16_t *row) {
+  const int32_t depth = d->depth, units = d->units;
+  for (int32_t b = 0; b < d->batches; ++b) {
+    const int8_t *xr = x + (int64_t)b * depth;
+    uint32_t sum = 0; /* sum(x + input_offset), for a non-zero weight zero point */
+    for (int32_t k = 0; k < depth; ++k) {
+      row[k] = (int16_t)(xr[k] + d->input_offset);
+      sum += (uint32_t)row[k];
+    }
+    const uint32_t correction = d->weight_offset ? sum * (uint32_t)d->weight_offset : 0u;
+    int8_t *yr = y + (int64_t)b * units;
+    for (int32_t u = 0; u < units; u += 4) {
+      int32_t idx[4], acc[4];
+      for (int32_t j = 0; j < 4; ++j) {
+        idx[j] = u + j < units ? u + j : units - 1;
+        acc[j] = (int32_t)((bias ? (uint32_t)bias[idx[j]] : 0u) + correction);
+      }
+      fc_mve_dot4(row, wt + (int64_t)idx[0] * depth, wt + (int64_t)idx[1] * depth, wt + (int64_t)idx[2] * depth,
+                  wt + (int64_t)idx[3] * depth, depth, acc);
+      for (int32_t j = 0; j < 4 && u + j < units; ++j) yr[u + j] = fc_output(d, ds, u + j, acc[j]);
+    }
+  }
+}
+#endif
+
 static ek_status fc_eval(ek_context *ctx, ek_op *op) {
   const fc_data *d = (const fc_data *)op->user_data;
   const ek_dscale *ds = fc_scales(op->user_data);
@@ -214,8 +293,13 @@ static ek_status fc_eval(ek_context *ctx, ek_op *op) {
   ek_tensor *out = ek_output(ctx, op, 0);
   const int32_t *bias_data = bias ? (const int32_t *)bias->data : (const int32_t *)0;
   if (d->path == FC_PATH_BLOCKED) {
+#if EK_CONV_MVE
+    fc_blocked_mve(d, ds, (const int8_t *)in->data, (const int8_t *)f->data, bias_data, (int8_t *)out->data,
+                   (int16_t *)op->scratch);
+#else
     fc_blocked(d, ds, (const int8_t *)in->data, (const int8_t *)f->data, bias_data, (int8_t *)out->data,
                (uint32_t *)op->scratch);
+#endif
   } else {
     fc_reference(d, ds, (const int8_t *)in->data, (const int8_t *)f->data, bias_data, (int8_t *)out->data);
   }
