@@ -47,6 +47,7 @@ bench: install
 	$(PY) tests/benchmarks/bench_firmware_mlperf.py
 	$(PY) tests/benchmarks/bench_runner_overhead.py
 	$(PY) tests/benchmarks/bench_qemu_boards.py
+	$(PY) tests/benchmarks/bench_kernels_qemu.py
 
 clean:
 	rm -rf out build *.egg-info
