@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from edgekit.errors import ToolMissingError, UserError
+from edgekit.errors import ToolMissingError, UnknownNameError, UserError
 from edgekit.profiles import all_profiles, load_profile
 
 log = logging.getLogger(__name__)
@@ -326,6 +326,8 @@ def load_board(name: str) -> Board:
     """The validated MCU board profile ``devices/<name>.yaml`` (accepts ``qemu:<name>`` too)."""
     if name.startswith("qemu:"):
         name = name[len("qemu:"):]
+    if name not in all_profiles():  # a profile of another kind gets "not an MCU board" below
+        raise UnknownNameError("MCU board", name, mcu_board_names())
     return board_from_profile(load_profile(name))
 
 
