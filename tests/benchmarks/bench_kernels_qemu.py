@@ -5,7 +5,8 @@ the Cortex-M fast paths against LiteRT BUILTIN_REF and their exact instruction c
 The host tests (tests/firmware/test_kernels_conv.py) run the portable C of every kernel; the assembly and ACLE
 paths for Cortex-M4 (DSP) and Cortex-M55 (Helium/MVE) only run on the device. This script covers what the MLPerf
 models do not: activation clamps narrower than int8 (output zero point != -128), partial channel groups,
-strides, dilation, kernels other than 3x3, padded im2col columns and partial 4-pixel blocks.
+strides, dilation, kernels other than 3x3, padded im2col columns, partial 4-pixel blocks and depthwise depth
+multipliers > 1 (the demo's 1 -> 16 first layer).
 
     .venv/bin/python tests/benchmarks/bench_kernels_qemu.py [--boards mps2-an386,mps3-an547] [--json out.json]
 
@@ -53,20 +54,21 @@ def conv_model(rng, *, h, w, c, oc, kh, kw, stride=1, dilation=1, padding="SAME"
          "dilation_w_factor": dilation, "fused_activation_function": act})
 
 
-def dw_model(rng, *, h, w, c, k=3, stride=1, dilation=1, padding="SAME", act="RELU", out_zp=-128):
+def dw_model(rng, *, h, w, c, k=3, stride=1, dilation=1, padding="SAME", act="RELU", out_zp=-128, mult=1):
     from tests.firmware.opmodels import T, build_model
 
     oh, ow = out_size(padding, h, k, stride, dilation), out_size(padding, w, k, stride, dilation)
-    wt = rng.integers(-127, 128, size=(1, k, k, c)).astype(np.int8)
-    ws = [float(v) for v in (10 ** rng.uniform(-2.5, -1.5, size=c))]
+    oc = c * mult
+    wt = rng.integers(-127, 128, size=(1, k, k, oc)).astype(np.int8)
+    ws = [float(v) for v in (10 ** rng.uniform(-2.5, -1.5, size=oc))]
     in_scale = 0.05
     return build_model("DEPTHWISE_CONV_2D", [
         T((1, h, w, c), scale=in_scale, zero_point=int(rng.integers(-100, 100))),
-        T((1, k, k, c), scale=ws, data=wt, quantized_dimension=3),
-        T((c,), "int32", scale=[in_scale * s for s in ws], data=rng.integers(-3000, 3000, c).astype(np.int32))],
-        [T((1, oh, ow, c), scale=0.02 * k / 2, zero_point=out_zp)],
+        T((1, k, k, oc), scale=ws, data=wt, quantized_dimension=3),
+        T((oc,), "int32", scale=[in_scale * s for s in ws], data=rng.integers(-3000, 3000, oc).astype(np.int32))],
+        [T((1, oh, ow, oc), scale=0.02 * k / 2, zero_point=out_zp)],
         {"padding": padding, "stride_h": stride, "stride_w": stride, "dilation_h_factor": dilation,
-         "dilation_w_factor": dilation, "depth_multiplier": 1, "fused_activation_function": act})
+         "dilation_w_factor": dilation, "depth_multiplier": mult, "fused_activation_function": act})
 
 
 def fc_model(rng, *, depth, units, act="NONE", out_zp=3):
@@ -107,6 +109,13 @@ def cases(rng):
         conv_model(rng, h=49, w=10, c=1, oc=64, kh=10, kw=4, stride=2), 125 * 40 * 64
     yield "fc 640->128 NONE", fc_model(rng, depth=640, units=128), 640 * 128
     yield "fc 37->11 RELU", fc_model(rng, depth=37, units=11, act="RELU", out_zp=-128), 37 * 11
+    # depth multiplier > 1 (last, so the cases above keep their random draws)
+    yield "dw 3x3 8x8 1->16 (m16) s1 RELU (demo first layer)", dw_model(rng, h=8, w=8, c=1, mult=16), \
+        8 * 8 * 16 * 9
+    yield "dw 3x3 12x10 3->9 (m3) s1 RELU6 zp5 (gathered lanes)", \
+        dw_model(rng, h=12, w=10, c=3, mult=3, act="RELU6", out_zp=5), 12 * 10 * 9 * 9
+    yield "dw 3x3 60x60 1->6 (m6) s2 NONE (ring rows, broadcast)", \
+        dw_model(rng, h=60, w=60, c=1, mult=6, stride=2, act="NONE", out_zp=-5), 30 * 30 * 6 * 9
 
 
 def run_case(path: Path, board: str, samples: int, seed: int) -> dict:

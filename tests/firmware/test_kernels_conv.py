@@ -587,3 +587,59 @@ def test_tiny_output_scale_beyond_the_zero_point_fold_stays_exact(op):
                                    data=rng.integers(-10**6, 10**6, oc).astype(np.int32))],
                             [T((1, 6, 7, oc), scale=out_scale * 1e-6, zero_point=5)], options)
         assert_bit_exact(model, random_input(model, rng), f"{op} out_scale={out_scale} {act}")
+
+
+@pytest.mark.parametrize("h, w, c, mult, k, stride, dilation, padding, act, batch", [
+    (8, 8, 1, 16, 3, 1, 1, "SAME", "RELU", 1),     # the demo's first layer: one input channel broadcast to 16
+    (8, 8, 1, 6, 3, 1, 1, "SAME", "RELU6", 2),     # broadcast, partial last group, two images (plane refilled)
+    (9, 7, 2, 8, 3, 2, 1, "SAME", "NONE", 1),      # multiplier a multiple of 4: groups share input channels
+    (7, 9, 3, 3, 3, 1, 1, "SAME", "RELU", 1),      # groups mix input channels (gathered lanes)
+    (10, 10, 2, 2, 5, 1, 2, "VALID", "NONE", 1),   # dilation, VALID
+    (6, 11, 5, 2, 2, 2, 1, "SAME", "RELU_N1_TO_1", 2),  # even kernel, partial group, batch
+    (70, 70, 1, 4, 3, 1, 1, "SAME", "RELU6", 1),   # padded plane > scratch limit: ring of rows, broadcast
+    (66, 66, 2, 3, 3, 2, 1, "SAME", "RELU", 1),    # ring, stride 2, gathered lanes
+    (40, 90, 1, 2, 3, 1, 2, "SAME", "NONE", 1),    # ring, dilation 2 (rows refilled)
+])
+def test_depthwise_conv_2d_depth_multiplier_blocked_path(h, w, c, mult, k, stride, dilation, padding, act, batch):
+    """Depth multiplier > 1 with constant weights takes the blocked path (scratch planned from the shapes alone)
+    and stays bit-exact, with and without bias, for zero points across int8."""
+    rng = np.random.default_rng(h * 1000 + w * 10 + c * mult)
+    oc = c * mult
+    oh, ow = out_size(padding, h, k, stride, dilation), out_size(padding, w, k, stride, dilation)
+    for in_zp, out_zp in ((-128, -128), (37, -5), (127, 100)):
+        ws = [float(v) for v in (10 ** rng.uniform(-2.5, -1.5, size=oc))]
+        wt = rng.integers(-127, 128, size=(1, k, k, oc)).astype(np.int8)
+        inputs = [T((batch, h, w, c), scale=0.05, zero_point=in_zp),
+                  T((1, k, k, oc), scale=ws, data=wt, quantized_dimension=3),
+                  T((oc,), "int32", scale=[0.05 * s for s in ws], data=rng.integers(-4000, 4000, oc).astype(np.int32))]
+        output = T((batch, oh, ow, oc), scale=0.01 * k, zero_point=out_zp)
+        options = {"padding": padding, "stride_h": stride, "stride_w": stride, "dilation_h_factor": dilation,
+                   "dilation_w_factor": dilation, "depth_multiplier": mult, "fused_activation_function": act}
+        desc = f"dw {h}x{w}x{c} m={mult} k={k} s={stride} d={dilation} {padding} {act} zp=({in_zp},{out_zp})"
+        model = build_model("DEPTHWISE_CONV_2D", inputs, [output], options)
+        assert HostRuntime(model).plan["scratch"], desc + ": no scratch planned for the blocked path"
+        assert_bit_exact(model, random_input(model, rng), desc)
+        no_bias = build_model("DEPTHWISE_CONV_2D", inputs[:2], [output], options)
+        assert_bit_exact(no_bias, random_input(no_bias, rng), desc + " no bias")
+
+
+def test_depthwise_conv_2d_depth_multiplier_through_sanitized_runtime():
+    """The depth-multiplier blocked path (plane with gathered and broadcast lanes, partial groups, batches; ring of
+    rows) under ASan + UBSan: no out-of-bounds access, still exact."""
+    rng = np.random.default_rng(29)
+    for (h, w, c, mult, stride, batch) in ((6, 11, 5, 2, 2, 2), (8, 8, 1, 6, 1, 2), (66, 66, 2, 3, 2, 1),
+                                           (70, 70, 1, 5, 1, 1)):
+        oc = c * mult
+        oh, ow = out_size("SAME", h, 3, stride, 1), out_size("SAME", w, 3, stride, 1)
+        ws = [float(v) for v in (10 ** rng.uniform(-2.5, -1.5, size=oc))]
+        model = build_model("DEPTHWISE_CONV_2D", [
+            T((batch, h, w, c), scale=0.05, zero_point=-20),
+            T((1, 3, 3, oc), scale=ws, data=rng.integers(-127, 128, size=(1, 3, 3, oc)).astype(np.int8),
+              quantized_dimension=3),
+            T((oc,), "int32", scale=[0.05 * s for s in ws], data=rng.integers(-4000, 4000, oc).astype(np.int32))],
+            [T((batch, oh, ow, oc), scale=0.03, zero_point=11)],
+            {"padding": "SAME", "stride_h": stride, "stride_w": stride, "depth_multiplier": mult,
+             "fused_activation_function": "RELU6"})
+        x = random_input(model, rng)
+        got = HostRuntime(model, sanitize=True).invoke(x)[0]
+        assert np.array_equal(got, reference(model, x)[0]), f"dw {h}x{w}x{c} m={mult} s={stride} batch={batch}"

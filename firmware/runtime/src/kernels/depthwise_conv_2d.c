@@ -6,9 +6,9 @@
  * not used.
  *
  * Paths (chosen in prepare):
- *  - reference: TFLite's loop nest; used for depth multiplier != 1, non-constant weights or bias, and
- *    layers whose line buffer would exceed EK_CONV_SCRATCH_MAX;
- *  - blocked (depth multiplier 1, constant weights and bias): the input offset is folded into the bias at
+ *  - reference: TFLite's loop nest; used for non-constant weights or bias, and layers whose line buffer
+ *    would exceed EK_CONV_SCRATCH_MAX;
+ *  - blocked (constant weights and bias): the input offset is folded into the bias at
  *    prepare time (sum(w * (x + off)) + bias = sum(w * x) + (bias + off * sum(w)), exact in wrap-around
  *    int32), so the multiplies take raw int8 values. Channels go in groups of four: per group the weights
  *    are expanded once into doubled int16 pairs, and the group's input is copied into scratch as two
@@ -19,6 +19,8 @@
  *    SMLABB/SMLATT; the doubled accumulators and the output zero point folded into the rounding constant
  *    leave four instructions of requantization per output (ek_conv_requant_zp2). The 3x3 pass is assembly
  *    on Cortex-M with the DSP extension, the same steps in exact C elsewhere.
+ *  - blocked with a depth multiplier > 1 (dw_blocked_multiplier): the same passes; each lane of a group is
+ *    filled from its output channel's input channel (a broadcast of one byte when the group reads one).
  */
 #include "ek_conv_common.h"
 
@@ -67,8 +69,8 @@ static int dw_geometry_of(const ek_context *ctx, const ek_op *op, dw_geometry *g
       op->inputs[1] >= ctx->num_tensors)
     return 0;
   const ek_tensor *in = &ctx->tensors[op->inputs[0]], *f = &ctx->tensors[op->inputs[1]];
-  if (in->ndim != 4 || f->ndim != 4 || in->dims[3] < 1 || in->dims[3] != f->dims[3] || f->dims[1] < 1 ||
-      f->dims[2] < 1)
+  if (in->ndim != 4 || f->ndim != 4 || in->dims[3] < 1 || f->dims[3] < 1 || f->dims[3] % in->dims[3] != 0 ||
+      f->dims[1] < 1 || f->dims[2] < 1)
     return 0;
   const ek_op_params *p = &op->params;
   int32_t ow, oh, pad;
@@ -170,7 +172,7 @@ static ek_status dw_prepare(ek_context *ctx, ek_op *op) {
   /* reference path: |w * (x + input_offset)| <= 128 * 255 per tap */
   d->fast_requant = fast && ek_conv_acc_fits(ek_conv_bias_bound(bias, oc), (int64_t)kh * kw, 128 * 255);
   d->path = DW_PATH_REFERENCE;
-  if (d->multiplier == 1 && f->is_constant && (!bias || bias->is_constant) && op->scratch &&
+  if (f->is_constant && (!bias || bias->is_constant) && op->scratch &&
       dw_scratch_bytes(ctx, op) > 0) { /* fold = bias + input_offset * sum of the channel's taps */
     const int8_t *wt = (const int8_t *)f->data;
     const int32_t *b = bias ? (const int32_t *)bias->data : (const int32_t *)0;
@@ -548,6 +550,132 @@ static void dw_blocked(const dw_data *d, const ek_conv_channel *ch, const ek_op_
   }
 }
 
+/* ---------- depth multiplier > 1 ----------
+ * Output channel o reads input channel o / m. The blocked pass above runs unchanged: a group of 4 output channels
+ * gets its padded input with lane j holding input channel (c0 + j) / m, so each lane multiplies exactly the value
+ * the reference multiplies (the fold and the zero-point border are per output channel as before). With one input
+ * channel, or a multiplier that is a multiple of 4, the 4 lanes hold the same byte (one multiply by 0x01010101),
+ * and consecutive groups that read the same input channels share the padded plane: the demo's 1 -> 16 first layer
+ * fills it once per image. Missing lanes of a partial last group read a valid channel: their weights and folds
+ * are 0 and their outputs are not stored. */
+typedef struct dw_lanes {
+  int32_t channel[4]; /* input channel of each lane */
+  int32_t broadcast;  /* all four lanes read the same input channel */
+} dw_lanes;
+
+static void dw_lanes_of(int32_t c, int32_t m, int32_t c0, dw_lanes *l) {
+  for (int32_t j = 0; j < 4; ++j) {
+    const int32_t ic = (c0 + j) / m;
+    l->channel[j] = ic < c ? ic : c - 1;
+  }
+  l->broadcast = l->channel[0] == l->channel[3]; /* channels are non-decreasing */
+}
+
+static inline uint32_t dw_gather(const int8_t *px, const dw_lanes *l) {
+  return (uint32_t)(uint8_t)px[l->channel[0]] | (uint32_t)(uint8_t)px[l->channel[1]] << 8 |
+         (uint32_t)(uint8_t)px[l->channel[2]] << 16 | (uint32_t)(uint8_t)px[l->channel[3]] << 24;
+}
+
+/* `count` pixels of one input row (pixel stride c) into expanded words. */
+static void dw_expand_pixels(const int8_t *src, int32_t c, int32_t count, const dw_lanes *l, uint32_t *dst) {
+  if (l->broadcast) {
+    src += l->channel[0];
+    for (int32_t i = 0; i < count; ++i, src += c, dst += 2) {
+      const uint32_t v = (uint32_t)(uint8_t)*src * 0x01010101u;
+      dst[0] = ek_sxtb16(v);
+      dst[1] = dst[0];
+    }
+  } else {
+    for (int32_t i = 0; i < count; ++i, src += c, dst += 2) {
+      const uint32_t v = dw_gather(src, l);
+      dst[0] = ek_sxtb16(v);
+      dst[1] = ek_sxtb16_ror8(v);
+    }
+  }
+}
+
+/* Ring mode: padded row := input row iy for the lanes (zero point outside the image). */
+static void dw_fill_row_lanes(const int8_t *x, int32_t h, int32_t w, int32_t c, int32_t iy, int32_t pad_w,
+                              const dw_lanes *l, uint32_t zp_word, uint32_t *row, int32_t wp) {
+  int32_t first = pad_w, last = pad_w + w;
+  if (iy < 0 || iy >= h) first = last = wp;
+  if (first > wp) first = wp;
+  if (last > wp) last = wp;
+  const uint32_t zp02 = ek_sxtb16(zp_word), zp13 = ek_sxtb16_ror8(zp_word);
+  for (int32_t i = 0; i < first; ++i) {
+    row[2 * i] = zp02;
+    row[2 * i + 1] = zp13;
+  }
+  if (first < last) dw_expand_pixels(x + ((ptrdiff_t)iy * w + (first - pad_w)) * c, c, last - first, l, row + 2 * first);
+  for (int32_t i = last > first ? last : first; i < wp; ++i) {
+    row[2 * i] = zp02;
+    row[2 * i + 1] = zp13;
+  }
+}
+
+static void dw_blocked_multiplier(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
+                                  const ek_tensor *in, const ek_tensor *f, ek_tensor *out, uint32_t *scratch,
+                                  const dw_geometry *g) {
+  const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t oc = out->dims[3], m = d->multiplier;
+  const int32_t kh = g->kh, kw = g->kw, wp = g->wp;
+  const int32_t oh = out->dims[1], ow = out->dims[2];
+  const int32_t row_words = 2 * wp;
+  const uint32_t zp_word = (uint32_t)(uint8_t)(-d->input_offset) * 0x01010101u;
+  uint32_t *lines = scratch;
+  const int32_t line_words = g->plane ? g->hp * row_words : 2 * kh * row_words;
+  int32_t *tags = (int32_t *)(void *)(lines + line_words);
+  uint32_t *table = lines + line_words + (g->plane ? 0 : kh);
+  const int32_t clamp = d->act_min > -128 || d->act_max < 127;
+  const int32_t pad_w = d->pad_w;
+  const int32_t last = pad_w + w < wp ? pad_w + w : wp;
+  const int32_t cols = last - pad_w, rows = g->hp - d->pad_h < h ? g->hp - d->pad_h : h;
+  for (int32_t b = 0; b < n; ++b) {
+    const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c;
+    int8_t *y = (int8_t *)out->data + (ptrdiff_t)b * oh * ow * oc;
+    dw_lanes filled = {{-1, -1, -1, -1}, 0}; /* lanes the plane holds (none yet for this image) */
+    for (int32_t c0 = 0; c0 < oc; c0 += 4) {
+      const int32_t lanes = oc - c0 < 4 ? oc - c0 : 4;
+      dw_lanes l;
+      dw_lanes_of(c, m, c0, &l);
+      dw_group_table(ch, (const int8_t *)f->data, oc, kh * kw, c0, lanes, d->output_offset, table);
+      dw_pass ps = {table, lines, 4 * row_words * p->dilation_h, 8 * p->dilation_w, 8 * p->stride_w, ow, oh,
+                    4 * row_words * p->stride_h, y + c0, oc, d->act_min, d->act_max, clamp, 0};
+      if (g->plane) {
+        if (c0 == 0) dw_fill_border(lines, g->hp, wp, d->pad_h, pad_w, h, w, zp_word);
+        if (memcmp(filled.channel, l.channel, sizeof l.channel) != 0) {
+          for (int32_t iy = 0; iy < rows && cols > 0; ++iy)
+            dw_expand_pixels(x + (ptrdiff_t)iy * w * c, c, cols, &l, lines + 2 * ((iy + d->pad_h) * wp + pad_w));
+          filled = l;
+        }
+        dw_run_pass(&ps, kh, kw, lanes);
+        continue;
+      }
+      const int ring = p->dilation_h == 1; /* as in dw_blocked */
+      for (int32_t k = 0; k < kh; ++k) tags[k] = INT32_MIN;
+      ps.tap_row_step = 4 * row_words;
+      for (int32_t oy = 0; oy < oh; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - d->pad_h;
+        const int32_t s0 = ring ? ((iy0 % kh) + kh) % kh : 0;
+        for (int32_t ky = 0; ky < kh; ++ky) {
+          const int32_t iy = iy0 + p->dilation_h * ky;
+          const int32_t slot = ring ? (s0 + ky) % kh : ky;
+          if (!ring || tags[slot] != iy) {
+            uint32_t *line = lines + slot * row_words;
+            dw_fill_row_lanes(x, h, w, c, iy, pad_w, &l, zp_word, line, wp);
+            memcpy(line + kh * row_words, line, (size_t)row_words * 4u);
+            tags[slot] = iy;
+          }
+        }
+        ps.row0 = lines + s0 * row_words;
+        ps.dst = y + (ptrdiff_t)oy * ow * oc + c0;
+        ps.rows = 1;
+        dw_run_pass(&ps, kh, kw, lanes);
+      }
+    }
+  }
+}
+
 #if EK_CONV_MVE
 /* ---------- Helium path (plane mode, at least 4 taps) ----------
  * Channels in groups of 8, two int32x4 accumulators per pixel (even and odd channels). The scratch that the DSP
@@ -683,6 +811,10 @@ static ek_status dw_eval(ek_context *ctx, ek_op *op) {
   if (d->path == DW_PATH_BLOCKED) {
     dw_geometry g;
     if (dw_geometry_of(ctx, op, &g)) { /* always true after prepare chose this path */
+      if (d->multiplier > 1) {
+        dw_blocked_multiplier(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
+        return EK_OK;
+      }
 #if EK_CONV_MVE
       if (dw_mve_applies(&g)) {
         dw_blocked_mve(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
