@@ -80,12 +80,7 @@ COMMAND_MODULES = (
 def _command_modules():
     import importlib
 
-    for name in COMMAND_MODULES:
-        try:
-            yield importlib.import_module(name)
-        except ModuleNotFoundError as exc:  # during development a command module may not exist yet
-            if not name.startswith(exc.name or "?"):
-                raise
+    return [importlib.import_module(name) for name in COMMAND_MODULES]
 
 
 def _tolerance(args, default):
@@ -166,9 +161,6 @@ COMMANDS: Dict[str, Callable] = {"quantize": cmd_quantize, "parity": cmd_parity}
 
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever sys.stderr is at the time of the record (not the stream of the first call)."""
-
-    def __init__(self) -> None:
-        super().__init__()
 
     @property
     def stream(self):  # type: ignore[override]
