@@ -363,3 +363,17 @@ def test_real_board_over_serial_with_flash(mlperf, tmp_path, cli):
     assert code == 0
     run = json.loads((out / "run.json").read_text())
     assert run["outputs_bit_exact"]["value"] is True and run["energy_uj_per_inference"]["method"] == "estimated"
+
+
+@pytest.mark.slow
+@needs_qemu
+@pytest.mark.parametrize("name", [KWS, IC, AD])
+def test_mlperf_models_run_bit_exact_on_cortex_m55_helium(mlperf, tmp_path, cli, name):
+    """The Helium (MVE) kernel paths only exist in the Cortex-M55 build: run them on mps3-an547 in CI."""
+    out = tmp_path / "run"
+    assert cli("run", mlperf / name, "--device", "qemu:mps3-an547", "-n", "1", "-o", out) == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["board"] == "mps3-an547"
+    exact = run["outputs_bit_exact"]
+    assert exact["bit_exact"] is True and exact["differing_elements"] == 0
+    assert exact["reference"] == "LiteRT OpResolverType.BUILTIN_REF"
