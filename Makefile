@@ -36,7 +36,6 @@ demo: install
 	$(VENV)/bin/edgekit deploy edgekit/demo/digits_cnn.pt2 \
 	  --calib calibration_data/digits/calib --eval-data calibration_data/digits/eval \
 	  --board mps2-an386 -o out/demo
-	@echo "report: out/demo/report.md"
 
 test: install
 	$(PY) -m pytest -q -ra tests
