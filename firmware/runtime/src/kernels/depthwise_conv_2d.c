@@ -121,35 +121,15 @@ static ek_status dw_prepare(ek_context *ctx, ek_op *op) {
                    "DEPTHWISE_CONV_2D input/output need a finite positive scale, an int8 zero point and matching bytes");
   if (!f->data || ek_conv_elements(f) < 1 || f->bytes != ek_conv_elements(f))
     return ek_fail(ctx, op, EK_ERR_MODEL, "DEPTHWISE_CONV_2D filter has no data or an inconsistent size");
-  const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t c = in->dims[3];
   const int32_t kh = f->dims[1], kw = f->dims[2], oc = f->dims[3];
   if (f->dims[0] != 1) return ek_fail(ctx, op, EK_ERR_SHAPE, "DEPTHWISE_CONV_2D filter must be [1, H, W, channels]");
   if (oc % c != 0)
     return ek_fail(ctx, op, EK_ERR_SHAPE, "DEPTHWISE_CONV_2D filter channels must be a multiple of the input channels");
-  if (!ek_conv_scales_ok(f) || (f->num_scales != 1 && f->num_scales != oc) ||
-      (f->num_scales > 1 && !ek_conv_channel_axis_ok(f, oc)))
-    return ek_fail(ctx, op, EK_ERR_MODEL,
-                   "DEPTHWISE_CONV_2D filter needs one scale or one per channel (dimension 3), finite and >= 0");
-  if (!ek_conv_zero_points_zero(f))
-    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "DEPTHWISE_CONV_2D int8 filter zero points must be 0");
-  if (bias) {
-    if (bias->type != EK_INT32) return ek_fail(ctx, op, EK_ERR_TYPE, "DEPTHWISE_CONV_2D bias must be int32");
-    if (!bias->data || ek_conv_elements(bias) != oc || bias->bytes != 4 * oc || ((uintptr_t)bias->data & 3u))
-      return ek_fail(ctx, op, EK_ERR_SHAPE, "DEPTHWISE_CONV_2D bias must hold one aligned int32 per channel");
-  }
+  int32_t oh = 0, ow = 0, pad_h = 0, pad_w = 0;
+  const ek_status common = ek_conv_check_common(ctx, op, in, f, bias, out, oc, kh, kw, &oh, &ow, &pad_h, &pad_w);
+  if (common != EK_OK) return common;
   const ek_op_params *p = &op->params;
-  if (!ek_conv_activation_ok(p->activation))
-    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED,
-                   "DEPTHWISE_CONV_2D fused activation must be NONE, RELU, RELU_N1_TO_1 or RELU6");
-  if (p->stride_h < 1 || p->stride_w < 1 || p->dilation_h < 1 || p->dilation_w < 1)
-    return ek_fail(ctx, op, EK_ERR_MODEL, "DEPTHWISE_CONV_2D strides and dilations must be >= 1");
-  int32_t oh, ow, pad_h, pad_w;
-  if (!ek_conv_window(p->padding, h, kh, p->stride_h, p->dilation_h, &oh, &pad_h) ||
-      !ek_conv_window(p->padding, w, kw, p->stride_w, p->dilation_w, &ow, &pad_w))
-    return ek_fail(ctx, op, EK_ERR_SHAPE, "DEPTHWISE_CONV_2D padding/stride/dilation give no valid output");
-  if (out->dims[0] != n || out->dims[1] != oh || out->dims[2] != ow || out->dims[3] != oc)
-    return ek_fail(ctx, op, EK_ERR_SHAPE,
-                   "DEPTHWISE_CONV_2D output shape differs from the one the input, filter and options give");
 
   dw_data *d = (dw_data *)op->user_data;
   ek_conv_channel *ch = dw_channels(op->user_data);

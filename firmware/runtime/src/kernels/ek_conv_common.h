@@ -136,6 +136,35 @@ static inline int ek_conv_window(int32_t padding, int32_t in, int32_t filter, in
   return 1;
 }
 
+/* Checks shared by CONV_2D and DEPTHWISE_CONV_2D prepare(): filter quantization, bias, activation, strides,
+   padding and the output shape. The messages name no op: the runtime reports the failing op's index and name.
+   On success *oh, *ow, *pad_h, *pad_w hold the output size and the top/left padding. */
+static inline ek_status ek_conv_check_common(ek_context *ctx, const ek_op *op, const ek_tensor *in, const ek_tensor *f,
+                                             const ek_tensor *bias, const ek_tensor *out, int32_t oc, int32_t kh,
+                                             int32_t kw, int32_t *oh, int32_t *ow, int32_t *pad_h, int32_t *pad_w) {
+  if (!ek_conv_scales_ok(f) || (f->num_scales != 1 && f->num_scales != oc) ||
+      (f->num_scales > 1 && !ek_conv_channel_axis_ok(f, oc)))
+    return ek_fail(ctx, op, EK_ERR_MODEL, "filter needs one scale or one per output channel, finite and >= 0");
+  if (!ek_conv_zero_points_zero(f))
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "int8 filter zero points must be 0");
+  if (bias) {
+    if (bias->type != EK_INT32) return ek_fail(ctx, op, EK_ERR_TYPE, "bias must be int32");
+    if (!bias->data || ek_conv_elements(bias) != oc || bias->bytes != 4 * oc || ((uintptr_t)bias->data & 3u))
+      return ek_fail(ctx, op, EK_ERR_SHAPE, "bias must hold one aligned int32 per output channel");
+  }
+  const ek_op_params *p = &op->params;
+  if (!ek_conv_activation_ok(p->activation))
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "fused activation must be NONE, RELU, RELU_N1_TO_1 or RELU6");
+  if (p->stride_h < 1 || p->stride_w < 1 || p->dilation_h < 1 || p->dilation_w < 1)
+    return ek_fail(ctx, op, EK_ERR_MODEL, "strides and dilations must be >= 1");
+  if (!ek_conv_window(p->padding, in->dims[1], kh, p->stride_h, p->dilation_h, oh, pad_h) ||
+      !ek_conv_window(p->padding, in->dims[2], kw, p->stride_w, p->dilation_w, ow, pad_w))
+    return ek_fail(ctx, op, EK_ERR_SHAPE, "padding/stride/dilation give no valid output for this input");
+  if (out->dims[0] != in->dims[0] || out->dims[1] != *oh || out->dims[2] != *ow || out->dims[3] != oc)
+    return ek_fail(ctx, op, EK_ERR_SHAPE, "output shape differs from the one the input, filter and options give");
+  return EK_OK;
+}
+
 /* ---------- requantization ---------- */
 
 /* Per output channel: TFLite's multiplier/shift and what the fast requantization needs.
