@@ -218,35 +218,80 @@ class _Api:
         return e.status, e.op_index, e.message.decode()
 
 
-def test_sizes_are_learned_from_memory_errors_and_exact_sizes_work(mlperf):
-    api = _Api((mlperf / "ic_resnet8_int8.tflite").read_bytes())
+def _discover(api: "_Api") -> tuple[int, int, int]:
+    """The size-discovery loop firmware tools run (no arena): (state that let planning run, state_required, arena)."""
     assert api.init(0, 0) == EK_ERR_MEMORY and "state" in api.error()[2]
     state = api.info()["state"]
     while api.init(state, 0) == EK_ERR_MEMORY and api.info()["state"] > state:
         state = api.info()["state"]
-    arena = api.info()["arena"]
+    return state, api.info()["state"], api.info()["arena"]
+
+
+def test_sizes_are_learned_from_memory_errors_and_exact_sizes_work(mlperf):
+    api = _Api((mlperf / "ic_resnet8_int8.tflite").read_bytes())
+    planning_state, state, arena = _discover(api)
     assert arena > 0 and "arena" in api.error()[2]
+    assert state <= planning_state  # the plan + planner work go to the arena once it is given
     assert api.init(state, arena - 16) == EK_ERR_MEMORY
-    assert api.init(state - 8, arena) == EK_ERR_MEMORY
+    assert api.init(state - 8, arena) == EK_ERR_MEMORY and "state" in api.error()[2]
+    assert api.info()["state"] == state and api.info()["arena"] == arena
     assert api.init(state, arena) == EK_OK and api.info()["ready"] == 1
     sizes = (ctypes.c_size_t(), ctypes.c_size_t())
     err = hr._Error()
-    work = np.zeros(state, np.uint8)
-    assert api.lib.ek_required_bytes(api.model.ctypes.data, len(api.model), work.ctypes.data, state,
+    work = np.zeros(planning_state, np.uint8)
+    assert api.lib.ek_required_bytes(api.model.ctypes.data, len(api.model), work.ctypes.data, planning_state,
                                      ctypes.byref(sizes[0]), ctypes.byref(sizes[1]), ctypes.byref(err)) == EK_OK
     assert (sizes[0].value, sizes[1].value) == (state, arena)
+    assert api.lib.ek_required_bytes(api.model.ctypes.data, len(api.model), work.ctypes.data, planning_state - 8,
+                                     ctypes.byref(sizes[0]), ctypes.byref(sizes[1]), ctypes.byref(err)) == EK_ERR_MEMORY
+    assert sizes[0].value == planning_state
+
+
+@pytest.mark.parametrize("name", sorted(MLPERF_MODELS))
+def test_state_excludes_the_init_memory_and_sizes_do_not_depend_on_the_buffers_given(mlperf, name):
+    """For every MLPerf model the arena can hold the plan + planner work, so the state is the fixed part (tensor
+    and op records: what init asks for before reading the graph when the arena can hold the plan) + kernel data
+    only; a bigger arena or state changes neither reported size (host and device compute the same sizes)."""
+    model = (mlperf / f"{name}.tflite").read_bytes()
+    api = _Api(model)
+    planning_state, state, arena = _discover(api)
+    persistent = api.info()["persistent"]
+    assert api.init(0, 1 << 20) == EK_ERR_MEMORY and "state" in api.error()[2]
+    fixed = api.info()["state"]
+    assert state == fixed + persistent and state <= planning_state
+    for state_len, arena_len in ((state, arena), (state + 4096, arena), (state, arena + 4096),
+                                 (planning_state, 4 * arena)):
+        assert api.init(state_len, arena_len) == EK_OK
+        assert (api.info()["state"], api.info()["arena"]) == (state, arena)
+    rt = hr.HostRuntime(model)
+    assert (rt.plan["state_bytes"], rt.plan["arena_bytes"]) == (state, arena)
+
+
+def test_init_memory_stays_in_the_state_when_the_arena_is_too_small_for_it():
+    """A model whose activations are smaller than its plan + planner work keeps the plan in the state: the state
+    then needs the planning size, whatever arena is given, and the exact sizes still work."""
+    model = build_model("FULLY_CONNECTED", [T((1, 16)), T((8, 16), data=np.ones((8, 16), np.int8)), None],
+                        [T((1, 8))])
+    api = _Api(model)
+    planning_state, state, arena = _discover(api)
+    assert state == planning_state and 0 < arena < 256
+    assert api.init(state - 8, arena) == EK_ERR_MEMORY and api.info()["state"] == state
+    assert api.init(state - 8, arena + 4096) == EK_ERR_MEMORY and api.info()["state"] == state
+    assert api.init(state, arena + 4096) == EK_OK and api.info()["state"] == state
+    assert api.init(state, arena) == EK_OK and api.info()["ready"] == 1
+    rt = hr.HostRuntime(model)
+    x = random_input(model, np.random.default_rng(3))
+    np.testing.assert_array_equal(rt.invoke(x)[0], reference(model, x)[0])
+    assert (rt.plan["state_bytes"], rt.plan["arena_bytes"]) == (state, arena)
 
 
 def test_plan_shares_the_persistent_space_unless_state_with_plan_is_given(mlperf):
-    """With exactly state_required bytes the plan is overwritten by kernel data (pointers NULL after init); with
+    """With exactly state_required bytes the plan does not survive init (pointers NULL after init); with
     state_with_plan bytes it stays readable and equals the plan the host binding reports."""
     model = (mlperf / "ic_resnet8_int8.tflite").read_bytes()
     api = _Api(model)
-    api.init(0, 0)
-    state = api.info()["state"]
-    while api.init(state, 0) == EK_ERR_MEMORY and api.info()["state"] > state:
-        state = api.info()["state"]
-    arena, with_plan = api.info()["arena"], api.info()["state_with_plan"]
+    _, state, arena = _discover(api)
+    with_plan = api.info()["state_with_plan"]
     assert with_plan > state
     assert api.init(state, arena) == EK_OK
     assert not api.lib.ek_host_tensor_plan(api.rt) and not api.lib.ek_host_scratch_plan(api.rt)
@@ -259,6 +304,23 @@ def test_plan_shares_the_persistent_space_unless_state_with_plan_is_given(mlperf
     host_plan = hr.HostRuntime(model).plan
     assert planned == {t["index"]: t["offset"] for t in host_plan["tensors"]}
     assert host_plan["state_bytes"] == state
+
+
+def _strided_conv(stride: int) -> bytes:
+    w = np.arange(2 * 3 * 3 * 2, dtype=np.int8).reshape(2, 3, 3, 2) - 9
+    bias = T((2,), dtype="int32", scale=0.05 * 0.05, data=np.array([7, -3], np.int32))
+    return build_model("CONV_2D", [T((1, 5, 5, 2)), T((2, 3, 3, 2), data=w), bias], [T((1, 3, 1, 2))],
+                       {"padding": "VALID", "stride_w": stride, "stride_h": 1})
+
+
+def test_options_beyond_16_bits_are_rejected_and_the_largest_16_bit_ones_run_bit_exact():
+    """ek_op_params holds strides, dilations, filter sizes, depth multipliers and axes in 16 bits: the reader
+    rejects a wider value by name instead of truncating it; 32767 still works."""
+    assert_bit_exact(_strided_conv(32767), seed=5)
+    api = _Api(_strided_conv(32768))
+    assert api.init(1 << 16, 1 << 16) == EK_ERR_UNSUPPORTED
+    status, op_index, message = api.error()
+    assert (status, op_index) == (EK_ERR_UNSUPPORTED, 0) and "outside -32768..32767" in message and "stride" in message
 
 
 def test_misaligned_model_is_reported_not_faulted_on(mlperf):

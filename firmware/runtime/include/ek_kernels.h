@@ -74,20 +74,22 @@ typedef struct ek_tensor {
   uint8_t is_constant;        /* data lives in the model */
 } ek_tensor;
 
-/* Builtin options the supported ops use, decoded by the reader (absent options keep the schema defaults). */
+/* Builtin options the supported ops use, decoded by the reader (absent options keep the schema defaults).
+   Narrow fields (the runtime state holds one per op): the reader rejects a model whose 32-bit option does not
+   fit in 16 bits; byte-sized schema fields (enums, bools) are stored as read. Read them as ints. */
 typedef struct ek_op_params {
-  int32_t padding;            /* EK_PAD_* */
-  int32_t stride_w, stride_h;
-  int32_t dilation_w, dilation_h; /* default 1 */
-  int32_t filter_w, filter_h;     /* pools */
-  int32_t depth_multiplier;
-  int32_t activation;         /* EK_ACT_* */
-  int32_t axis;               /* CONCATENATION */
-  int32_t keep_dims;          /* MEAN */
   float beta;                 /* SOFTMAX (0.0 when the options table is absent, as in TFLite) */
-  int32_t keep_num_dims;      /* FULLY_CONNECTED */
-  int32_t weights_format;     /* FULLY_CONNECTED: 0 = DEFAULT only */
-  int32_t pot_scale_int16;    /* ADD/SUB: unused for int8 */
+  int16_t stride_w, stride_h;
+  int16_t dilation_w, dilation_h; /* default 1 */
+  int16_t filter_w, filter_h;     /* pools */
+  int16_t depth_multiplier;
+  int16_t axis;               /* CONCATENATION */
+  uint8_t padding;            /* EK_PAD_* */
+  uint8_t activation;         /* EK_ACT_* */
+  uint8_t keep_dims;          /* MEAN */
+  uint8_t keep_num_dims;      /* FULLY_CONNECTED */
+  uint8_t weights_format;     /* FULLY_CONNECTED: 0 = DEFAULT only */
+  uint8_t pot_scale_int16;    /* ADD/SUB: unused for int8 */
 } ek_op_params;
 
 typedef struct ek_op {

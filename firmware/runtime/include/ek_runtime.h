@@ -7,12 +7,15 @@
  *
  * Memory is provided by the caller in two buffers:
  *   state: the runtime's bookkeeping — one ek_tensor per tensor, one ek_op per
- *          operator and the per-op persistent kernel data; during init the
- *          memory plan and the planner's work memory share the latter's space.
+ *          operator and the per-op persistent kernel data.
  *          Any alignment (aligned internally).
  *   arena: activations and per-op scratch, laid out by the offline planner
  *          (ek_plan.c).  The plan is a pure function of the model, so the
  *          host computes the same offsets the device will use.
+ *   During init the memory plan and the planner's work memory live at the
+ *   arena's start (unused until the first invoke) when the model's arena can
+ *   hold them, else in the state's kernel-data space (state_required then
+ *   includes them; see ek_interp.c).
  *
  * Typical device use (sizes computed on the host at generation time):
  *
@@ -29,6 +32,9 @@
  * Finding the sizes (host, or a device with spare RAM): call ek_init with a
  * too-small (even empty) state/arena; it fails with EK_ERR_MEMORY and sets
  * rt.state_required / rt.arena_required.  Retry with buffers of those sizes.
+ * Without an arena, planning needs a larger state than the final
+ * state_required (the plan is made in the state); once it has run,
+ * state_required and arena_required are the final sizes.
  * ek_required_bytes() wraps that loop for a caller-given work buffer.
  */
 #ifndef EK_RUNTIME_H
@@ -104,8 +110,9 @@ ek_status ek_init(ek_runtime *rt, const void *model, size_t model_len, void *sta
                   size_t arena_len);
 
 /* Sizes query: runs ek_init on `work` (used as scratch state; any size, bigger is faster to converge)
-   without an arena. On success sets *state_bytes and *arena_bytes. Returns EK_ERR_MEMORY with
-   *state_bytes set to the state needed when work_len is smaller than that; other errors as ek_init. */
+   without an arena. On success sets *state_bytes and *arena_bytes (the sizes ek_init needs). Returns
+   EK_ERR_MEMORY with *state_bytes set to the work bytes needed to plan when work_len is smaller than
+   that (at least the final state size); other errors as ek_init. */
 ek_status ek_required_bytes(const void *model, size_t model_len, void *work, size_t work_len, size_t *state_bytes,
                             size_t *arena_bytes, ek_error *error);
 

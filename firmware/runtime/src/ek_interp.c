@@ -2,12 +2,18 @@
  * everything lives in the caller's state and arena buffers.
  *
  * State buffer layout (from an 8-byte aligned base):
- *   ek_tensor[T] | ek_op[N] | const ek_kernel*[N] | dynamic region
- * The dynamic region first holds the memory plan (ek_plan_entry[T] tensor plan + ek_plan_entry[N] scratch plan)
- * and the planner's work memory, and after binding the per-op persistent kernel data, which overwrites them:
- * state_required = fixed part + max(persistent, plan + work). Given at least state_with_plan bytes, the plan
- * is placed after max(persistent, work) instead and stays readable (host tools); otherwise rt->tensor_plan
- * and rt->scratch_plan are NULL after init.
+ *   ek_tensor[T] | ek_op[N] | const ek_kernel*[N] | dynamic region (per-op persistent kernel data)
+ * Init memory (only during init): the memory plan (ek_plan_entry[T] tensor plan + ek_plan_entry[N] scratch
+ * plan) and the planner's work memory. It lives at the start of the caller's arena, which is unused until the
+ * first invoke, when the arena is big enough; otherwise in the state's dynamic region, where the persistent
+ * data overwrites it after binding. The sizes are pure functions of the model (host == device):
+ *   arena_required = the planned arena (unchanged by the above)
+ *   state_required = fixed part + persistent                         if arena_required >= plan + work
+ *                    fixed part + max(persistent, plan + work)       otherwise
+ * Given at least state_with_plan bytes, the plan is copied after the persistent data (after max(persistent,
+ * work) in the second case) and stays readable (host tools); otherwise rt->tensor_plan and rt->scratch_plan
+ * are NULL after init. A call without a big enough arena (a size query) plans in the state and asks for
+ * fixed part + max(persistent, plan + work) bytes of it, then reports the sizes above.
  */
 #include <string.h>
 
@@ -44,6 +50,12 @@ static state_layout layout_state(uint32_t num_tensors, uint32_t num_ops) {
   l.scratch_plan_offset = align_up((size_t)num_tensors * sizeof(ek_plan_entry), EK_STATE_ALIGN);
   l.plan_bytes = l.scratch_plan_offset + align_up((size_t)num_ops * sizeof(ek_plan_entry), EK_STATE_ALIGN);
   return l;
+}
+
+/* Points rt->tensor_plan / rt->scratch_plan at a plan of layout l starting at mem. */
+static void set_plan(ek_runtime *rt, uint8_t *mem, const state_layout *l) {
+  rt->tensor_plan = (ek_plan_entry *)(void *)mem;
+  rt->scratch_plan = (ek_plan_entry *)(void *)(mem + l->scratch_plan_offset);
 }
 
 /* Per-op persistent bytes, bounded so that sums cannot overflow on a 32-bit device. */
@@ -112,24 +124,32 @@ ek_status ek_init(ek_runtime *rt, const void *model, size_t model_len, void *sta
   if (ek_read_header(rt->model, model_len, &mv, &err) != EK_OK)
     return ek_fail(&rt->ctx, (const ek_op *)0, err.status, err.message);
 
-  /* State: fixed part from the counts, then the dynamic region (plan + planner work, later persistent data).
-     Reading the graph needs the fixed part and the plan (its check uses the tensor plan as work memory). */
+  /* State: fixed part from the counts, then the dynamic region (per-op persistent data). The memory plan and the
+     planner's work memory ("init memory") live only during init: at the arena's start when the caller's arena can
+     hold them (the arena is unused until the first invoke), otherwise in the state's dynamic region, which the
+     persistent data overwrites once the plan is bound. Reading the graph needs the fixed part and the plan (its
+     check uses the tensor plan as work memory). */
   const state_layout l = layout_state(mv.num_tensors, mv.num_ops);
   const uintptr_t sbase = state ? (uintptr_t)align_up((size_t)(uintptr_t)state, EK_STATE_ALIGN) : 0;
   const size_t spad = state ? (size_t)(sbase - (uintptr_t)state) : 0;
-  rt->state_required = spad + l.fixed_end + l.plan_bytes;
+  const uintptr_t abase = arena ? (uintptr_t)align_up((size_t)(uintptr_t)arena, EK_ARENA_ALIGN) : 0;
+  const size_t apad = arena ? (size_t)(abase - (uintptr_t)arena) : 0;
+  const size_t avail = arena && arena_len >= apad ? arena_len - apad : 0; /* usable arena bytes */
+  const int read_in_arena = avail >= l.plan_bytes && l.plan_bytes > 0;
+  rt->state_required = spad + l.fixed_end + (read_in_arena ? 0 : l.plan_bytes);
   if (!state || state_len < rt->state_required)
     return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state buffer too small (see state_required)");
   uint8_t *s = (uint8_t *)sbase;
   uint8_t *dyn = s + l.fixed_end;
+  uint8_t *plan_mem = read_in_arena ? (uint8_t *)abase : dyn;
   rt->ctx.tensors = (ek_tensor *)(void *)(s + l.tensors);
   rt->ctx.num_tensors = (int32_t)mv.num_tensors;
   rt->ops = (ek_op *)(void *)(s + l.ops);
   rt->kernels = (const ek_kernel **)(void *)(s + l.kernels);
   rt->num_ops = (int32_t)mv.num_ops;
-  rt->tensor_plan = (ek_plan_entry *)(void *)dyn;
-  rt->scratch_plan = (ek_plan_entry *)(void *)(dyn + l.scratch_plan_offset);
-  memset(s, 0, l.fixed_end + l.plan_bytes);
+  memset(s, 0, l.fixed_end);
+  memset(plan_mem, 0, l.plan_bytes);
+  set_plan(rt, plan_mem, &l);
 
   st = ek_read_graph(rt, &mv);
   if (st != EK_OK) return st;
@@ -141,32 +161,45 @@ ek_status ek_init(ek_runtime *rt, const void *model, size_t model_len, void *sta
   int32_t buffers = rt->num_ops; /* the planner's buffers: activations and scratches */
   for (int32_t t = 0; t < rt->ctx.num_tensors; ++t) buffers += !rt->ctx.tensors[t].is_constant;
   const size_t work = align_up(ek_plan_work_bytes(buffers), EK_STATE_ALIGN);
-  const size_t planning = l.plan_bytes + work;
-  const size_t apart = persistent > work ? persistent : work; /* the plan placed after this, when kept */
-  size_t need = spad + l.fixed_end, with_plan = spad + l.fixed_end;
-  if (!add_size(&need, persistent > planning ? persistent : planning) || !add_size(&with_plan, apart) ||
-      !add_size(&with_plan, l.plan_bytes))
+  const size_t fixed = spad + l.fixed_end;
+  size_t init_bytes = l.plan_bytes; /* plan + work */
+  size_t state_planning = fixed;    /* state needed to plan in the state: fixed + max(persistent, plan + work) */
+  if (!add_size(&init_bytes, work) || !add_size(&state_planning, persistent > init_bytes ? persistent : init_bytes))
     return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state size overflows");
-  rt->state_required = need;
-  rt->state_with_plan = with_plan;
-  if (state_len < need) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state buffer too small (see state_required)");
-  const int keep_plan = state_len >= with_plan;
-  uint8_t *work_mem = dyn + l.plan_bytes;
-  if (keep_plan) { /* plan after max(persistent, work); work from the region's start */
-    memmove(dyn + apart, dyn, l.plan_bytes);
-    rt->tensor_plan = (ek_plan_entry *)(void *)(dyn + apart);
-    rt->scratch_plan = (ek_plan_entry *)(void *)(dyn + apart + l.scratch_plan_offset);
-    work_mem = dyn;
-  }
 
+  const int plan_in_arena = init_bytes > 0 && avail >= init_bytes;
+  uint8_t *work_mem;
+  if (plan_in_arena) { /* plan (already there) + work at the arena's start */
+    work_mem = (uint8_t *)abase + l.plan_bytes;
+  } else {
+    if (state_len < state_planning) { /* e.g. a size query without an arena */
+      rt->state_required = state_planning;
+      return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state buffer too small (see state_required)");
+    }
+    /* plan at the region's start, work after it; kept plans move after max(persistent, work) below */
+    if (plan_mem != dyn) memmove(dyn, plan_mem, l.plan_bytes);
+    plan_mem = dyn;
+    set_plan(rt, plan_mem, &l);
+    work_mem = dyn + l.plan_bytes;
+  }
   st = ek_plan(rt, work_mem, work);
   if (st != EK_OK) return st;
 
-  const uintptr_t abase = arena ? (uintptr_t)align_up((size_t)(uintptr_t)arena, EK_ARENA_ALIGN) : 0;
-  const size_t apad = arena ? (size_t)(abase - (uintptr_t)arena) : 0;
+  /* The sizes are pure functions of the model (host == device): the init memory goes to the arena when the
+     arena the model needs anyway can hold it, otherwise it needs state. */
+  const int arena_holds_init = rt->arena_required >= init_bytes;
+  const size_t apart = arena_holds_init ? persistent : (persistent > work ? persistent : work); /* kept plan after */
+  size_t with_plan = fixed;
+  if (!add_size(&with_plan, apart) || !add_size(&with_plan, l.plan_bytes))
+    return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state size overflows");
+  rt->state_required = arena_holds_init ? fixed + persistent : state_planning;
+  rt->state_with_plan = with_plan;
+  if (state_len < rt->state_required)
+    return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state buffer too small (see state_required)");
+
   uint8_t *arena_base = (uint8_t *)abase;
   if (rt->arena_required > 0) {
-    if (!arena || arena_len < apad || arena_len - apad < rt->arena_required)
+    if (avail < rt->arena_required)
       return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "arena buffer too small (see arena_required)");
   } else if (!arena) {
     arena_base = (uint8_t *)(void *)ek_empty_arena;
@@ -174,6 +207,12 @@ ek_status ek_init(ek_runtime *rt, const void *model, size_t model_len, void *sta
   rt->arena = arena_base;
   rt->arena_len = arena ? arena_len - apad : 0;
 
+  /* Success from here on implies: plan in the arena (arena_holds_init) or in the state (plan_in_arena == 0). */
+  const int keep_plan = state_len >= with_plan;
+  if (keep_plan) {
+    memmove(dyn + apart, plan_mem, l.plan_bytes);
+    set_plan(rt, dyn + apart, &l);
+  }
   st = bind_memory(rt, arena_base, dyn, persistent, keep_plan);
   if (st != EK_OK) return st;
   for (int32_t i = 0; i < rt->num_ops; ++i) {

@@ -440,39 +440,52 @@ static int expected_options(int32_t opcode) {
   }
 }
 
-/* Small-integer field (bool/enum byte) into an int32 parameter. */
-static int fb_u8_param(const fb *b, const fb_table *t, int slot, uint32_t dflt, int32_t *out) {
+/* Small-integer field (bool/enum byte) into a byte parameter. */
+static int fb_u8_param(const fb *b, const fb_table *t, int slot, uint32_t dflt, uint8_t *out) {
   uint32_t v;
   if (!fb_u8(b, t, slot, dflt, &v)) return 0;
-  *out = (int32_t)v;
+  *out = (uint8_t)v; /* a ubyte field: < 256 */
   return 1;
 }
 
-/* Decodes builtin_options into op->params (schema defaults for absent fields). Returns 0 if corrupt. */
-static int read_options(const fb *b, const fb_table *o, ek_op *op) {
+/* int32 field into a 16-bit parameter; clears *fits (and stores 0) when the value does not fit. */
+static int fb_i16_param(const fb *b, const fb_table *t, int slot, int32_t dflt, int16_t *out, int *fits) {
+  int32_t v;
+  if (!fb_i32(b, t, slot, dflt, &v)) return 0;
+  if (v < INT16_MIN || v > INT16_MAX) {
+    *fits = 0;
+    v = 0;
+  }
+  *out = (int16_t)v;
+  return 1;
+}
+
+/* Decodes builtin_options into op->params (schema defaults for absent fields). Returns 0 if corrupt; clears
+   *fits when a 32-bit option does not fit its 16-bit parameter. */
+static int read_options(const fb *b, const fb_table *o, ek_op *op, int *fits) {
   ek_op_params *p = &op->params;
   switch (op->opcode) {
     case EK_OP_CONV_2D:
-      return fb_u8_param(b, o, 0, EK_PAD_SAME, &p->padding) && fb_i32(b, o, 1, 0, &p->stride_w) &&
-             fb_i32(b, o, 2, 0, &p->stride_h) && fb_u8_param(b, o, 3, EK_ACT_NONE, &p->activation) &&
-             fb_i32(b, o, 4, 1, &p->dilation_w) && fb_i32(b, o, 5, 1, &p->dilation_h);
+      return fb_u8_param(b, o, 0, EK_PAD_SAME, &p->padding) && fb_i16_param(b, o, 1, 0, &p->stride_w, fits) &&
+             fb_i16_param(b, o, 2, 0, &p->stride_h, fits) && fb_u8_param(b, o, 3, EK_ACT_NONE, &p->activation) &&
+             fb_i16_param(b, o, 4, 1, &p->dilation_w, fits) && fb_i16_param(b, o, 5, 1, &p->dilation_h, fits);
     case EK_OP_DEPTHWISE_CONV_2D:
-      return fb_u8_param(b, o, 0, EK_PAD_SAME, &p->padding) && fb_i32(b, o, 1, 0, &p->stride_w) &&
-             fb_i32(b, o, 2, 0, &p->stride_h) && fb_i32(b, o, 3, 0, &p->depth_multiplier) &&
-             fb_u8_param(b, o, 4, EK_ACT_NONE, &p->activation) && fb_i32(b, o, 5, 1, &p->dilation_w) &&
-             fb_i32(b, o, 6, 1, &p->dilation_h);
+      return fb_u8_param(b, o, 0, EK_PAD_SAME, &p->padding) && fb_i16_param(b, o, 1, 0, &p->stride_w, fits) &&
+             fb_i16_param(b, o, 2, 0, &p->stride_h, fits) && fb_i16_param(b, o, 3, 0, &p->depth_multiplier, fits) &&
+             fb_u8_param(b, o, 4, EK_ACT_NONE, &p->activation) && fb_i16_param(b, o, 5, 1, &p->dilation_w, fits) &&
+             fb_i16_param(b, o, 6, 1, &p->dilation_h, fits);
     case EK_OP_AVERAGE_POOL_2D:
     case EK_OP_MAX_POOL_2D:
-      return fb_u8_param(b, o, 0, EK_PAD_SAME, &p->padding) && fb_i32(b, o, 1, 0, &p->stride_w) &&
-             fb_i32(b, o, 2, 0, &p->stride_h) && fb_i32(b, o, 3, 0, &p->filter_w) && fb_i32(b, o, 4, 0, &p->filter_h) &&
-             fb_u8_param(b, o, 5, EK_ACT_NONE, &p->activation);
+      return fb_u8_param(b, o, 0, EK_PAD_SAME, &p->padding) && fb_i16_param(b, o, 1, 0, &p->stride_w, fits) &&
+             fb_i16_param(b, o, 2, 0, &p->stride_h, fits) && fb_i16_param(b, o, 3, 0, &p->filter_w, fits) &&
+             fb_i16_param(b, o, 4, 0, &p->filter_h, fits) && fb_u8_param(b, o, 5, EK_ACT_NONE, &p->activation);
     case EK_OP_FULLY_CONNECTED:
       return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation) && fb_u8_param(b, o, 1, 0, &p->weights_format) &&
              fb_u8_param(b, o, 2, 0, &p->keep_num_dims);
     case EK_OP_SOFTMAX:
       return fb_f32(b, o, 0, 0.0f, &p->beta);
     case EK_OP_CONCATENATION:
-      return fb_i32(b, o, 0, 0, &p->axis) && fb_u8_param(b, o, 1, EK_ACT_NONE, &p->activation);
+      return fb_i16_param(b, o, 0, 0, &p->axis, fits) && fb_u8_param(b, o, 1, EK_ACT_NONE, &p->activation);
     case EK_OP_ADD:
       return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation) && fb_u8_param(b, o, 1, 1, &p->pot_scale_int16);
     case EK_OP_MUL:
@@ -565,8 +578,12 @@ static ek_status read_operator(reader *r, uint32_t i, ek_op *op, const ek_kernel
     return fail_op(r, op, EK_ERR_MODEL, "operator's builtin_options are of the wrong type for its op code");
   const int has = fb_subtable(b, &ot, OPERATOR_OPTIONS, &opts);
   if (has < 0) return fail_op(r, op, EK_ERR_MODEL, "corrupt model: builtin_options table out of bounds");
-  if (has > 0 && options_type != OPT_NONE && expected >= 0 && !read_options(b, &opts, op))
+  int fits = 1;
+  if (has > 0 && options_type != OPT_NONE && expected >= 0 && !read_options(b, &opts, op, &fits))
     return fail_op(r, op, EK_ERR_MODEL, "corrupt model: builtin_options field out of bounds");
+  if (!fits)
+    return fail_op(r, op, EK_ERR_UNSUPPORTED,
+                   "operator option (stride, dilation, filter size, depth multiplier or axis) is outside -32768..32767");
   op->params.keep_dims = op->params.keep_dims != 0; /* schema bools: any non-zero byte is true */
   op->params.keep_num_dims = op->params.keep_num_dims != 0;
   op->params.pot_scale_int16 = op->params.pot_scale_int16 != 0;

@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
   size_t state_len = 0, arena_len = 0;
   void *state = NULL, *arena = NULL;
   int rc = 0;
-  /* Grow the state until it is large enough (at most a few rounds), then allocate the exact arena. */
+  /* Grow the state until planning runs (at most a few rounds), then allocate the exact state and arena. */
   for (int round = 0; round < 4; ++round) {
     const ek_status st = ek_init(&rt, model, model_len, state, state_len, NULL, 0);
     if (st == EK_OK || (st == EK_ERR_MEMORY && rt.state_required <= state_len)) break;
@@ -141,9 +141,13 @@ int main(int argc, char **argv) {
     state_len = rt.state_required;
     state = alloc16(state_len);
   }
-  if (strcmp(argv[2], "info") == 0 && rt.state_with_plan > state_len) { /* keep the plan readable for printing */
+  /* Planning without an arena needed more state than the final init (which plans in the arena) does: reallocate
+     exactly state_required, or state_with_plan to keep the plan readable for printing. */
+  const size_t exact = strcmp(argv[2], "info") == 0 && rt.state_with_plan > rt.state_required ? rt.state_with_plan
+                                                                                               : rt.state_required;
+  if (exact != state_len) {
     free(state);
-    state_len = rt.state_with_plan;
+    state_len = exact;
     state = alloc16(state_len);
   }
   arena_len = rt.arena_required;
