@@ -82,17 +82,7 @@ class SshConnection:
 
     def run(self, words: Sequence[str], *, timeout_s: float, what: str) -> str:
         """Run a short remote command; its stdout; classified errors on failure."""
-        argv = self.ssh_argv(words)
-        log.debug("ssh: %s", argv)
-        try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s)
-        except FileNotFoundError:
-            raise ToolMissingError("ssh (OpenSSH client)", "apt-get install openssh-client") from None
-        except subprocess.TimeoutExpired:
-            raise DeviceError(f"ssh {self.address}: {what} did not finish within {timeout_s:g} s") from None
-        if done.returncode != 0:
-            raise self.classify(done.returncode, done.stderr, what)
-        return done.stdout
+        return self._call(self.ssh_argv(words), "ssh", timeout_s=timeout_s, what=what)
 
     def upload(self, local: Path, remote_path: str, *, timeout_s: float) -> None:
         if not SAFE_REMOTE_PATH.match(remote_path):
@@ -101,15 +91,20 @@ class SshConnection:
         if Path(local).is_dir():
             argv.append("-r")
         argv += ["--", str(Path(local).resolve()), self.address.scp_target(remote_path)]
-        log.debug("scp: %s", argv)
+        self._call(argv, "scp", timeout_s=timeout_s, what=f"copying {Path(local).name}")
+
+    def _call(self, argv: List[str], tool: str, *, timeout_s: float, what: str) -> str:
+        """Run ssh/scp to completion; its stdout, or one classified error."""
+        log.debug("%s: %s", tool, argv)
         try:
             done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s)
         except FileNotFoundError:
-            raise ToolMissingError("scp (OpenSSH client)", "apt-get install openssh-client") from None
+            raise ToolMissingError(f"{tool} (OpenSSH client)", "apt-get install openssh-client") from None
         except subprocess.TimeoutExpired:
-            raise DeviceError(f"ssh {self.address}: copying {Path(local).name} did not finish within {timeout_s:g} s") from None
+            raise DeviceError(f"ssh {self.address}: {what} did not finish within {timeout_s:g} s") from None
         if done.returncode != 0:
-            raise self.classify(done.returncode, done.stderr, f"copying {Path(local).name}")
+            raise self.classify(done.returncode, done.stderr, what)
+        return done.stdout
 
     def classify(self, code: int, stderr: str, what: str, *, connected: bool = False) -> EdgekitError:
         """One clear error from ssh's exit code and stderr (``connected``: the session had been running)."""
