@@ -11,7 +11,7 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -394,18 +394,9 @@ class DeviceClient:
         since = self._decoder.total_bytes
         issues_before = len(self._decoder.issues)
         self.transport.write(encode_frame(msg_type, seq, payload))
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._fail(f"no {expect.name} reply to {msg_type.name} within {timeout:.1f} s", since)
-            try:
-                data = self.transport.read(min(remaining, 0.25))
-            except DeviceError as exc:
-                raise self._fail(f"connection lost while waiting for {expect.name} ({exc.message})", since) from None
-            if not data:
-                continue
-            for frame in self._decoder.feed(data):
+        for frames in self._received(timeout, since, f"no {expect.name} reply to {msg_type.name} within {timeout:.1f} s",
+                                     f"connection lost while waiting for {expect.name}"):
+            for frame in frames:
                 if frame.type == Msg.BOOT:
                     raise self._fail(f"the device restarted (sent BOOT) while {msg_type.name} was pending", since)
                 if frame.type == Msg.ERROR:
@@ -422,20 +413,27 @@ class DeviceClient:
             if len(self._decoder.issues) > issues_before:
                 raise self._fail(f"garbled reply to {msg_type.name}: {self._decoder.issues[-1].detail}", since)
 
-    def wait_boot(self, timeout_s: Optional[float] = None) -> str:
-        """Wait for the BOOT frame a device sends when it starts serving; returns the board name."""
-        timeout = self.timeout_s if timeout_s is None else timeout_s
-        since = self._decoder.total_bytes
+    def _received(self, timeout: float, since: int, timeout_message: str, lost_message: str) -> Iterator[List[Frame]]:
+        """The frames decoded from each read until ``timeout`` s have passed (then DeviceError: timeout_message);
+        a transport failure raises DeviceError: lost_message."""
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise self._fail(f"the firmware did not start serving (no BOOT frame within {timeout:.1f} s)", since)
+                raise self._fail(timeout_message, since)
             try:
                 data = self.transport.read(min(remaining, 0.25))
             except DeviceError as exc:
-                raise self._fail(f"connection lost before the firmware booted ({exc.message})", since) from None
-            for frame in self._decoder.feed(data) if data else []:
+                raise self._fail(f"{lost_message} ({exc.message})", since) from None
+            yield self._decoder.feed(data) if data else []
+
+    def wait_boot(self, timeout_s: Optional[float] = None) -> str:
+        """Wait for the BOOT frame a device sends when it starts serving; returns the board name."""
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        since = self._decoder.total_bytes
+        for frames in self._received(timeout, since, f"the firmware did not start serving (no BOOT frame within "
+                                     f"{timeout:.1f} s)", "connection lost before the firmware booted"):
+            for frame in frames:
                 if frame.type == Msg.BOOT:
                     r = _Reader(frame.payload, "BOOT")
                     (version,) = r.take("<H")
