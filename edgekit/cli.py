@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--calib", required=True, type=Path, help="folder of images (with preprocess.json), .npy/.npz, or folder of .npy")
     q.add_argument("--method", default="minmax", help=f"activation range method: {', '.join(RANGE_METHODS.names())} (default minmax)")
     q.add_argument("--percentile", type=float, default=99.99, help="percentile for --method percentile (default 99.99)")
-    q.add_argument("--format", default="tflite", help="output format (default tflite)")
+    q.add_argument("--format", default="tflite", help="output format: tflite (default), coreml (.mlpackage), onnx (QDQ)")
     q.add_argument("--calib-size", type=int, help="use at most N calibration samples (seeded subset)")
     q.add_argument("--seed", type=int, default=0, help="seed of the calibration subset and held-out split")
     q.add_argument("--eval-data", type=Path, help="held-out data for parity (default: 20%% of --calib held out)")
@@ -53,6 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--input-shape", type=_shape, help="input shape, e.g. 1,3,224,224 (TorchScript / factories)")
     q.add_argument("-o", "--outdir", type=Path, default=Path("out/quantize"), help="output folder (default out/quantize)")
     _add_tolerance(q, "defaults: cosine 0.98, top-1 0.95")
+    prec = q.add_argument_group("precision (each --format accepts a subset; others are refused with the reason)")
+    prec.add_argument("--weights", default="int8", choices=["int8"], help="weight precision (default int8)")
+    prec.add_argument("--activations", default="int8", choices=["int8", "int16", "float16"],
+                      help="activation precision: int8 (default); tflite int16 = 16x8 mode; coreml float16 = W8 only")
+    prec.add_argument("--engine", help="onnx: ort (onnxruntime quantize_static, default) | nncf")
+    prec.add_argument("--deployment-target", help="coreml: iOS16 | iOS17 | iOS18 (default: the minimum the precision needs)")
+    prec.add_argument("--compute-units", default="all", help="coreml: all | cpu_and_ne | cpu_only (recorded in the model)")
+    dbg = q.add_argument_group("per-layer analysis and mixed precision")
+    dbg.add_argument("--debug", action="store_true", help="compare every intermediate tensor float vs quantized (layers.json/md/png)")
+    dbg.add_argument("--fallback", default="none", choices=["none", "auto"],
+                     help="auto: keep the most damaged layers out of int8 until --min-sqnr-db / --min-cosine is met")
+    dbg.add_argument("--fallback-to", default="float", choices=["float", "int16"], help="what --fallback uses: float or int16 activations (16x8)")
+    dbg.add_argument("--keep-float", action="append", default=[], metavar="NAME|OPTYPE",
+                     help="keep an op (by output tensor name) or every op of a type (e.g. SOFTMAX) in float; repeatable")
 
     p = sub.add_parser("parity", help="compare a candidate model with a reference on the same inputs")
     p.add_argument("reference", type=Path, help="reference model (.tflite or .onnx)")
@@ -62,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, help="use at most N samples (seeded subset)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--outdir", type=Path, help="write parity.json and report.md here")
+    p.add_argument("--per-layer", action="store_true", help="also compare every intermediate tensor (two .tflite models; needs -o)")
     _add_tolerance(p, "default: not checked")
 
     for module in _command_modules():
@@ -101,13 +116,16 @@ def cmd_quantize(args) -> int:
         method=args.method, range_options=RangeOptions(percentile=args.percentile), format=args.format,
         calib_size=args.calib_size, seed=args.seed, input_shape=args.input_shape, preprocess=args.preprocess,
         eval_data=args.eval_data, tolerance=_tolerance(args, QUANTIZE_DEFAULT),
+        weights=args.weights, activations=args.activations, engine=args.engine, deployment_target=args.deployment_target,
+        compute_units=args.compute_units, debug=args.debug, fallback=args.fallback, fallback_to=args.fallback_to,
+        keep_float=tuple(args.keep_float),
     )
     if args.calib_size is not None and args.calib_size <= 0:
         raise UserError("--calib-size must be positive")
     with _progress_bars(sys.stderr.isatty()) as progress:
         result = quantize(args.model, args.calib, args.outdir, options, progress=progress)
     _print_parity(result.parity)
-    print(f"wrote {result.outdir}/model_int8.tflite, parity.json, report.md, manifest.json")
+    print(f"wrote {result.outdir}/{result.main_file}, parity.json, report.md, manifest.json")
     return 0 if result.parity.passed else 1
 
 
@@ -122,6 +140,8 @@ def cmd_parity(args) -> int:
     from edgekit.report import json_safe, parity_section
 
     tolerance = _tolerance(args, Tolerance())
+    if args.per_layer and not args.outdir:
+        raise UserError("--per-layer writes layers.json/md/png and needs an output folder", fix="add -o OUTDIR")
     reference, candidate = open_runner(args.reference), open_runner(args.candidate)
     inputs = reference.input_specs()
     spec = PreprocessSpec.load(args.preprocess) if args.preprocess else None
@@ -130,12 +150,20 @@ def cmd_parity(args) -> int:
     with _progress_bars(sys.stderr.isatty()) as progress:
         report = compare(reference, candidate, samples, tolerance=tolerance, labels=dataset.labels, progress=progress("parity", len(samples)))
     report.data = dataset.describe()
+    layers = None
+    if args.per_layer:
+        from edgekit.parity.layers import per_layer_report
+
+        with _progress_bars(sys.stderr.isatty()) as progress:
+            layers = per_layer_report(args.reference, args.candidate, samples, progress=progress)
     if args.outdir:
         with atomic_output_dir(args.outdir) as stage:
             (stage / "parity.json").write_text(json.dumps(json_safe(report.to_json()), indent=2) + "\n")
             (stage / "report.md").write_text("# edgekit parity\n\n" + "\n".join(parity_section(report)) + "\n")
             manifest = Manifest(command="parity", extra={"data": dataset.describe()})
             manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", params={"thresholds": tolerance.to_json()}))
+            for name in (layers.write(stage) if layers is not None else []):
+                manifest.add(Artifact.from_file(stage / name, format=Path(name).suffix.lstrip("."), stage="per-layer"))
             manifest.write(stage / "manifest.json")
     _print_parity(report)
     return 0 if report.passed else 1

@@ -1,8 +1,10 @@
-"""Quantize stage: model + calibration data -> full-int8 artifact, parity report, manifest."""
+"""Quantize stage: model + calibration data -> quantized artifact (backend of --format), parity report, manifest."""
 from __future__ import annotations
 
 import json
 import logging
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
@@ -10,18 +12,14 @@ from typing import Callable, Dict, Optional, Tuple
 from edgekit.artifact import Artifact, Manifest
 from edgekit.atomic import atomic_output_dir
 from edgekit.calibration import dataset as data
-from edgekit.calibration.ranges import RANGE_METHODS, RangeOptions, choose_ranges
-from edgekit.calibration.statistics import cache_key, collect_statistics
+from edgekit.calibration.ranges import RANGE_METHODS, RangeOptions
 from edgekit.converters import load_backends
-from edgekit.errors import UnknownNameError, UnsupportedOpError
-from edgekit.export import to_float_tflite
+from edgekit.errors import UnknownNameError, UserError
 from edgekit.parity.compare import ParityReport, compare
-from edgekit.parity.runners import TFLiteRunner
 from edgekit.parity.tolerance import QUANTIZE_DEFAULT, Tolerance
 from edgekit.preprocess import PreprocessSpec
-from edgekit.provenance import sha256_bytes
+from edgekit.quantize_backend import FileContent, QuantizeInputs
 from edgekit.report import json_safe, write_quantize_report
-from edgekit.tflite_model import TFLiteModel
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +38,17 @@ class QuantizeOptions:
     preprocess: Optional[Path] = None
     eval_data: Optional[Path] = None
     tolerance: Tolerance = QUANTIZE_DEFAULT
+    # precision (each backend says which values it accepts)
+    weights: str = "int8"
+    activations: str = "int8"                 # tflite: int8 | int16 (16x8); coreml: int8 | float16; onnx: int8
+    engine: Optional[str] = None              # onnx: ort (default) | nncf
+    deployment_target: Optional[str] = None   # coreml: iOS16 | iOS17 | iOS18
+    compute_units: str = "all"                # coreml: all | cpu_and_ne | cpu_only
+    # per-layer analysis and mixed precision
+    debug: bool = False                       # per-layer float-vs-quantized comparison (layers.json/md/png)
+    fallback: str = "none"                    # none | auto: keep sensitive layers out of int8 until tolerance is met
+    fallback_to: str = "float"                # float | int16 (16x8) for the layers --fallback picks
+    keep_float: Tuple[str, ...] = ()          # op names or op types kept in float
 
     def params(self) -> dict:
         return {
@@ -49,6 +58,14 @@ class QuantizeOptions:
             "calib_size": self.calib_size,
             "seed": self.seed,
             "input_shape": list(self.input_shape) if self.input_shape else None,
+            "weights": self.weights,
+            "activations": self.activations,
+            "engine": self.engine,
+            "deployment_target": self.deployment_target,
+            "compute_units": self.compute_units,
+            "fallback": self.fallback,
+            "fallback_to": self.fallback_to if self.fallback != "none" else None,
+            "keep_float": list(self.keep_float),
         }
 
 
@@ -57,10 +74,16 @@ class QuantizeResult:
     outdir: Path
     artifacts: Dict[str, Artifact]
     parity: ParityReport
+    main_file: str = "model_int8.tflite"
 
 
 def _no_progress(label: str, total: int) -> Callable[[int], None]:
     return lambda n: None
+
+
+def quantizer_names() -> list:
+    converters = load_backends()
+    return [n for n in converters.names() if getattr(converters.get(n), "stage", "quantize") == "quantize"]
 
 
 def quantize(
@@ -71,18 +94,21 @@ def quantize(
     *,
     progress: ProgressFactory = _no_progress,
 ) -> QuantizeResult:
-    """Run export -> calibrate -> quantize -> parity and write OUTDIR atomically."""
+    """Run export -> calibrate -> quantize -> parity with the --format backend and write OUTDIR atomically."""
     converters = load_backends()
-    quantizers = [n for n in converters.names() if getattr(converters.get(n), "stage", "quantize") == "quantize"]
+    quantizers = quantizer_names()
     if options.format not in quantizers:
         raise UnknownNameError("quantize --format", options.format, quantizers)
-    converter = converters.get(options.format)()
+    backend = converters.get(options.format)()
     RANGE_METHODS.get(options.method)  # unknown method: fail before any work
+    problems = backend.option_problems(options)
+    if problems:
+        raise UserError(f"--format {options.format} cannot honour: " + "; ".join(problems),
+                        fix="drop or change those options (edgekit quantize --help lists them per format)")
     spec = PreprocessSpec.load(options.preprocess) if options.preprocess else None
 
-    exported = to_float_tflite(model, input_shape=options.input_shape)
-    float_model = TFLiteModel(exported.tflite, source=f"{model} (float reference)")
-    inputs = float_model.input_specs()
+    reference = backend.export(model, options)
+    inputs = reference.runner.input_specs()
     names = [i.name for i in inputs]
 
     source = data.open_source(Path(calib), names, spec)
@@ -95,54 +121,62 @@ def quantize(
     calib_samples = calib_set.samples(inputs)
     eval_samples = eval_set.samples(inputs)  # validate both before the long work
 
-    support = converter.check_support(float_model)
-    if not support.ok:
-        raise UnsupportedOpError(support, target="int8 TFLite")
+    with tempfile.TemporaryDirectory(prefix="edgekit-quantize-") as work:
+        quantized = backend.quantize(reference, QuantizeInputs(
+            calib_samples=calib_samples, eval_samples=eval_samples, calib_set=calib_set, eval_set=eval_set,
+            workdir=Path(work), progress=progress, preprocess=spec or getattr(source, "spec", None),
+            eval_labels=eval_set.labels,
+        ), options)
 
-    float_sha = sha256_bytes(float_model.data)
-    stats = collect_statistics(
-        float_model, calib_samples, key=cache_key(float_sha, calib_set.fingerprint),
-        progress=progress("calibrating", 2 * len(calib_samples)),
-    )
-    ranges = choose_ranges(stats, options.method, options.range_options)
-    result = converter.convert(float_model, ranges)
-    int8_model = TFLiteModel(result.tflite, source="model_int8.tflite")
-
-    report = compare(
-        TFLiteRunner(float_model, kernels="reference", sha256=float_sha),
-        TFLiteRunner(int8_model, kernels="reference", sha256=sha256_bytes(result.tflite)),
-        eval_samples,
-        tolerance=options.tolerance,
-        labels=eval_set.labels,
-        progress=progress("parity", len(eval_samples)),
-    )
-    report.data = {"calibration": calib_set.describe(), "evaluation": eval_set.describe()}
-
-    with atomic_output_dir(Path(outdir)) as stage:
-        manifest = Manifest(command="quantize")
-        source_path = Path(model)
-        source_art = None
-        if source_path.exists():
-            source_art = manifest.add(Artifact.from_file(source_path, format=exported.kind.value, stage="source"))
-        (stage / "model_float.tflite").write_bytes(float_model.data)
-        float_art = manifest.add(Artifact.from_file(
-            stage / "model_float.tflite", format="tflite-float32", stage="export", parent=source_art,
-            params={"route": exported.route, "source": model},
-        ))
-        (stage / converter.filename).write_bytes(result.tflite)
-        int8_art = manifest.add(Artifact.from_file(
-            stage / converter.filename, format="tflite-int8", stage="quantize", parent=float_art,
-            params={**options.params(), "calibration_fingerprint": calib_set.fingerprint, "calibration_samples": len(calib_set)},
-        ))
-        (stage / "parity.json").write_text(json.dumps(json_safe(report.to_json()), indent=2) + "\n")
-        manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", parent=int8_art,
-                                                     params={"thresholds": options.tolerance.to_json()}))
-        write_quantize_report(
-            stage / "report.md", model=model, exported=exported, options=options, calib=calib_set,
-            stats=stats, ranges=ranges, result=result, parity=report, int8_sha=int8_art.sha256, float_sha=float_sha,
+        report = compare(
+            reference.runner, quantized.runner, eval_samples,
+            tolerance=options.tolerance, labels=eval_set.labels, progress=progress("parity", len(eval_samples)),
         )
-        manifest.add(Artifact.from_file(stage / "report.md", format="markdown", stage="report", parent=int8_art))
-        manifest.extra["calibration"] = calib_set.describe()
-        manifest.write(stage / "manifest.json")
-        artifacts = {a.stage: a.relocated(Path(outdir) / a.path.name) for a in manifest.artifacts if a.stage != "source"}
-    return QuantizeResult(Path(outdir), artifacts, report)
+        report.data = {"calibration": calib_set.describe(), "evaluation": eval_set.describe()}
+        if quantized.summary:
+            report.data["quantization"] = quantized.summary
+
+        with atomic_output_dir(Path(outdir)) as stage:
+            manifest = Manifest(command="quantize")
+            source_path = Path(model)
+            source_art = None
+            if source_path.exists():
+                source_art = manifest.add(Artifact.from_file(source_path, format=reference.kind, stage="source"))
+            _write_files(stage, reference.files)
+            float_art = manifest.add(Artifact.from_file(
+                stage / reference.main_file, format=reference.format, stage="export", parent=source_art,
+                params={"route": reference.route, "source": model},
+            ))
+            _write_files(stage, quantized.files)
+            int8_art = manifest.add(Artifact.from_file(
+                stage / quantized.main_file, format=quantized.format, stage="quantize", parent=float_art,
+                params={**options.params(), **quantized.params, "calibration_fingerprint": calib_set.fingerprint,
+                        "calibration_samples": len(calib_set)},
+            ))
+            (stage / "parity.json").write_text(json.dumps(json_safe(report.to_json()), indent=2) + "\n")
+            manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", parent=int8_art,
+                                            params={"thresholds": options.tolerance.to_json()}))
+            layer_files = quantized.per_layer.write(stage) if quantized.per_layer is not None else []
+            for name in layer_files:
+                manifest.add(Artifact.from_file(stage / name, format=Path(name).suffix.lstrip("."), stage="per-layer", parent=int8_art))
+            write_quantize_report(
+                stage / "report.md", model=model, reference=reference, quantized=quantized, options=options,
+                calib=calib_set, parity=report, int8_sha=int8_art.sha256, layer_files=layer_files,
+            )
+            manifest.add(Artifact.from_file(stage / "report.md", format="markdown", stage="report", parent=int8_art))
+            manifest.extra["calibration"] = calib_set.describe()
+            manifest.write(stage / "manifest.json")
+            artifacts = {a.stage: a.relocated(Path(outdir) / a.path.name) for a in manifest.artifacts
+                         if a.stage not in ("source", "per-layer")}
+    return QuantizeResult(Path(outdir), artifacts, report, quantized.main_file)
+
+
+def _write_files(stage: Path, files: Dict[str, FileContent]) -> None:
+    for name, content in files.items():
+        target = stage / name
+        if isinstance(content, (bytes, bytearray)):
+            target.write_bytes(bytes(content))
+        elif Path(content).is_dir():
+            shutil.copytree(content, target)
+        else:
+            shutil.copyfile(content, target)

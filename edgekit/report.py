@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Dict, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -54,62 +54,32 @@ def parity_section(parity) -> list[str]:
     return lines
 
 
-def _clipped_fraction(stats, lo: float, hi: float) -> float:
-    edges = stats.edges
-    centers = 0.5 * (edges[:-1] + edges[1:])
-    outside = stats.hist[(centers < lo) | (centers > hi)].sum()
-    return float(outside) / max(int(stats.hist.sum()), 1)
-
-
 def write_quantize_report(
-    path: Path, *, model: str, exported, options, calib, stats: Dict[int, Any], ranges: Dict[int, Tuple[float, float]],
-    result, parity, int8_sha: str, float_sha: str,
+    path: Path, *, model: str, reference, quantized, options, calib, parity, int8_sha: str, layer_files=(),
 ) -> None:
-    by_name = {t.name: t for t in result.tensors}
+    """report.md of `edgekit quantize`: provenance, parity, then the backend's own sections."""
+    main = Path(path).parent / quantized.main_file
+    size = main.stat().st_size if main.is_file() else sum(f.stat().st_size for f in main.rglob("*") if f.is_file())
     lines = [
         f"# edgekit quantize: {Path(model).name}",
         "",
-        f"- Source: `{model}` ({exported.kind.value}), " + (f"exported by {exported.route}" if exported.route != "as given" else "used as the float reference as given"),
-        f"- Float reference sha256 `{float_sha}`",
-        f"- INT8 model `model_int8.tflite` sha256 `{int8_sha}` ({len(result.tflite):,} bytes)",
+        f"- Source: `{model}` ({reference.kind}), "
+        + (f"exported by {reference.route}" if reference.route != "as given" else "used as the float reference as given"),
+        f"- Float reference `{reference.main_file}` sha256 `{reference.sha256}`",
+        f"- Quantized model `{quantized.main_file}` ({quantized.format}) sha256 `{int8_sha}` ({size:,} bytes)",
         f"- Calibration: method **{options.method}**"
         + (f" (percentile {options.range_options.percentile})" if options.method == "percentile" else "")
         + f", {len(calib)} samples from `{calib.source.path}`, seed {calib.seed}, fingerprint `{calib.fingerprint[:16]}`",
-        f"- Operators: {', '.join(sorted(set(result.ops)))} — all int8 (TFLITE_BUILTINS_INT8)",
         f"- Produced {utc_now()} on {host_info()['hostname']} ({host_info()['platform']})",
         f"- Tools: {', '.join(f'{k} {v}' for k, v in tool_versions().items())}",
+        *[f"- Note: {n}" for n in reference.notes],
         "",
-        "## Parity: float reference vs INT8 (LiteRT BUILTIN_REF kernels, held-out data)",
+        f"## Parity: float reference vs quantized ({quantized.runner.describe().get('runtime', '?')}, held-out data)",
         "",
         *parity_section(parity),
         "",
-        "## Activation ranges chosen per tensor",
-        "",
-        "Observed range over the calibration set, the range the method chose, the share of "
-        "calibration values it clips, and the int8 scale/zero-point in the final model "
-        "(SOFTMAX outputs are fixed by TFLite to 1/256, -128; pooling/reshape outputs inherit their input's).",
-        "",
-        "| tensor | observed min | observed max | chosen lo | chosen hi | clipped | scale | zero point |",
-        "|---|---|---|---|---|---|---|---|",
+        *quantized.report_lines,
     ]
-    for index in sorted(ranges):
-        s = stats[index]
-        lo, hi = ranges[index]
-        q = by_name.get(s.name)
-        scale = fmt(q.scales[0]) if q and q.scales else "–"
-        zp = str(q.zero_points[0]) if q and q.zero_points else "–"
-        lines.append(
-            f"| `{s.name}` | {fmt(s.min)} | {fmt(s.max)} | {fmt(lo)} | {fmt(hi)} | "
-            f"{_clipped_fraction(s, lo, hi):.4%} | {scale} | {zp} |"
-        )
-    weights = [t for t in result.tensors if t.constant and t.dtype == "INT8"]
-    per_channel = sum(1 for t in weights if len(t.scales) > 1)
-    biases = sum(1 for t in result.tensors if t.is_bias)
-    lines += [
-        "",
-        "## Weights",
-        "",
-        f"{len(weights)} int8 weight tensors ({per_channel} per-channel), {biases} int32 bias tensors.",
-        "",
-    ]
+    if layer_files:
+        lines += ["", "## Per-layer analysis", "", "Written with --debug: " + ", ".join(f"`{n}`" for n in layer_files), ""]
     Path(path).write_text("\n".join(lines) + "\n")
