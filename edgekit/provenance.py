@@ -21,6 +21,9 @@ DEFAULT_TOOLS = (
     "onnxruntime",
     "onnx2tf",
     "pillow",
+    "coremltools",
+    "nncf",
+    "ethos-u-vela",
 )
 
 
