@@ -10,7 +10,7 @@ from edgekit.registry import Registry
 
 CONVERTERS: Registry = Registry("output format")
 
-_BACKENDS = ("tflite", "firmware")
+_BACKENDS = ("tflite", "firmware", "onnx", "vela", "coreml")
 
 
 def load_backends() -> Registry:

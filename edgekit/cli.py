@@ -89,6 +89,7 @@ COMMAND_MODULES = (
     "edgekit.firmware.cli",      # firmware, deploy
     "edgekit.run.cli",           # run, devices
     "edgekit.preprocessing.cli", # preprocess-parity, calib-check
+    "edgekit.compile.cli",       # compile (Arm Ethos-U via Vela)
 )
 
 

@@ -36,7 +36,7 @@ UART_DRIVERS = {  # profile uart.driver -> (source file, extra config macros)
 }
 FLOAT_ABIS = ("hard", "softfp", "soft")
 FEATURES = ("dsp", "mve", "fpu_dp")
-CONNECTION_KINDS = ("qemu", "serial")
+CONNECTION_KINDS = ("qemu", "serial", "fvp")  # fvp: Arm Fixed Virtual Platform, not available here (generate only)
 NRF_PIN = re.compile(r"^P(\d)\.(\d{1,2})$")
 
 

@@ -42,6 +42,10 @@ def cmd_firmware(args) -> int:
     converter = CONVERTERS.get("firmware")()
     result = converter.convert(args.model, board=args.board, outdir=args.outdir, runtime=args.runtime, build=args.build)
     info = result.info
+    if info["runtime"] == "ethos-u":  # NPU board: placement only (edgekit.firmware.ethosu)
+        from edgekit.firmware.ethosu import print_summary
+
+        return print_summary(result)
     print(f"wrote {result.outdir} ({info['runtime']} runtime, board {info['board']['board']})")
     ops = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in _op_counts(info).items())
     print(f"operators: {ops}")

@@ -366,8 +366,14 @@ def generate_firmware(model: Union[Path, str, bytes], board_name: str = DEFAULT_
     data, path_name = load_model_bytes(model)
     source = source or path_name
     graph = read_graph(data, source)
-    require_support(graph, runtime)  # every unsupported op, listed at once, before anything is written
     board = load_board(board_name)
+    if board.profile.get("npu"):  # Ethos-U board: Vela + placement (edgekit.firmware.ethosu checks the CPU ops)
+        from edgekit.firmware.ethosu import generate_npu_firmware
+
+        stem = Path(source).stem if source != "<bytes>" else "model"
+        return generate_npu_firmware(data, board, Path(outdir or Path("out") / "firmware" / f"{stem}-{board.name}"),
+                                     source=source, build=build)
+    require_support(graph, runtime)  # every unsupported op, listed at once, before anything is written
     if outdir is None:
         stem = Path(source).stem if source != "<bytes>" else "model"
         outdir = Path("out") / "firmware" / (f"{stem}-{board.name}" + ("" if runtime == "edgekit" else f"-{runtime}"))
