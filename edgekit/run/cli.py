@@ -32,6 +32,9 @@ def register(subparsers) -> Dict[str, Callable]:
                    help="longest silence from the device once the model is loaded (default 60)")
     r.add_argument("--runtime", default="auto", help="auto | litert | onnxruntime | tflm | coreml (MCU: edgekit | tflm)")
     r.add_argument("--threads", type=int, help="runtime threads (default: 1)")
+    r.add_argument("--compute-units", metavar="LIST",
+                   help="Core ML (.mlpackage, macos/host on a Mac): cpu_only | cpu_and_gpu | cpu_and_ne | all, comma-separated "
+                        "for one run per setting in one table, or each (all four); default all")
     r.add_argument("--power-monitor", metavar="SPEC", help="rapl | ppk2:PORT | joulescope[:SERIAL] | ina219:BUS@ADDR,shunt_ohm=R | ...")
     r.add_argument("--remote-python", help="python on the ssh/adb device (default: the profile's, else python3)")
     r.add_argument("--ssh-identity", type=Path, help="private key for ssh (default: ssh's own configuration)")
@@ -67,10 +70,36 @@ def _check_numbers(args) -> None:
         raise UserError("; ".join(problems))
 
 
+COMPUTE_UNIT_DEVICES = ("host", "macos")  # local runners, which run one process per compute unit setting
+
+
+def compute_units_option(args, target) -> list:
+    """--compute-units as a list of settings ([] when not given); every problem with it in one error."""
+    if not getattr(args, "compute_units", None):
+        return []
+    from edgekit.coreml.macos import parse_compute_units
+    from edgekit.run.host import COREML_SUFFIXES
+
+    problems = []
+    try:
+        units = parse_compute_units(args.compute_units)
+    except UserError as exc:
+        problems.append(exc.message)
+        units = []
+    if args.artifact.suffix.lower() not in COREML_SUFFIXES:
+        problems.append(f"--compute-units applies to Core ML models (.mlpackage), not {args.artifact.name}")
+    if target.kind not in COMPUTE_UNIT_DEVICES:
+        problems.append(f"--compute-units needs --device macos (or host on a Mac), not a {target.kind} device")
+    if problems:
+        raise UserError("; ".join(problems))
+    return units
+
+
 def build_request(args, runner_cls, target):
     from edgekit.run.base import RunRequest
     from edgekit.run.inputs import prepare_inputs
 
+    compute_units = compute_units_option(args, target)
     if not args.artifact.exists():
         raise InvalidModelError(f"artifact {args.artifact} does not exist")
     specs = runner_cls.model_inputs(args.artifact) if hasattr(runner_cls, "model_inputs") else None
@@ -78,7 +107,7 @@ def build_request(args, runner_cls, target):
     options = {"threads": args.threads if args.threads is not None else 1, "power_monitor": args.power_monitor,
                "remote_python": args.remote_python, "ssh_identity": str(args.ssh_identity) if args.ssh_identity else None,
                "ssh_options": list(args.ssh_option), "arena_bytes": args.arena_bytes,
-               "flash": True if args.flash else None}
+               "flash": True if args.flash else None, "compute_units": compute_units}
     request = RunRequest(artifact=args.artifact, inputs=samples, iterations=args.iterations, warmup=args.warmup,
                          sustain_s=args.sustain, window_s=args.window, timeout_s=args.timeout, runtime=args.runtime,
                          options={k: v for k, v in options.items() if v not in (None, [])})
@@ -106,7 +135,7 @@ def cmd_run(args) -> int:
     runner_cls = runner_class(target.kind)
     request, described = build_request(args, runner_cls, target)
     with progress_bars(sys.stderr.isatty() and not args.sustain) as progress:
-        request.progress = progress("run", request.iterations)
+        request.progress = progress("run", request.iterations * max(1, len(request.options.get("compute_units", []))))
         try:
             result = runner_cls(target).run(request)
         except EdgekitError as exc:
@@ -128,6 +157,12 @@ def _print_summary(report: dict) -> None:
     if lat["count"]:
         print(f"latency over {lat['count']} warm iterations: p50 {lat['p50']:.4g} ms, p90 {lat['p90']:.4g} ms, "
               f"p99 {lat['p99']:.4g} ms, max {lat['max']:.4g} ms")
+    for row in (report.get("coreml") or {}).get("compute_units", []):
+        if row.get("error"):
+            print(f"  Core ML {row['compute_units']}: failed: {row['error']}")
+        elif row["latency_ms"]["count"]:
+            print(f"  Core ML {row['compute_units']}: load {row['load_ms']:.4g} ms, first {row['first_inference_ms']:.4g} ms, "
+                  f"p50 {row['latency_ms']['p50']:.4g} ms, p99 {row['latency_ms']['p99']:.4g} ms")
     if energy["method"] == "unavailable":
         print(f"energy: unavailable ({energy['reason']})")
     else:

@@ -11,7 +11,8 @@ Protocol: every line it means for the host starts with ``EKR1 `` followed by one
 stdout line (a runtime's banner) is ignored by the host. Timing: ``latency`` covers the runtime's invoke
 call only (input copies excluded, ONNX Runtime's ``run`` includes its own input/output handling).
 Sensors (thermal zones, cpufreq, ``vcgencmd get_throttled``, ``dumpsys thermalservice``) are read raw
-here and interpreted on the host (edgekit.run.thermal).
+here and interpreted on the host (edgekit.run.thermal). Core ML (``--compute-units``) adds the per-op
+placement from MLComputePlan to the ``loaded`` event as ``runtime.placement``, gathered after the load is timed.
 """
 from __future__ import annotations
 
@@ -233,32 +234,146 @@ class TflmSession:
         return [(f"output_{i}", self.interp.get_output(i)) for i in range(self.outputs)]
 
 
+# Core ML compute units by their edgekit names (coremltools.ComputeUnit members in capitals).
+COREML_COMPUTE_UNITS = ("cpu_only", "cpu_and_gpu", "cpu_and_ne", "all")
+
+
+def coreml_device_name(device) -> str:
+    """'cpu' / 'gpu' / 'neural_engine' for a coremltools MLComputeDevice (by its class)."""
+    kind = type(device).__name__
+    for marker, name in (("NeuralEngine", "neural_engine"), ("GPU", "gpu"), ("CPU", "cpu")):
+        if marker in kind:
+            return name
+    return kind
+
+
+def _program_operations(block):
+    """Every operation of an ML Program block, nested blocks (loops, conditions) included, in program order."""
+    for op in block.operations:
+        yield op
+        for inner in op.blocks:
+            yield from _program_operations(inner)
+
+
+def coreml_op_placement(plan) -> list:
+    """Per compute operation of an MLComputePlan: {op, name, preferred, supported, cost}; device None when Core ML
+    could not tell; cost is Core ML's estimated share of the whole model's work (ML Programs only). Constants are left out."""
+    ops = []
+    structure = plan.model_structure
+    if structure.program is not None:
+        for function_name, function in structure.program.functions.items():
+            for op in _program_operations(function.block):
+                if op.operator_name == "const":
+                    continue
+                usage = plan.get_compute_device_usage_for_mlprogram_operation(op)
+                cost = plan.get_estimated_cost_for_mlprogram_operation(op)
+                name = op.outputs[0].name if op.outputs else ""
+                ops.append({"op": op.operator_name, "name": name, "function": function_name,
+                            "preferred": coreml_device_name(usage.preferred_compute_device) if usage else None,
+                            "supported": sorted(coreml_device_name(d) for d in usage.supported_compute_devices) if usage else [],
+                            "cost": float(cost.weight) if cost is not None else None})
+    elif structure.neuralnetwork is not None:
+        for layer in structure.neuralnetwork.layers:
+            usage = plan.get_compute_device_usage_for_neuralnetwork_layer(layer)
+            ops.append({"op": layer.type, "name": layer.name, "function": None,
+                        "preferred": coreml_device_name(usage.preferred_compute_device) if usage else None,
+                        "supported": sorted(coreml_device_name(d) for d in usage.supported_compute_devices) if usage else [],
+                        "cost": None})
+    else:
+        raise RunnerFailure("placement", "the model is a pipeline; Core ML gives no per-op placement for pipelines")
+    return ops
+
+
+def coreml_compiled_path(model):
+    """The .mlmodelc folder Core ML compiled a loaded MLModel into (None when this coremltools does not say)."""
+    getter = getattr(model, "get_compiled_model_path", None)
+    try:
+        return getter() if getter else None
+    except Exception:  # a model not loaded by the Core ML framework
+        return None
+
+
+def coreml_placement(compiled_path, compute_units: str) -> dict:
+    """{"available": True, "ops": [...]} from coremltools' MLComputePlan (macOS 14.4+ / coremltools 8+), or
+    {"available": False, "reason": ...} when this macOS or coremltools cannot give it."""
+    import coremltools as ct
+
+    if not compiled_path:
+        return {"available": False, "reason": f"coremltools {ct.__version__} gives no compiled model path"}
+    try:
+        from coremltools.models.compute_plan import MLComputePlan
+    except ImportError:
+        return {"available": False, "reason": f"coremltools {ct.__version__} has no MLComputePlan (needs 8.0 or newer)"}
+    try:
+        plan = MLComputePlan.load_from_path(compiled_path, compute_units=ct.ComputeUnit[compute_units.upper()])
+        return {"available": True, "ops": coreml_op_placement(plan)}
+    except RunnerFailure as exc:
+        return {"available": False, "reason": str(exc)}
+    except Exception as exc:  # Core ML reports an unsupported OS or model through several exception types
+        return {"available": False, "reason": f"MLComputePlan failed: {type(exc).__name__}: {exc}"}
+
+
+def _natural_key(key):
+    text = str(key)
+    return (0, int(text), "") if text.lstrip("-").isdigit() else (1, 0, text)
+
+
+def coreml_output_array(value):
+    """A Core ML prediction value as an array: a classifier's {label: probability} dict becomes the probabilities
+    in label order (numeric labels numerically), a class label a 0-d string array."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return np.asarray([value[k] for k in sorted(value, key=_natural_key)], dtype=np.float64)
+    return np.asarray(value)
+
+
 class CoreMLSession:
-    def __init__(self, path: str) -> None:
+    """coremltools' MLModel on one compute unit setting (macOS only); image inputs are fed as PIL images."""
+
+    def __init__(self, path: str, compute_units: str = "all") -> None:
+        if sys.platform != "darwin":  # checked before the (slow) import: coremltools cannot predict here anyway
+            raise RunnerFailure("runtime_missing", f"Core ML models run only on macOS, not {sys.platform} "
+                                "(coremltools: Model prediction is only supported on macOS)")
         try:
             import coremltools as ct
         except ImportError:
             raise RunnerFailure("runtime_missing", f"coremltools cannot be imported by {sys.executable}") from None
-        if sys.platform != "darwin":
-            raise RunnerFailure("runtime_missing", "Core ML models run only on macOS (MLModel.predict is unavailable elsewhere)")
         try:
-            self.model = ct.models.MLModel(path)
+            self.model = ct.models.MLModel(path, compute_units=ct.ComputeUnit[compute_units.upper()])
         except Exception as exc:  # coremltools raises several exception types
             raise RunnerFailure("model_load", f"Core ML cannot load {os.path.basename(path)}: {exc}") from None
         spec = self.model.get_spec()
         self.names = [i.name for i in spec.description.input]
+        self.images = {i.name: i.type.imageType.colorSpace for i in spec.description.input
+                       if i.type.WhichOneof("Type") == "imageType"}
+        self.output_names = [o.name for o in spec.description.output]
+        self.compute_units = compute_units
         self.feeds = {}
         self.last = {}
-        self.info = {"name": "coremltools", "version": ct.__version__, "compute_units": "ALL"}
+        self.info = {"name": "coremltools", "version": ct.__version__, "compute_units": compute_units}
+
+    def after_load(self) -> None:
+        """Placement of every op on this compute unit setting (measured outside the load time)."""
+        self.info["placement"] = coreml_placement(coreml_compiled_path(self.model), self.compute_units)
+
+    def _feed(self, name, array):
+        if name not in self.images:
+            return array
+        from PIL import Image
+
+        mode = {40: "F"}.get(self.images[name], "L" if array.ndim == 2 else "RGB")
+        return Image.fromarray(array.astype("float32") if mode == "F" else array, mode=mode)
 
     def set_inputs(self, arrays) -> None:
-        self.feeds = dict(zip(self.names, arrays))
+        self.feeds = {name: self._feed(name, array) for name, array in zip(self.names, arrays)}
 
     def invoke(self) -> None:
         self.last = self.model.predict(self.feeds)
 
     def read_outputs(self):
-        return [(k, self.last[k]) for k in sorted(self.last)]
+        names = [n for n in self.output_names if n in self.last] + sorted(k for k in self.last if k not in self.output_names)
+        return [(k, coreml_output_array(self.last[k])) for k in names]
 
 
 def _module_version(module: str, distribution: str = ""):
@@ -279,6 +394,8 @@ def import_runtime(runtime: str) -> float:
     module is reported later by the session with its own message."""
     import importlib
 
+    if runtime == "coreml" and sys.platform != "darwin":
+        return 0.0  # nothing to time: the session refuses Core ML off macOS without importing it
     start = time.perf_counter()
     for name in RUNTIME_MODULES.get(runtime, ()):
         try:
@@ -295,7 +412,7 @@ def open_session(args):
     if args.runtime == "tflm":
         return TflmSession(args.model, args.arena_bytes, args.num_outputs)
     if args.runtime == "coreml":
-        return CoreMLSession(args.model)
+        return CoreMLSession(args.model, args.compute_units)
     return LiteRTSession(args.model, args.threads, args.resolver)
 
 
@@ -394,6 +511,7 @@ def parse_args(argv):
     p.add_argument("--sensor-interval-s", type=float, default=1.0)
     p.add_argument("--arena-bytes", type=int)
     p.add_argument("--num-outputs", type=int, default=1)
+    p.add_argument("--compute-units", default="all", choices=COREML_COMPUTE_UNITS, help="Core ML compute units")
     p.add_argument("--dumpsys", action="store_true", help="also read `dumpsys thermalservice` (Android)")
     return p.parse_args(argv)
 
@@ -414,6 +532,8 @@ def main(argv=None) -> int:
         start = time.perf_counter()
         session = open_session(args)
         load_ms = (time.perf_counter() - start) * 1e3
+        if hasattr(session, "after_load"):  # facts gathered outside the load time (Core ML placement)
+            session.after_load()
         sensors = SensorReader(args.dumpsys)
         emit("loaded", load_ms=load_ms, runtime_import_ms=import_ms, runtime=session.info, rss_before_load_bytes=baseline,
              rss_after_load_bytes=current_rss_bytes(), sensors_available=sensors.available)

@@ -61,8 +61,23 @@ def outputs_summary(result: RunResult) -> List[Dict[str, Any]]:
             for i, sample in enumerate(result.outputs)]
 
 
+def cold_start_note(result: RunResult) -> Optional[str]:
+    if result.load_ms is None:
+        return None
+    if result.runtime.get("name") == "coremltools":
+        return ("load = MLModel(path, compute_units): Core ML compiles the package and loads it (coremltools already "
+                "imported; its import time is runtime_import); first_inference = the first predict alone")
+    return ("load = model file read + interpreter creation + tensor allocation (runtime library already "
+            "imported; its import time is runtime_import); first_inference = the first invoke alone")
+
+
 def build_run_json(result: RunResult, request: RunRequest, *, inputs_description: Dict[str, Any],
                    criteria: ThrottleCriteria = ThrottleCriteria()) -> Dict[str, Any]:
+    if "placement" in result.runtime and not result.extra.get("coreml"):  # a Core ML run from a remote runner (ssh to a Mac)
+        from edgekit.run.host import coreml_section
+
+        unit = str(result.runtime.get("compute_units", "all"))
+        result.extra["coreml"] = coreml_section([unit], {unit: result}, {}, unit)
     wall_s = result.extra.get("warm_wall_s")
     device = result.device
     profile = device.profile or {}
@@ -77,13 +92,11 @@ def build_run_json(result: RunResult, request: RunRequest, *, inputs_description
         "runtime": result.runtime,
         "config": {"iterations": request.iterations, "warmup": request.warmup, "sustain_s": request.sustain_s,
                    "window_s": request.window_s, "timeout_s": request.timeout_s,
-                   **{k: v for k, v in request.options.items() if k in ("threads", "power_monitor", "resolver", "arena_bytes")},
+                   **{k: v for k, v in request.options.items() if k in ("threads", "power_monitor", "resolver", "arena_bytes", "compute_units")},
                    "inputs": inputs_description},
         "cold_start_ms": {"load": result.load_ms, "first_inference": result.first_inference_ms,
                           "runtime_import": result.extra.get("runtime_import_ms")},
-        "cold_start_note": ("load = model file read + interpreter creation + tensor allocation (runtime library already "
-                            "imported; its import time is runtime_import); first_inference = the first invoke alone")
-        if result.load_ms is not None else None,
+        "cold_start_note": cold_start_note(result),
         "latency_ms": latency_summary(result.latencies_ms),
         "latency_note": "warm iterations; each latency covers the runtime's invoke call only" if result.latencies_ms else
         "no per-inference latencies measured on this device (see the work and estimate fields)",
@@ -94,8 +107,10 @@ def build_run_json(result: RunResult, request: RunRequest, *, inputs_description
         "work": result.work,
         "outputs": outputs_summary(result),
         "outputs_file": "outputs.npz" if result.outputs else None,
-        "extra": {k: v for k, v in result.extra.items() if k not in ("energy_unavailable_reason", "runtime_import_ms")},
+        "extra": {k: v for k, v in result.extra.items() if k not in ("energy_unavailable_reason", "runtime_import_ms", "coreml")},
     }
+    if result.extra.get("coreml"):
+        report["coreml"] = result.extra["coreml"]  # per compute unit setting: cold start, latency, placement
     for key, value in {**result.work, **{k: v for k, v in result.memory.items() if k in ("arena_bytes", "flash_bytes", "ram_bytes")}}.items():
         report.setdefault(key, value)  # MCU facts (instructions_per_inference, arena_bytes, ...) at the top level too
     report["signature"] = {
@@ -137,9 +152,10 @@ def markdown(report: Dict[str, Any]) -> str:
         "",
         "; ".join(n for n in (report["latency_note"], report["cold_start_note"]) if n) + ".",
         "",
-        "## Memory",
-        "",
     ]
+    if report.get("coreml"):
+        lines += coreml_lines(report["coreml"]) + [""]
+    lines += ["## Memory", ""]
     lines += [f"- {k}: {v:,}" if isinstance(v, int) else f"- {k}: {v}" for k, v in report["memory"].items()] or ["- not reported"]
     lines += ["", "## Energy per inference", ""]
     if energy["method"] == "unavailable":
@@ -154,6 +170,37 @@ def markdown(report: Dict[str, Any]) -> str:
         lines += ["", "## Work counted on the device", ""] + [f"- {k}: {v}" for k, v in report["work"].items() if not isinstance(v, (dict, list))]
     lines += [""] + [f"![{Path(name).stem.replace('_', ' ')}]({name})\n" for name in report.get("plots", [])]
     return "\n".join(lines)
+
+
+def coreml_lines(coreml: Dict[str, Any]) -> List[str]:
+    """The per-compute-unit table and each setting's placement (Core ML's estimate, labelled as such)."""
+    from edgekit.coreml.macos import placement_line
+
+    lines = ["## Core ML compute units", "",
+             f"The figures above are the `{coreml['primary']}` run; {coreml['note']}.", "",
+             "| compute units | load | first inference | p50 | p90 | p99 | max | warm iterations | peak RSS | "
+             f"max abs diff vs {coreml['outputs_reference']} | placement (preferred device; estimated) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in coreml["compute_units"]:
+        if row.get("error"):
+            lines.append(f"| {row['compute_units']} | **failed**: {str(row['error']).replace('|', '/')} |" + " |" * 9)
+            continue
+        lat, placement = row["latency_ms"], row["placement"]
+        where = placement_line(placement.get("summary")) if placement.get("available") else f"unavailable: {placement.get('reason')}"
+        rss = f"{row['peak_rss_bytes'] / 2**20:.1f} MiB" if row.get("peak_rss_bytes") else "–"
+        diff = "reference" if row["compute_units"] == coreml["outputs_reference"] else \
+            ("–" if row.get("outputs_max_abs_diff") is None else f"{row['outputs_max_abs_diff']:.3g}")
+        lines.append(f"| {row['compute_units']} | {_ms(row['load_ms'])} | {_ms(row['first_inference_ms'])} | {_ms(lat['p50'])} | "
+                     f"{_ms(lat['p90'])} | {_ms(lat['p99'])} | {_ms(lat['max'])} | {lat['count']} | {rss} | {diff} | {where} |")
+    lines += ["", f"Placement: {coreml['placement_source']}; per-op detail in run.json (`coreml.compute_units[].placement.ops`).", ""]
+    for row in coreml["compute_units"]:
+        summary = (row.get("placement") or {}).get("summary")
+        if not summary:
+            continue
+        lines += [f"- `{row['compute_units']}`: " + "; ".join(
+            f"{device}: " + ", ".join(f"{op} x{n}" for op, n in entry["op_types"].items())
+            for device, entry in summary["by_device"].items())]
+    return lines
 
 
 def _thermal_lines(thermal: Dict[str, Any]) -> List[str]:

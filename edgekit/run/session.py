@@ -252,6 +252,9 @@ def collect(process: StreamingProcess, collector: Collector, *, timeout_s: float
 
 def _runner_error(process: StreamingProcess, error: dict) -> EdgekitError:
     kind, message = error.get("kind"), error.get("message", "")
+    if kind == "runtime_missing" and "macOS" in message:
+        return ToolMissingError(f"Core ML on {process.describe} ({message})",
+                                "run Core ML models on a Mac: edgekit run M.mlpackage --device macos, or ssh://USER@MAC")
     if kind == "runtime_missing":
         return ToolMissingError(f"the runtime on {process.describe} ({message})",
                                 "install it on the device: pip install ai-edge-litert (or tflite-runtime) numpy; "
