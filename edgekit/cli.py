@@ -64,9 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     dbg.add_argument("--debug", action="store_true", help="compare every intermediate tensor float vs quantized (layers.json/md/png)")
     dbg.add_argument("--fallback", default="none", choices=["none", "auto"],
                      help="auto: keep the most damaged layers out of int8 until --min-sqnr-db / --min-cosine is met")
-    dbg.add_argument("--fallback-to", default="float", choices=["float", "int16"], help="what --fallback uses: float or int16 activations (16x8)")
+    dbg.add_argument("--fallback-to", default="float", choices=["float", "int16"],
+                     help="what --fallback uses: float per layer, or int16 = the whole model in 16x8 (TF's 16x8 quantizer has no per-op selection)")
     dbg.add_argument("--keep-float", action="append", default=[], metavar="NAME|OPTYPE",
-                     help="keep an op (by output tensor name) or every op of a type (e.g. SOFTMAX) in float; repeatable")
+                     help="keep ops in float: an op type (SOFTMAX), a whole output tensor name, or a unique name part such as conv2; repeatable")
 
     p = sub.add_parser("parity", help="compare a candidate model with a reference on the same inputs")
     p.add_argument("reference", type=Path, help="reference model (.tflite or .onnx)")
@@ -143,6 +144,10 @@ def cmd_parity(args) -> int:
     tolerance = _tolerance(args, Tolerance())
     if args.per_layer and not args.outdir:
         raise UserError("--per-layer writes layers.json/md/png and needs an output folder", fix="add -o OUTDIR")
+    if args.per_layer:
+        from edgekit.parity.layers import check_per_layer_models
+
+        check_per_layer_models(args.reference, args.candidate)  # refuse before the parity run
     reference, candidate = open_runner(args.reference), open_runner(args.candidate)
     inputs = reference.input_specs()
     spec = PreprocessSpec.load(args.preprocess) if args.preprocess else None

@@ -1,9 +1,10 @@
-"""TFLite backend: full-int8 .tflite (int8 I/O, per-channel int8 weights, int32 bias)."""
+"""TFLite backend: full-int8 .tflite (int8 I/O, per-channel int8 weights, int32 bias), optionally
+16x8 (--activations int16) or mixed int8/float (--keep-float, --fallback auto; see precision.py)."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Tuple
 
 from edgekit.calibration.ranges import choose_ranges
 from edgekit.calibration.statistics import cache_key, collect_statistics
@@ -17,7 +18,9 @@ from edgekit.support import OpSupport, SupportReport
 from edgekit.tflite_model import TFLiteModel
 
 from .int8 import QuantizedTensor, calibrated_flatbuffer, inspect_int8, quantize_calibrated
+from .mixed import auto_fallback
 from .ops import int8_verdict
+from .precision import INT8, INT16X8, PrecisionPlan, model_ops, plan_table
 from .report import tflite_sections
 
 log = logging.getLogger(__name__)
@@ -29,6 +32,22 @@ class Int8Result:
     tensors: List[QuantizedTensor]
     ops: List[str]
     support: SupportReport
+    activations: str = "int8"          # int8 | int16 (16x8)
+    float_ops: Tuple[str, ...] = ()     # float-model op names kept in float
+
+    @property
+    def precision(self) -> str:
+        if self.activations == "int16":
+            return INT16X8
+        return "int8 + float32" if self.float_ops else INT8
+
+
+# (main file, manifest format) per precision
+_OUTPUTS = {
+    INT8: ("model_int8.tflite", "tflite-int8"),
+    "int8 + float32": ("model_mixed.tflite", "tflite-int8-mixed-float32"),
+    INT16X8: ("model_16x8.tflite", "tflite-int16x8"),
+}
 
 
 @CONVERTERS.register("tflite")
@@ -49,28 +68,55 @@ class TFLiteInt8Converter:
             report.ops.append(OpSupport(op.name, location, supported, reason))
         return report
 
+    def _support_with_plan(self, model: TFLiteModel, plan: Optional[PrecisionPlan]) -> SupportReport:
+        """check_support, with ops the plan keeps in float accepted (a float-only op can stay float)."""
+        report = self.check_support(model)
+        ops = model_ops(model)
+        kept = set(plan.float_tensors(ops)) if plan is not None else set()
+        report.ops = [o if o.supported or m.tensor not in kept else OpSupport(o.op, o.location, True, "kept in float")
+                      for o, m in zip(report.ops, ops)]
+        return report
+
     def option_problems(self, options) -> List[str]:
         problems = []
         if options.weights != "int8":
             problems.append(f"--weights {options.weights} (TFLite weights are int8)")
-        if options.activations != "int8":
-            problems.append(f"--activations {options.activations} (use int8)")
+        if options.activations not in ("int8", "int16"):
+            problems.append(f"--activations {options.activations} (use int8, or int16 for 16x8)")
         for flag, value in (("--engine", options.engine), ("--deployment-target", options.deployment_target)):
             if value is not None:
                 problems.append(f"{flag} {value} (Core ML / ONNX only)")
         if options.compute_units != "all":
             problems.append(f"--compute-units {options.compute_units} (Core ML only)")
-        if options.debug or options.fallback != "none" or options.keep_float:
-            problems.append("--debug / --fallback / --keep-float (not available yet)")
+        problems += self._precision_problems(options)
+        return problems
+
+    @staticmethod
+    def _precision_problems(options) -> List[str]:
+        """16x8 is whole-model only in TF's quantizer: it cannot be mixed with float ops."""
+        problems = []
+        whole_16x8 = "TFLite's 16x8 quantizer has no per-op selection"
+        if options.activations == "int16" and options.keep_float:
+            problems.append(f"--keep-float with --activations int16 ({whole_16x8}; use --activations int8)")
+        if options.activations == "int16" and options.fallback != "none":
+            problems.append(f"--fallback auto with --activations int16 ({whole_16x8}; 16x8 is already the "
+                            "wider mode: use --activations int8 --fallback auto [--fallback-to int16])")
+        if options.fallback == "none" and options.fallback_to != "float":
+            problems.append(f"--fallback-to {options.fallback_to} without --fallback auto (it has no effect)")
+        if options.fallback == "auto" and options.fallback_to == "int16" and options.keep_float:
+            problems.append(f"--keep-float with --fallback-to int16 (the int16 fallback is the whole model in 16x8: {whole_16x8})")
         return problems
 
     def export(self, model: str, options) -> FloatReference:
         exported = to_float_tflite(model, input_shape=options.input_shape)
         float_model = TFLiteModel(exported.tflite, source=f"{model} (float reference)")
         sha = sha256_bytes(float_model.data)
-        support = self.check_support(float_model)
+        support = self._support_with_plan(float_model, PrecisionPlan.build(float_model, options.activations, options.keep_float))
         if not support.ok:
-            raise UnsupportedOpError(support, target="int8 TFLite")
+            error = UnsupportedOpError(support, target="int8 TFLite")
+            error.fix = ("keep them in float with --keep-float OPTYPE (the model then needs a runtime with float "
+                         "kernels), replace these layers with supported ones, or choose another --format")
+            raise error
         return FloatReference(
             runner=TFLiteRunner(float_model, kernels="reference", sha256=sha), kind=exported.kind.value,
             route=exported.route, main_file="model_float.tflite", format="tflite-float32",
@@ -79,26 +125,93 @@ class TFLiteInt8Converter:
 
     def quantize(self, reference: FloatReference, inputs: QuantizeInputs, options) -> QuantizedModel:
         float_model: TFLiteModel = reference.handle
+        ops = model_ops(float_model)
+        plan = PrecisionPlan.build(float_model, options.activations, options.keep_float)  # bad names: before calibrating
         stats = collect_statistics(
             float_model, inputs.calib_samples, key=cache_key(reference.sha256, inputs.calib_set.fingerprint),
             progress=inputs.progress("calibrating", 2 * len(inputs.calib_samples)),
         )
         ranges = choose_ranges(stats, options.method, options.range_options)
-        result = self.convert(float_model, ranges)
-        int8_model = TFLiteModel(result.tflite, source=self.filename)
+        calibrated = calibrated_flatbuffer(float_model.data, ranges)  # one calibration for every variant
+
+        def build(candidate_plan: Optional[PrecisionPlan], activations: str) -> Int8Result:
+            return self.convert(float_model, ranges, plan=candidate_plan, activations=activations, calibrated=calibrated)
+
+        fallback = None
+        if options.fallback == "auto":
+            fallback = auto_fallback(
+                ops=ops, float_model=float_model, reference=reference.runner, plan=plan, build=build,
+                samples=inputs.eval_samples, labels=inputs.eval_labels, tolerance=options.tolerance,
+                fallback_to=options.fallback_to, progress=inputs.progress,
+            )
+            result, plan = fallback.chosen.result, fallback.chosen.plan
+        else:
+            result = build(plan, options.activations)
+        main_file, fmt_name = _OUTPUTS[result.precision]
+        quantized_model = TFLiteModel(result.tflite, source=main_file)
+        per_layer = None
+        if options.debug:
+            from edgekit.parity.layers import per_layer_report
+
+            per_layer = per_layer_report(float_model, quantized_model, inputs.eval_samples, progress=inputs.progress)
+        if plan is None:  # --fallback-to int16 chose the whole model in 16x8
+            planned = [replace(p, why="fallback (whole model)") for p in PrecisionPlan(INT16X8).resolve(ops)]
+        else:
+            planned = plan.resolve(ops)
+        summary = {
+            "precision": result.precision,
+            "plan": plan.to_json() if plan is not None else {"global": INT16X8, "why": "--fallback-to int16"},
+            "ops": [p.__dict__ for p in planned],
+        }
+        lines = tflite_sections(stats, ranges, result) + _plan_lines(planned, result)
+        if fallback is not None:
+            summary["fallback"] = fallback.to_json()
+            lines += fallback.markdown_lines()
         return QuantizedModel(
-            runner=TFLiteRunner(int8_model, kernels="reference", sha256=sha256_bytes(result.tflite)),
-            main_file=self.filename, format="tflite-int8", files={self.filename: result.tflite},
-            report_lines=tflite_sections(stats, ranges, result), handle=result,
+            runner=TFLiteRunner(quantized_model, kernels="reference", sha256=sha256_bytes(result.tflite)),
+            main_file=main_file, format=fmt_name, files={main_file: result.tflite},
+            params={"precision": result.precision, "float_ops": list(result.float_ops)},
+            report_lines=lines, summary=summary, per_layer=per_layer, handle=result,
         )
 
-    def convert(self, model: TFLiteModel, ranges: Dict[int, Tuple[float, float]]) -> Int8Result:
-        """Raises UnsupportedOpError (the whole report) if any op cannot be int8."""
-        pre = self.check_support(model)
+    def convert(
+        self, model: TFLiteModel, ranges: Dict[int, Tuple[float, float]], *,
+        plan: Optional[PrecisionPlan] = None, activations: str = "int8", calibrated: Optional[bytes] = None,
+    ) -> Int8Result:
+        """Quantize with ``ranges`` (``calibrated``: the same ranges already written by calibrated_flatbuffer).
+
+        ``plan``: ops kept in float (None: all int8); ``activations``: int8 or int16 (16x8, whole model).
+        Raises UnsupportedOpError (the whole report) if any op the plan does not keep in float cannot be quantized.
+        """
+        if calibrated is None:
+            calibrated = calibrated_flatbuffer(model.data, ranges)
+        kept = plan.float_tensors(model_ops(model)) if plan is not None else []
+        pre = self._support_with_plan(model, plan)
         if not pre.ok:
             raise UnsupportedOpError(pre, target="int8 TFLite")
-        quantized = quantize_calibrated(calibrated_flatbuffer(model.data, ranges))
-        post, tensors, ops = inspect_int8(quantized)
+        quantized = quantize_calibrated(calibrated, activations=activations, float_nodes=kept)
+        post, tensors, op_names = inspect_int8(quantized, activations=activations, kept_float=kept)
         if not post.ok:
-            raise UnsupportedOpError(post, target="int8 TFLite")
-        return Int8Result(quantized, tensors, ops, post)
+            raise UnsupportedOpError(post, target="16x8 TFLite" if activations == "int16" else "int8 TFLite")
+        return Int8Result(quantized, tensors, op_names, post, activations, tuple(kept))
+
+
+def _plan_lines(planned, result: Int8Result) -> List[str]:
+    lines = [
+        "## Precision plan",
+        "",
+        f"Model precision: **{result.precision}**. Layered global -> op type (--keep-float OPTYPE) -> "
+        "op name (--keep-float NAME) -> fallback (--fallback auto); the most specific layer wins.",
+        "",
+        *plan_table(planned),
+        "",
+    ]
+    if result.float_ops:
+        lines += [f"{len(result.float_ops)} op(s) run in float with DEQUANTIZE/QUANTIZE around them. The edgekit "
+                  "firmware runtime is int8-only: `edgekit firmware` rejects these float ops in its support check; "
+                  "the TensorFlow Lite Micro project (`--runtime tflm`) and LiteRT (host, Linux/Android) accept them.", ""]
+    if result.activations == "int16":
+        lines += ["16x8: int16 activations (symmetric, zero point 0), int8 per-channel weights, int64 bias, int16 "
+                  "input/output. The edgekit firmware runtime has no int16 kernels: `edgekit firmware` rejects this "
+                  "model; the TensorFlow Lite Micro project (`--runtime tflm`) and LiteRT accept it.", ""]
+    return lines

@@ -1,8 +1,19 @@
-"""Full-int8 TFLite from a float .tflite and chosen activation ranges.
+"""Full-int8 (or 16x8) TFLite from a float .tflite and chosen activation ranges.
 
 Route (TOOLCHAIN.md): write min/max into every activation tensor of the float flatbuffer (what
 TFLiteConverter's calibrate-only step records), then run TF's MLIR quantizer with
 fully_quantize=True and int8 input/output.
+
+Mixed precision: the MLIR quantizer's ``denylisted_nodes`` (op output tensor names; TF's
+QuantizationDebugger uses the same) keeps those ops in float with DEQUANTIZE/QUANTIZE around them.
+Its ``denylisted_ops`` takes builtin names (``CONV_2D``; MLIR names such as ``tfl.conv_2d`` are
+silently ignored); the plan resolves op types to nodes, so only ``denylisted_nodes`` is used.
+
+16x8 (int16 activations, int8 weights, int64 bias): the MLIR quantizer's QUANTIZED_INT16 mode
+writes asymmetric int16 zero points that LiteRT's kernels reject (measured, TF 2.21), so this
+uses TF's older quantizer (what TFLiteConverter itself uses for 16x8) on the same calibrated
+flatbuffer without feeding data: it keeps the recorded min/max. It has no denylist: 16x8 is
+whole-model only.
 """
 from __future__ import annotations
 
@@ -10,7 +21,7 @@ import logging
 import re
 import dataclasses
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Collection, Dict, List, Sequence, Tuple
 
 from edgekit.deps import tensorflow
 from edgekit.errors import ConversionError
@@ -20,6 +31,8 @@ from edgekit.support import OpSupport, SupportReport
 log = logging.getLogger(__name__)
 
 INT8_TYPES = {"INT8", "INT32"}  # activations/weights int8, biases int32
+INT16X8_TYPES = {"INT16", "INT8", "INT32", "INT64"}  # int16 activations, int8 weights, int64 biases
+CONVERSION_OPS = {"QUANTIZE", "DEQUANTIZE"}
 ALLOWED_INDEX_TYPES = {"INT32", "INT64", "BOOL"}  # shape/index tensors of RESHAPE etc.
 _BIASED_OPS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV"}
 DROPPED_METADATA = {"keep_stablehlo_constant"}
@@ -61,27 +74,49 @@ def calibrated_flatbuffer(float_tflite: bytes, ranges: Dict[int, Tuple[float, fl
     return bytes(fb.convert_object_to_bytearray(model))
 
 
-def quantize_calibrated(calibrated: bytes) -> bytes:
-    """MLIR full-int8 quantization; quantizer errors become a ConversionError naming the ops."""
+def quantize_calibrated(calibrated: bytes, *, activations: str = "int8", float_nodes: Sequence[str] = ()) -> bytes:
+    """Full-integer quantization of a calibrated flatbuffer.
+
+    activations: "int8" (MLIR quantizer) or "int16" (16x8, whole model). ``float_nodes``: op output
+    tensor names kept in float (int8 only). Quantizer errors become a ConversionError naming the ops.
+    """
     tf, _, mlir_quantize, _ = _tf()
+    if activations == "int16" and float_nodes:
+        raise ValueError("16x8 quantization is whole-model only (no per-op float fallback)")
     try:
         with captured_output() as stderr:
-            out = mlir_quantize(
-                calibrated,
-                disable_per_channel=False,
-                fully_quantize=True,
-                input_data_type=tf.int8,
-                output_data_type=tf.int8,
-            )
+            if activations == "int16":
+                out = _quantize_16x8(calibrated)
+            else:
+                out = mlir_quantize(
+                    calibrated,
+                    disable_per_channel=False,
+                    fully_quantize=True,
+                    input_data_type=tf.int8,
+                    output_data_type=tf.int8,
+                    denylisted_nodes=list(float_nodes) or None,
+                )
     except Exception as exc:  # the quantizer raises bare Exceptions with MLIR diagnostics
         text = "\n".join(stderr) + "\n" + str(exc)
         named = sorted(set(re.findall(r"(?:op|operation):? '?(?:tfl\.)?([A-Za-z_0-9]+)'?", text)))
         detail = next((l.strip() for l in text.splitlines() if "error" in l.lower()), str(exc).strip()[:300])
+        kind = "16x8" if activations == "int16" else "int8"
         raise ConversionError(
-            f"the TFLite int8 quantizer failed{' on ' + ', '.join(named) if named else ''}: {detail}",
+            f"the TFLite {kind} quantizer failed{' on ' + ', '.join(named) if named else ''}: {detail}",
             fix="check the operator list with --verbose; unsupported layers must be replaced",
         ) from None
     return bytes(out)
+
+
+def _quantize_16x8(calibrated: bytes) -> bytes:
+    """TF's older quantizer in 16x8 mode with int16 input/output, using the ranges in the flatbuffer."""
+    import numpy as np
+    from tensorflow.lite.python.optimize import _pywrap_tensorflow_lite_calibration_wrapper as wrapper
+
+    calibrator = wrapper.CalibrationWrapper(calibrated, [], [])
+    int16, int64 = np.dtype(np.int16).num, np.dtype(np.int64).num
+    # (input type, output type, allow_float, activations type, bias type, disable per-channel, ... for dense)
+    return bytes(calibrator.QuantizeModel(int16, int16, False, int16, int64, False, False))
 
 
 @dataclass(frozen=True)
@@ -94,15 +129,21 @@ class QuantizedTensor:
     is_bias: bool = False  # the bias input of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED
 
 
-def inspect_int8(tflite: bytes) -> Tuple[SupportReport, List[QuantizedTensor], List[str]]:
-    """Check a model is full-int8 (every op on int8 data, per-channel int8 weights, int32 bias).
+def inspect_int8(
+    tflite: bytes, *, activations: str = "int8", kept_float: Collection[str] = ()
+) -> Tuple[SupportReport, List[QuantizedTensor], List[str]]:
+    """Check a model is full-integer (every op on int8 data — int16 with activations="int16" —,
+    per-channel int8 weights, int32/int64 bias), except the ops the plan keeps in float.
 
-    Returns the support report (ops left in float rejected), the tensor table and op names.
+    ``kept_float``: float-model output tensor names of ops kept in float on purpose; those ops and
+    the DEQUANTIZE/QUANTIZE the quantizer put around them are accepted, any other op left in float
+    is rejected. Returns the support report, the tensor table and op names.
     """
     _, schema, _, fb = _tf()
     model = fb.convert_bytearray_to_object(bytearray(tflite))
     type_names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
-    report = SupportReport("tflite-int8")
+    integer_types = INT16X8_TYPES if activations == "int16" else INT8_TYPES
+    report = SupportReport("tflite-int16x8" if activations == "int16" else "tflite-int8")
     tensors: List[QuantizedTensor] = []
     sub = model.subgraphs[0]
     for t in sub.tensors:
@@ -118,9 +159,11 @@ def inspect_int8(tflite: bytes) -> Tuple[SupportReport, List[QuantizedTensor], L
                 constant=constant,
             )
         )
+    names = [builtin_name(schema, model.operatorCodes[op.opcodeIndex]) for op in sub.operators]
+    kept = _kept_float_ops(sub.operators, names, tensors, kept_float)
     ops: List[str] = []
     for n, op in enumerate(sub.operators):
-        name = builtin_name(schema, model.operatorCodes[op.opcodeIndex])
+        name = names[n]
         ops.append(name)
         if name in _BIASED_OPS and op.inputs is not None and len(op.inputs) > 2 and op.inputs[2] >= 0:
             tensors[op.inputs[2]] = dataclasses.replace(tensors[op.inputs[2]], is_bias=True)
@@ -128,16 +171,48 @@ def inspect_int8(tflite: bytes) -> Tuple[SupportReport, List[QuantizedTensor], L
         location = f"op #{n} -> tensor '{first_out}'"
         float_io = [
             tensors[i].name
-            for i in list(op.inputs if op.inputs is not None else []) + list(op.outputs if op.outputs is not None else [])
-            if i >= 0 and tensors[i].dtype not in INT8_TYPES | ALLOWED_INDEX_TYPES
+            for i in _io(op)
+            if i >= 0 and tensors[i].dtype not in integer_types | ALLOWED_INDEX_TYPES
         ]
         if name.startswith("CUSTOM") or name.startswith("Flex"):
             report.ops.append(OpSupport(name, location, False, "not a TFLite builtin (TFLITE_BUILTINS_INT8 only)"))
+        elif float_io and n in kept:
+            report.ops.append(OpSupport(name, location, True, kept[n]))
         elif float_io:
             report.ops.append(OpSupport(name, location, False, f"left in float by the quantizer (float tensors: {float_io[:3]})"))
         else:
             report.ops.append(OpSupport(name, location, True))
     return report, tensors, ops
+
+
+def _io(op) -> List[int]:
+    return list(op.inputs if op.inputs is not None else []) + list(op.outputs if op.outputs is not None else [])
+
+
+def _is_kept_name(name: str, kept: Collection[str]) -> bool:
+    """The quantizer keeps a float op's tensor name, or appends digits when a QUANTIZE takes it."""
+    if name in kept:
+        return True
+    return any(name.startswith(k) and name[len(k):].isdigit() for k in kept)
+
+
+def _kept_float_ops(operators, names: List[str], tensors: List[QuantizedTensor], kept_float: Collection[str]) -> Dict[int, str]:
+    """{op index: reason} for ops kept in float on purpose and the conversions around them."""
+    if not kept_float:
+        return {}
+    kept: Dict[int, str] = {}
+    for n, op in enumerate(operators):
+        outs = list(op.outputs if op.outputs is not None else [])
+        if names[n] not in CONVERSION_OPS and outs and _is_kept_name(tensors[outs[0]].name, kept_float):
+            kept[n] = "kept in float by the precision plan"
+    kept_inputs = {i for n in kept for i in (operators[n].inputs if operators[n].inputs is not None else [])}
+    kept_outputs = {o for n in kept for o in (operators[n].outputs if operators[n].outputs is not None else [])}
+    for n, op in enumerate(operators):
+        if names[n] == "DEQUANTIZE" and set(op.outputs if op.outputs is not None else []) & kept_inputs:
+            kept[n] = "converts int8 to float for an op kept in float"
+        elif names[n] == "QUANTIZE" and set(op.inputs if op.inputs is not None else []) & kept_outputs:
+            kept[n] = "converts an op kept in float back to int8"
+    return kept
 
 
 def _decode(name) -> str:
