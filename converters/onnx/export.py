@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 from edgekit.errors import ConversionError, InvalidModelError, ToolMissingError, UserError
-from edgekit.export.detect import ModelKind, detect_kind
+from edgekit.export.detect import ModelKind, detect_source_kind
 from edgekit.quiet import captured_output
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def onnx_module():
 
 def to_float_onnx(model: str, input_shape: Optional[Tuple[int, ...]] = None) -> FloatOnnx:
     """Load or export ``model`` and return the preprocessed float ONNX graph."""
-    kind = detect_kind(model)
+    kind = detect_source_kind(model)
     if kind in (ModelKind.TFLITE, ModelKind.KERAS, ModelKind.SAVED_MODEL):
         raise UserError(
             f"{model} is a {kind.value} model; {TAKES}",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 from edgekit.errors import InvalidModelError
-from edgekit.export.detect import ModelKind, detect_kind
+from edgekit.export.detect import ModelKind, detect_kind, detect_source_kind
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def to_float_tflite(model: str, *, input_shape: Optional[Tuple[int, ...]] = None
     Exports of model files are cached by (source sha256, kind, input shape, converter versions): the
     export is most of a quantize run's time, and re-running with another --method should not repeat it.
     """
-    kind = detect_kind(model)
+    kind = detect_source_kind(model)
     log.info("model %s detected as %s", model, kind.value)
     key = _cache_key(model, kind, input_shape)
     cached = _load_cached(key, kind, model) if key else None

@@ -20,6 +20,7 @@ class ModelKind(enum.Enum):
     PT2 = "pt2"
     TORCHSCRIPT = "torchscript"
     TORCH_FACTORY = "torch-factory"
+    MLPACKAGE = "mlpackage"  # Core ML package folder (evaluated by edgekit.coreml, not an input to quantize)
 
 
 SUPPORTED = (
@@ -27,6 +28,15 @@ SUPPORTED = (
     "a PyTorch .pt2 (torch.export.save), a TorchScript file (torch.jit.save), "
     "or package.module:factory returning an nn.Module"
 )
+
+
+def detect_source_kind(model: str) -> ModelKind:
+    """detect_kind for a model to export: a Core ML package is an output of edgekit, not a source."""
+    kind = detect_kind(model)
+    if kind is ModelKind.MLPACKAGE:
+        raise InvalidModelError(f"{model} is a Core ML package, an output format edgekit cannot convert from",
+                                fix="quantize the source model (PyTorch, ONNX, Keras, float .tflite) instead")
+    return kind
 
 
 def detect_kind(model: str) -> ModelKind:
@@ -38,6 +48,8 @@ def detect_kind(model: str) -> ModelKind:
     if path.is_dir():
         if (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file():
             return ModelKind.SAVED_MODEL
+        if (path / "Manifest.json").is_file() or path.suffix.lower() == ".mlpackage":
+            return ModelKind.MLPACKAGE  # edgekit.coreml checks the contents and names what is missing
         raise InvalidModelError(f"folder {model} is not a TF SavedModel (no saved_model.pb)", fix=f"pass {SUPPORTED}")
     try:
         with open(path, "rb") as handle:

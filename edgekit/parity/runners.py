@@ -109,6 +109,18 @@ class OnnxRunner(ModelRunner):
         return {"path": str(self.path), "sha256": self.sha256, "format": "onnx", "runtime": f"onnxruntime {tool_version('onnxruntime')}"}
 
 
+@RUNNERS.register("coreml")
+@RUNNERS.register("mlpackage")
+class LazyCoreMLRunner:
+    """Core ML .mlpackage: edgekit.coreml.runner.CoreMLRunner, imported on first use (it needs coremltools)."""
+
+    @staticmethod
+    def open(path: Path) -> ModelRunner:
+        from edgekit.coreml.runner import CoreMLRunner
+
+        return CoreMLRunner.open(Path(path))
+
+
 def open_runner(path: Path) -> ModelRunner:
     """A runner for a model file, chosen by its content."""
     from edgekit.export.detect import detect_kind
