@@ -47,6 +47,9 @@ bench: install
 	$(PY) tests/benchmarks/bench_runner_overhead.py
 	$(PY) tests/benchmarks/bench_qemu_boards.py
 	$(PY) tests/benchmarks/bench_kernels_qemu.py
+	$(PY) tests/benchmarks/bench_mixed_precision.py
+	$(PY) tests/benchmarks/bench_onnx_methods.py
+	$(PY) tests/benchmarks/bench_npu_vs_cpu.py
 
 clean:
 	rm -rf out build *.egg-info
