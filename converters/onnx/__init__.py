@@ -48,8 +48,8 @@ class OnnxQdqConverter:
             problems.append(f"--deployment-target {options.deployment_target} (Core ML only)")
         if options.compute_units != "all":
             problems.append(f"--compute-units {options.compute_units} (Core ML only)")
-        if options.debug or options.fallback != "none":
-            problems.append("--debug / --fallback (TFLite only; --keep-float NAME|OPTYPE works with --format onnx)")
+        if options.fallback != "none":
+            problems.append("--fallback (TFLite only; --keep-float NAME|OPTYPE works with --format onnx)")
         return problems
 
     def export(self, model: str, options) -> FloatReference:
@@ -73,12 +73,17 @@ class OnnxQdqConverter:
         described = ENGINE_RUNS[engine](float_path, out, specs, inputs, options, names, types, tick)
         summary = summarize(out)
         data = out.read_bytes()
+        per_layer = None
+        if options.debug:
+            from edgekit.parity.layers import per_layer_report
+
+            per_layer = per_layer_report(float_path, out, inputs.eval_samples, progress=inputs.progress)
         params = {"engine": engine, "engine_version": described["version"], "engine_method": described["engine_method"],
                   "engine_settings": described["settings"]}
         return QuantizedModel(
             runner=OnnxRunner(out), main_file=self.filename, format="onnx-qdq-int8", files={self.filename: data},
             params=params, report_lines=onnx_sections(summary, described, _float_reasons(engine, types), kept=names),
-            summary={"engine": params, "qdq": summary.to_json()}, handle=summary,
+            summary={"engine": params, "qdq": summary.to_json()}, per_layer=per_layer, handle=summary,
         )
 
 

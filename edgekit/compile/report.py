@@ -193,7 +193,9 @@ def report_markdown(info: Dict[str, Any]) -> str:
         name = layer["name"].split(";")[0]
         lines.append(f"| {layer['index']} | {layer['original_operator']} -> {layer['operator']} | {layer['target']} | "
                      f"{layer['cycles']:,} | {layer['cycles_percent']:.2f} | {layer['macs']:,} | "
-                     f"{layer['mac_utilization_percent']:.2f} | {name[:60]} |")
+                     f"{_utilization(layer)} | {name[:60]} |")
+    lines += ["", "util % is Vela's per-layer figure; `–` where the layer has no MACs (e.g. an activation fused into "
+              "the previous NPU operation, 0 cycles).", ""]
     lines += ["", f"Sum of per-layer cycles {p['layers_cycles_sum']:,} (Vela's total {p['npu_cycles_total']:,}).", ""]
     if info["vela"]["warnings"]:
         lines += ["## Vela's warnings", ""] + [f"- {w}" for w in info["vela"]["warnings"]] + [""]
@@ -245,3 +247,8 @@ def write_compile_files(stage: Path, info: Dict[str, Any], run: VelaRun, vela_by
                       ("vela_per_layer.csv", "csv"), ("vela_summary.csv", "csv"), ("vela.log", "log")):
         manifest.add(Artifact.from_file(stage / name, format=fmt, stage="compile", parent=compiled, tools=tools))
     manifest.write(stage / "manifest.json")
+
+
+def _utilization(layer: dict) -> str:
+    """Vela writes 100 % for a layer with no MACs and no cycles; that is not a utilization."""
+    return "–" if not layer["macs"] else f"{layer['mac_utilization_percent']:.2f}"

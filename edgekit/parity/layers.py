@@ -1,10 +1,13 @@
-"""Per-layer quantization analysis: every op output of a float and a quantized .tflite, compared on the same inputs.
+"""Per-layer quantization analysis: every op output of a float and a quantized model, compared on the same inputs.
 
-Both models run on LiteRT with BUILTIN_REF kernels and ``experimental_preserve_all_tensors=True`` (without the
-flag most intermediates read back as garbage). Each candidate op output is matched to the reference tensor of the
-same name (the MLIR quantizer keeps names); ops whose names differ are aligned by op-type order; QUANTIZE /
-DEQUANTIZE ops the quantizer inserted are compared against the reference value of their input and marked
-``inserted``. Quantized tensors are dequantized with their own scale / zero point before comparison.
+This module is the format-independent part: it streams (reference, candidate) tensor pairs into metrics, ranks
+layers and writes the LayerReport. A *tracer* per model format runs both models, keeps their intermediate tensors
+and says which candidate tensor is compared with which reference tensor:
+
+- ``edgekit.parity.layers_tflite``: two .tflite files on LiteRT BUILTIN_REF with all tensors kept;
+- ``edgekit.parity.layers_onnx``: a float .onnx and its QDQ version on onnxruntime (graph optimizations off), each
+  op output compared after its QuantizeLinear -> DequantizeLinear, i.e. the value the next op consumes.
+- ``edgekit.parity.layers_coreml``: a float32 .mlpackage and its quantized version on edgekit's MIL evaluator.
 
 Damage (the ranking): cumulative SQNR keeps falling downstream of a bad layer, so it blames every later layer.
 What a layer itself loses is measured against its worst activation input:
@@ -16,187 +19,89 @@ one from 30 to 20 dB is not, and the drop alone would rank them the other way. S
 not blamed for the input's own rounding. ``grid_sqnr_db`` tells why a layer is damaged: the SQNR of the reference
 tensor rounded onto the candidate's own grid alone. A low grid SQNR means the activation range/scale is the
 problem (outliers, clipping); a high grid SQNR with a low local SQNR means the op's weights or integer arithmetic
-are. ``channel_sqnr_db`` (median of per-channel SQNR) shows small channels wiped out behind large ones, which
-per-tensor SQNR hides.
+are. ``channel_sqnr_db`` (median of per-channel SQNR over the tracer's channel axis: last for NHWC TFLite, 1 for
+NCHW ONNX / Core ML) shows small channels wiped out behind large ones, which per-tensor SQNR hides.
 """
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import math
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from edgekit.calibration.dataset import Sample
-from edgekit.errors import InvalidModelError, UserError
-from edgekit.provenance import host_info, sha256_bytes, tool_versions, utc_now
-from edgekit.quiet import captured_output
-from edgekit.tflite_model import TensorInfo, TFLiteModel, _interpreter_module, dequantize, quantize_input
+from edgekit.errors import UserError
+from edgekit.provenance import host_info, tool_versions, utc_now
 
 log = logging.getLogger(__name__)
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
-ModelLike = Union[str, Path, TFLiteModel]
+ModelLike = Union[str, Path, Any]   # a path, or a model object a tracer accepts (TFLiteModel)
+Grid = Tuple[float, float, float]  # (lowest, highest representable value, step)
 
 SQNR_CAP_DB = 120.0            # float32 rounding noise sits around 140 dB; identical tensors give inf
-INSERTED_OPS = ("QUANTIZE", "DEQUANTIZE")
 MIN_MATCHED_FRACTION = 0.5     # fewer matched compute ops than this: the two files are not the same network
 DAMAGE_METRIC = ("rank by local_sqnr_db = -10*log10(10^(-out/10) - 10^(-in/10)), out = output SQNR, in = worst input "
                  "SQNR, both capped at 120 dB (lower = more noise added by the layer itself); sqnr_drop_db = in - out")
 FILES = ("layers.json", "layers.md", "layers.png")
+METRIC_KEYS = ("sqnr_db", "cosine", "max_abs", "rmse", "channel_sqnr_db", "grid_sqnr_db", "clipped_fraction",
+               "input_sqnr_db", "sqnr_drop_db", "local_sqnr_db", "likely_cause")
 
 
 # --------------------------------------------------------------------------------------------------------------
-# loading and matching
+# what a tracer hands to the generic core
 # --------------------------------------------------------------------------------------------------------------
-def _as_model(model: ModelLike, role: str) -> TFLiteModel:
-    if isinstance(model, TFLiteModel):
-        return model
-    path = Path(model)
-    from edgekit.export.detect import detect_kind
-
-    kind = detect_kind(str(path))
-    if kind.value != "tflite":
-        raise UserError(
-            f"per-layer analysis needs two .tflite models; the {role} {path} is a {kind.value} model",
-            fix="compare model_float.tflite with model_int8.tflite (both written by `edgekit quantize`), "
-                "or drop --per-layer",
-        )
-    return TFLiteModel.load(path)
-
-
-def _debug_interpreter(model: TFLiteModel):
-    """BUILTIN_REF kernels (the bit-exact reference) with every intermediate tensor kept."""
-    litert = _interpreter_module()
-    try:
-        with warnings.catch_warnings(), captured_output((2,)):
-            warnings.simplefilter("ignore")
-            interp = litert.Interpreter(
-                model_content=model.data, num_threads=1,
-                experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF,
-                experimental_preserve_all_tensors=True,
-            )
-            interp.allocate_tensors()
-    except (ValueError, RuntimeError) as exc:
-        raise InvalidModelError(f"{model.source} cannot be loaded by LiteRT: {str(exc).strip().splitlines()[0]}") from None
-    return interp
-
-
 @dataclass(frozen=True)
-class _Pair:
-    """One candidate op output and where its float reference value comes from."""
+class TracedTensor:
+    """One compared tensor: a model input or one candidate op output (a row of the report).
 
-    op_index: int
+    ``key`` identifies the tensor in ``Trace.run`` results and in other rows' ``inputs``; ``grid`` is the candidate's
+    quantization grid (None: the candidate value is float); ``inputs`` are keys of the activation tensors the op
+    reads (for the worst-input SQNR); ``fields`` are the row's format-specific descriptive fields
+    (index, op, tensor, shape, dtype, scale, zero_point, match, reference_tensor, ...), in row order."""
+
+    key: Hashable
     op: str
-    cand: TensorInfo
-    ref: Optional[TensorInfo]
-    match: str                     # name | order | inserted | unmatched
-    inputs: Tuple[int, ...]        # candidate activation tensors read by the op
+    fields: Dict[str, Any]
+    grid: Optional[Grid] = None
+    matched: bool = True
+    inputs: Tuple[Hashable, ...] = ()
+    channel_axis: int = -1
+    int_weights: bool = False       # the op reads quantized weights even though its output is not requantized
+    counted: bool = True            # counts as a compute op for the "same network" check (False for inserted ops)
 
 
-def _shapes_agree(a: Sequence[int], b: Sequence[int]) -> bool:
-    """Equal shapes; -1 (a dynamic dimension, e.g. the batch) agrees with anything."""
-    return len(a) == len(b) and all(x == y or x == -1 or y == -1 for x, y in zip(a, b))
+class Trace:
+    """Two loaded models of one format, their matched tensors, and a way to run both on one sample."""
 
+    kind: str = ""                       # "tflite" | "onnx" | "mlpackage"
+    runtime: str = ""                    # how the tensors were obtained (one line, for the report)
+    tools: Tuple[str, ...] = ()          # tool_versions() names
+    not_applicable: Dict[str, str] = {}  # metric -> why it is None for this format
 
-def _check_compatible(ref: TFLiteModel, cand: TFLiteModel) -> None:
-    problems = []
-    if len(ref.inputs) != len(cand.inputs):
-        problems.append(f"{len(ref.inputs)} inputs in {ref.source} but {len(cand.inputs)} in {cand.source}")
-    for a, b in zip(ref.inputs, cand.inputs):
-        if not _shapes_agree(a.shape, b.shape):
-            problems.append(f"input {a.name!r} has shape {list(a.shape)} but {b.name!r} has {list(b.shape)}")
-    if len(ref.outputs) != len(cand.outputs):
-        problems.append(f"{len(ref.outputs)} outputs in {ref.source} but {len(cand.outputs)} in {cand.source}")
-    for a, b in zip(ref.outputs, cand.outputs):
-        if not _shapes_agree(a.shape, b.shape):
-            problems.append(f"output {a.name!r} has shape {list(a.shape)} but {b.name!r} has {list(b.shape)}")
-    if problems:
-        raise UserError(
-            "per-layer analysis needs two versions of the same network: " + "; ".join(problems),
-            fix="pass the float model and the quantized model made from it (model_float.tflite, model_int8.tflite)",
-        )
+    def describe(self) -> Tuple[dict, dict]:
+        """({source, sha256, ops} of the reference, the same of the candidate)."""
+        raise NotImplementedError
 
+    def tensors(self) -> Tuple[List[TracedTensor], List[TracedTensor]]:
+        """(model inputs, candidate op outputs in graph order)."""
+        raise NotImplementedError
 
-def _same_elements(a: TensorInfo, b: TensorInfo) -> bool:
-    return int(np.prod(a.shape)) == int(np.prod(b.shape))
+    def matched_counts(self) -> Dict[str, int]:
+        raise NotImplementedError
 
-
-def match_tensors(ref: TFLiteModel, cand: TFLiteModel) -> List[_Pair]:
-    """One _Pair per candidate op (its first output), in candidate graph order."""
-    ref_by_name: Dict[str, TensorInfo] = {t.name: t for t in ref.inputs}
-    for op in ref.ops:
-        for o in op.outputs:
-            if o >= 0:
-                ref_by_name.setdefault(ref.tensor(o).name, ref.tensor(o))
-    activations = set(cand.activation_tensors())
-    # model inputs pair up by position whatever their names
-    cand_to_ref: Dict[int, TensorInfo] = {c.index: r for c, r in zip(cand.inputs, ref.inputs)}
-    cand_ops = cand.ops
-    pairs: Dict[int, _Pair] = {}
-    unmatched: List[int] = []
-    for op in cand_ops:
-        out = cand.tensor(op.outputs[0])
-        inputs = tuple(i for i in op.inputs if i in activations)
-        named = ref_by_name.get(out.name)
-        if op.name in INSERTED_OPS and (named is None or not _same_elements(named, out)):
-            source = cand_to_ref.get(inputs[0]) if inputs else None
-            pairs[op.index] = _Pair(op.index, op.name, out, source, "inserted", inputs)
-        elif named is not None and _same_elements(named, out):
-            pairs[op.index] = _Pair(op.index, op.name, out, named, "name", inputs)
-        else:
-            pairs[op.index] = _Pair(op.index, op.name, out, None, "unmatched", inputs)
-            unmatched.append(op.index)
-        if pairs[op.index].ref is not None:
-            cand_to_ref[out.index] = pairs[op.index].ref
-    if unmatched:
-        _align_by_order(ref, cand, pairs, unmatched)
-        for op in cand_ops:  # inserted ops behind an op matched by order: take that op's reference now
-            p = pairs[op.index]
-            if p.ref is not None:
-                cand_to_ref[p.cand.index] = p.ref
-            elif p.match == "inserted" and p.inputs and p.inputs[0] in cand_to_ref:
-                pairs[op.index] = _Pair(p.op_index, p.op, p.cand, cand_to_ref[p.inputs[0]], "inserted", p.inputs)
-                cand_to_ref[p.cand.index] = cand_to_ref[p.inputs[0]]
-    return [pairs[op.index] for op in cand_ops]
-
-
-def _align_by_order(ref: TFLiteModel, cand: TFLiteModel, pairs: Dict[int, _Pair], unmatched: List[int]) -> None:
-    """Fallback for renamed tensors: align the op-type sequences (inserted ops left out) and pair equal runs."""
-    cand_ops = [op for op in cand.ops if op.name not in INSERTED_OPS]
-    ref_ops = [op for op in ref.ops if op.name not in INSERTED_OPS]
-    taken = {p.ref.index for p in pairs.values() if p.ref is not None and p.match == "name"}
-    matcher = difflib.SequenceMatcher(a=[o.name for o in cand_ops], b=[o.name for o in ref_ops], autojunk=False)
-    wanted = set(unmatched)
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            c, r = cand_ops[block.a + k], ref_ops[block.b + k]
-            if c.index not in wanted:
-                continue
-            out, ref_out = cand.tensor(c.outputs[0]), ref.tensor(r.outputs[0])
-            if ref_out.index in taken or not _same_elements(out, ref_out):
-                continue
-            old = pairs[c.index]
-            pairs[c.index] = _Pair(old.op_index, old.op, old.cand, ref_out, "order", old.inputs)
-            taken.add(ref_out.index)
+    def run(self, sample: Sample) -> Dict[Hashable, Tuple[np.ndarray, np.ndarray]]:
+        """key -> (reference value in float terms, candidate value in float terms) for every matched tensor."""
+        raise NotImplementedError
 
 
 # --------------------------------------------------------------------------------------------------------------
 # statistics (streamed over samples)
 # --------------------------------------------------------------------------------------------------------------
-def _grid_limits(info: TensorInfo) -> Optional[Tuple[float, float, float]]:
-    """(lowest, highest representable value, step) of a quantized tensor; None for float tensors."""
-    if not info.is_quantized or not np.issubdtype(info.dtype, np.integer):
-        return None
-    q = np.iinfo(info.dtype)
-    return info.scale * (q.min - info.zero_point), info.scale * (q.max - info.zero_point), info.scale
-
-
 @dataclass
 class _Accumulator:
     signal: float = 0.0
@@ -210,7 +115,7 @@ class _Accumulator:
     channel_signal: Optional[np.ndarray] = None
     channel_noise: Optional[np.ndarray] = None
 
-    def add(self, ref: np.ndarray, cand: np.ndarray, grid: Optional[Tuple[float, float, float]]) -> None:
+    def add(self, ref: np.ndarray, cand: np.ndarray, grid: Optional[Grid], channel_axis: int = -1) -> None:
         r = np.asarray(ref, np.float64).reshape(-1)
         c = np.asarray(cand, np.float64).reshape(-1)
         d = r - c
@@ -221,8 +126,13 @@ class _Accumulator:
         self.cand_energy += float(np.sum(c * c))
         self.max_abs = max(self.max_abs, float(np.max(np.abs(d))) if d.size else 0.0)
         self.count += r.size
-        channels = ref.shape[-1] if np.ndim(ref) >= 2 else 1
-        rc, dc = r.reshape(-1, channels), d.reshape(-1, channels)
+        shape = np.shape(ref)
+        if len(shape) >= 2:  # per-channel sums over the channel axis
+            channels = shape[channel_axis]
+            rc = np.moveaxis(r.reshape(shape), channel_axis, -1).reshape(-1, channels)
+            dc = np.moveaxis(d.reshape(shape), channel_axis, -1).reshape(-1, channels)
+        else:
+            rc, dc = r.reshape(-1, 1), d.reshape(-1, 1)
         cs, cn = np.sum(rc * rc, axis=0), np.sum(dc * dc, axis=0)
         self.channel_signal = cs if self.channel_signal is None else self.channel_signal + cs
         self.channel_noise = cn if self.channel_noise is None else self.channel_noise + cn
@@ -246,7 +156,7 @@ class _Accumulator:
         }
 
     def _channel_median(self) -> float:
-        """Median over channels (last axis) of per-channel SQNR: per-tensor SQNR hides wiped-out small channels."""
+        """Median over channels of per-channel SQNR: per-tensor SQNR hides wiped-out small channels."""
         if self.channel_signal is None:
             return math.inf
         live = self.channel_signal > 0
@@ -277,15 +187,17 @@ def _capped(value: Optional[float]) -> float:
 class LayerReport:
     """Rows are dicts in candidate graph order. Keys of a row:
 
-    index (op index in the candidate), op (builtin name), tensor (output tensor name), shape, dtype,
-    scale / zero_point (``"float"`` when the op stayed float), match (name | order | inserted | unmatched),
-    reference_tensor, sqnr_db (cumulative: everything upstream included), cosine, max_abs, rmse,
+    index (op index in the candidate), op (op type), tensor (output tensor name), shape, dtype,
+    scale / zero_point (``"float"`` when the op's output stayed float), match (name | order | inserted | unmatched;
+    ONNX adds node: matched by node name), reference_tensor, format-specific fields (ONNX: node, compared_tensor),
+    sqnr_db (cumulative: everything upstream included), cosine, max_abs, rmse,
     local_sqnr_db (noise added by this layer, as an SQNR; the ranking key), channel_sqnr_db (median of per-channel
-    SQNR over the last axis), grid_sqnr_db (the reference tensor rounded
+    SQNR over the channel axis), grid_sqnr_db (the reference tensor rounded
     onto the candidate's grid alone; None for float), clipped_fraction (reference values beyond the int range by
     more than half a step; None for float), input_sqnr_db (worst activation input), sqnr_drop_db (the damage),
     likely_cause (a hint: output grid / weights / nonlinear amplification / requantization),
-    rank (1 = most damaged; None when unmatched). Metrics are None for unmatched rows.
+    rank (1 = most damaged; None when unmatched). Metrics are None for unmatched rows; a metric a format cannot
+    give is None and ``meta["not_applicable"]`` says why.
     """
 
     rows: List[dict]
@@ -304,7 +216,7 @@ class LayerReport:
 
     def row(self, tensor_or_index: Union[str, int]) -> dict:
         for r in self.rows:
-            if r["index"] == tensor_or_index or r["tensor"] == tensor_or_index:
+            if r["index"] == tensor_or_index or r["tensor"] == tensor_or_index or r.get("node") == tensor_or_index:
                 return r
         raise KeyError(tensor_or_index)
 
@@ -330,19 +242,19 @@ class LayerReport:
             "",
             f"- Reference `{m['reference']['source']}` sha256 `{m['reference']['sha256']}`",
             f"- Candidate `{m['candidate']['source']}` sha256 `{m['candidate']['sha256']}`",
-            f"- {m['samples_used']} of {m['samples_given']} samples; LiteRT BUILTIN_REF kernels, all tensors kept",
+            f"- {m['samples_used']} of {m['samples_given']} samples; {m['kernels']}",
             f"- Matched: {m['matched']}",
             f"- Produced {m['created']} on {m['host']['hostname']}; tools: "
             + ", ".join(f"{k} {v}" for k, v in m["tools"].items()),
             f"- Damage: {DAMAGE_METRIC}. Cumulative SQNR (sqnr) includes every upstream error; grid = SQNR of the "
             "float tensor rounded onto the candidate's own grid (low: range/scale problem; high with a large drop: "
             "weights or integer arithmetic).",
-            "",
-            f"## Most damaging layers (top {top})",
-            "",
         ]
+        lines += [f"- `{k}` is not given for this format: {why}" for k, why in m.get("not_applicable", {}).items()]
+        lines += ["", f"## Most damaging layers (top {top})", ""]
         for r in self.ranked(top):
-            lines.append(f"{r['rank']}. op #{r['index']} {r['op']} `{r['tensor']}`: local {fmt(r['local_sqnr_db'], 3)} dB, "
+            where = f" (node `{r['node']}`)" if r.get("node") else ""
+            lines.append(f"{r['rank']}. op #{r['index']} {r['op']} `{r['tensor']}`{where}: local {fmt(r['local_sqnr_db'], 3)} dB, "
                          f"drop {fmt(r['sqnr_drop_db'], 3)} dB "
                          f"(input {fmt(r['input_sqnr_db'], 3)} dB -> output {fmt(r['sqnr_db'], 3)} dB, "
                          f"grid {fmt(r['grid_sqnr_db'], 3)} dB, clipped {fmt(r['clipped_fraction'], 3)}); "
@@ -353,7 +265,8 @@ class LayerReport:
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in self.rows:
             name = r["tensor"] if len(r["tensor"]) <= 60 else "…" + r["tensor"][-59:]
-            cells = [r["index"], r["op"], f"`{name}`", "x".join(str(s) for s in r["shape"]), r["dtype"],
+            shape = "x".join(str(s) for s in r["shape"]) if r["shape"] is not None else "?"
+            cells = [r["index"], r["op"], f"`{name}`", shape, r["dtype"],
                      fmt(r["scale"]), r["zero_point"], r["match"]] + [
                 fmt(r[k], 4) if r[k] is not None else "–"
                 for k in ("sqnr_db", "sqnr_drop_db", "channel_sqnr_db", "grid_sqnr_db", "local_sqnr_db", "cosine", "max_abs", "rmse",
@@ -372,11 +285,70 @@ class LayerReport:
         return list(FILES)
 
 
-def check_per_layer_models(reference: ModelLike, candidate: ModelLike) -> Tuple[TFLiteModel, TFLiteModel]:
-    """Both models loaded and checked for a per-layer comparison (UserError before any work if not)."""
-    ref, cand = _as_model(reference, "reference"), _as_model(candidate, "candidate")
-    _check_compatible(ref, cand)
-    return ref, cand
+# --------------------------------------------------------------------------------------------------------------
+# dispatch by model format
+# --------------------------------------------------------------------------------------------------------------
+_KIND_LABEL = {"tflite": ".tflite", "onnx": ".onnx", "mlpackage": ".mlpackage"}
+
+
+def _kind_of(model: ModelLike) -> Tuple[str, str]:
+    """(format kind, how to name the model in a message)."""
+    from edgekit.tflite_model import TFLiteModel
+
+    if isinstance(model, TFLiteModel):
+        return "tflite", str(model.source)
+    from edgekit.export.detect import detect_kind
+
+    return detect_kind(str(model)).value, str(model)
+
+
+def _tracer(kind: str):
+    if kind == "tflite":
+        from edgekit.parity import layers_tflite as module
+    elif kind == "onnx":
+        from edgekit.parity import layers_onnx as module
+    elif kind == "mlpackage":
+        from edgekit.parity import layers_coreml as module
+    else:
+        return None
+    return module
+
+
+def check_per_layer_models(reference: ModelLike, candidate: ModelLike) -> Trace:
+    """Both models loaded, matched and checked for a per-layer comparison (UserError before any work if not)."""
+    ref_kind, ref_name = _kind_of(reference)
+    cand_kind, cand_name = _kind_of(candidate)
+    module = _tracer(ref_kind)
+    if module is None:
+        raise UserError(
+            f"per-layer analysis compares two .tflite, two .onnx or two .mlpackage models; the reference {ref_name} "
+            f"is a {ref_kind} model",
+            fix="compare the float and the quantized model written by `edgekit quantize` (model_float.* and "
+                "model_int8.* / model_w8a8.mlpackage), or drop --per-layer",
+        )
+    if cand_kind != ref_kind:
+        label = _KIND_LABEL[ref_kind]
+        raise UserError(
+            f"per-layer analysis needs two {label} models; the candidate {cand_name} is a {cand_kind} model",
+            fix=f"compare model_float{label} with the quantized model made from it (both written by `edgekit "
+                "quantize`), or drop --per-layer",
+        )
+    trace = module.trace(reference, candidate)
+    _check_matched(trace)
+    return trace
+
+
+def _check_matched(trace: Trace) -> None:
+    _, outputs = trace.tensors()
+    compute = [t for t in outputs if t.counted]
+    matched = sum(1 for t in compute if t.matched)
+    ref, cand = trace.describe()
+    if compute and matched < MIN_MATCHED_FRACTION * len(compute):
+        raise UserError(
+            f"only {matched} of {len(compute)} ops of {cand['source']} have a counterpart in {ref['source']} "
+            "(by tensor name or op order): they are not two versions of the same network",
+            fix="pass the float model and the quantized model made from it (e.g. model_float.tflite, model_int8.tflite)",
+        )
 
 
 def per_layer_report(
@@ -389,92 +361,80 @@ def per_layer_report(
 ) -> LayerReport:
     """Compare every op output of ``candidate`` (e.g. int8) with ``reference`` (e.g. float) on the same samples.
 
-    ``samples`` are in float terms (what the reference takes); an int8/int16 input is fed the sample quantized with
-    that model's own input scale / zero point. The first ``max_samples`` samples are used. ``progress`` is the CLI's
-    progress factory (``progress(label, total) -> advance(n)``). Raises UserError for a non-.tflite model, models
-    whose inputs/outputs differ, or models with too few ops in common.
+    Both are .tflite (paths or TFLiteModel), .onnx or .mlpackage, of the same kind. ``samples`` are in float terms
+    (what the reference takes); each tracer feeds a quantized input the sample quantized as that model does. The
+    first ``max_samples`` samples are used. ``progress`` is the CLI's progress factory
+    (``progress(label, total) -> advance(n)``). Raises UserError for an unsupported or mixed pair of formats,
+    models whose inputs/outputs differ, or models with too few ops in common.
     """
-    ref, cand = check_per_layer_models(reference, candidate)
+    trace = check_per_layer_models(reference, candidate)
     if not samples:
         raise UserError("per-layer analysis got no samples", fix="pass --data with at least one sample")
-    pairs = match_tensors(ref, cand)
-    compute = [p for p in pairs if p.op not in INSERTED_OPS]
-    matched = sum(1 for p in compute if p.ref is not None)
-    if compute and matched < MIN_MATCHED_FRACTION * len(compute):
-        raise UserError(
-            f"only {matched} of {len(compute)} ops of {cand.source} have a counterpart in {ref.source} "
-            "(by tensor name or op order): they are not two versions of the same network",
-            fix="pass the float model and the quantized model made from it (model_float.tflite, model_int8.tflite)",
-        )
+    return compare_trace(trace, samples, progress=progress, max_samples=max_samples, samples_given=len(samples))
+
+
+def compare_trace(trace: Trace, samples: Sequence[Sample], *, progress: Optional[ProgressFactory] = None,
+                  max_samples: int = 64, samples_given: Optional[int] = None) -> LayerReport:
+    """The generic part: stream every matched tensor pair of ``trace`` into metrics, rank, build the report."""
     used = list(samples[:max_samples])
-    ref_interp, cand_interp = _debug_interpreter(ref), _debug_interpreter(cand)
-    acc: Dict[int, _Accumulator] = {p.op_index: _Accumulator() for p in pairs if p.ref is not None}
-    input_acc = [_Accumulator() for _ in cand.inputs]
-    grids = {p.op_index: _grid_limits(p.cand) for p in pairs}
+    inputs, outputs = trace.tensors()
+    acc: Dict[Hashable, _Accumulator] = {t.key: _Accumulator() for t in inputs + outputs if t.matched}
+    shapes: Dict[Hashable, List[int]] = {}
     advance = progress("per-layer", len(used)) if progress else (lambda n: None)
     for sample in used:
-        for interp, model in ((ref_interp, ref), (cand_interp, cand)):
-            for info, value in zip(model.inputs, sample):
-                interp.set_tensor(info.index, quantize_input(value, info))
-            interp.invoke()
-        for k, (info, value) in enumerate(zip(cand.inputs, sample)):
-            fed = dequantize(cand_interp.get_tensor(info.index), info)
-            input_acc[k].add(np.asarray(value, np.float32), fed, _grid_limits(info))
-        for p in pairs:
-            if p.ref is None:
+        values = trace.run(sample)
+        for t in inputs + outputs:
+            if not t.matched:
                 continue
-            r = dequantize(ref_interp.get_tensor(p.ref.index), p.ref)
-            c = dequantize(cand_interp.get_tensor(p.cand.index), p.cand)
-            acc[p.op_index].add(r.reshape(c.shape) if r.size == c.size else r, c, grids[p.op_index])
+            r, c = values[t.key]
+            shapes.setdefault(t.key, [int(s) for s in np.shape(c)])
+            acc[t.key].add(r.reshape(c.shape) if r.size == c.size else r, c, t.grid, t.channel_axis)
         advance(1)
-    inputs = [{"tensor": info.name, **_describe(info), **a.metrics(_grid_limits(info) is not None)}
-              for info, a in zip(cand.inputs, input_acc)]
-    rows = _rows(pairs, acc, grids, {info.index: row["sqnr_db"] for info, row in zip(cand.inputs, inputs)})
+    input_rows = [{**_fields(t, shapes), **acc[t.key].metrics(t.grid is not None)} for t in inputs]
+    rows = _rows(outputs, acc, shapes, {t.key: row["sqnr_db"] for t, row in zip(inputs, input_rows)})
+    ref, cand = trace.describe()
     meta = {
-        "reference": {"source": ref.source, "sha256": sha256_bytes(ref.data), "ops": len(ref.ops)},
-        "candidate": {"source": cand.source, "sha256": sha256_bytes(cand.data), "ops": len(cand.ops)},
-        "samples_given": len(samples),
+        "format": trace.kind,
+        "reference": ref,
+        "candidate": cand,
+        "samples_given": len(samples) if samples_given is None else samples_given,
         "samples_used": len(used),
-        "kernels": "LiteRT BUILTIN_REF, experimental_preserve_all_tensors",
-        "matched": {m: sum(1 for p in pairs if p.match == m) for m in ("name", "order", "inserted", "unmatched")},
+        "kernels": trace.runtime,
+        "matched": trace.matched_counts(),
         "sqnr_cap_db": SQNR_CAP_DB,
+        "not_applicable": dict(trace.not_applicable),
         "created": utc_now(),
         "host": host_info(),
-        "tools": tool_versions(("edgekit", "numpy", "ai-edge-litert", "tensorflow-cpu", "matplotlib")),
+        "tools": tool_versions(("edgekit", "numpy", *trace.tools, "matplotlib")),
     }
-    log.info("per-layer: %d ops compared on %d samples", len(acc), len(used))
-    return LayerReport(rows=rows, inputs=inputs, meta=meta)
+    log.info("per-layer: %d tensors compared on %d samples", len(acc), len(used))
+    return LayerReport(rows=rows, inputs=input_rows, meta=meta)
 
 
-def _describe(info: TensorInfo) -> dict:
-    quantized = _grid_limits(info) is not None
-    return {
-        "shape": [int(s) for s in info.shape],
-        "dtype": info.dtype.name,
-        "scale": info.scale if quantized else "float",
-        "zero_point": info.zero_point if quantized else "float",
-    }
+def _fields(t: TracedTensor, shapes: Dict[Hashable, List[int]]) -> dict:
+    out = dict(t.fields)
+    if out.get("shape") is None:
+        out["shape"] = shapes.get(t.key)
+    return out
 
 
-def _rows(pairs: List[_Pair], acc: Dict[int, _Accumulator], grids: dict, input_sqnr: Dict[int, float]) -> List[dict]:
-    sqnr_of: Dict[int, float] = dict(input_sqnr)   # candidate tensor index -> cumulative SQNR
+def _rows(outputs: List[TracedTensor], acc: Dict[Hashable, _Accumulator], shapes: Dict[Hashable, List[int]],
+          input_sqnr: Dict[Hashable, float]) -> List[dict]:
+    sqnr_of: Dict[Hashable, float] = dict(input_sqnr)   # tensor key -> cumulative SQNR
     rows = []
-    for p in pairs:
-        row = {"index": p.op_index, "op": p.op, "tensor": p.cand.name, **_describe(p.cand), "match": p.match,
-               "reference_tensor": p.ref.name if p.ref is not None else None}
-        if p.ref is None:
-            row.update({k: None for k in ("sqnr_db", "cosine", "max_abs", "rmse", "channel_sqnr_db", "grid_sqnr_db",
-                                          "clipped_fraction", "input_sqnr_db", "sqnr_drop_db", "local_sqnr_db",
-                                          "likely_cause")})
+    for t in outputs:
+        row = _fields(t, shapes)
+        if not t.matched:
+            row.update({k: None for k in METRIC_KEYS})
         else:
-            row.update(acc[p.op_index].metrics(grids[p.op_index] is not None))
-            known = [sqnr_of[i] for i in p.inputs if i in sqnr_of]
+            row.update(acc[t.key].metrics(t.grid is not None))
+            known = [sqnr_of[i] for i in t.inputs if i in sqnr_of]
             worst_in = min((_capped(v) for v in known), default=SQNR_CAP_DB)
             row["input_sqnr_db"] = worst_in
             row["sqnr_drop_db"] = worst_in - _capped(row["sqnr_db"])
             row["local_sqnr_db"] = _local_sqnr(worst_in, _capped(row["sqnr_db"]))
-            row["likely_cause"] = _likely_cause(p.op, row["local_sqnr_db"], row["grid_sqnr_db"])
-            sqnr_of[p.cand.index] = row["sqnr_db"]
+            row["likely_cause"] = _likely_cause(t.op, row["local_sqnr_db"], row["grid_sqnr_db"], t.int_weights)
+            sqnr_of[t.key] = row["sqnr_db"]
         row["rank"] = None
         rows.append(row)
     for k, r in enumerate(_ordered(rows, "local"), 1):
@@ -490,18 +450,24 @@ def _local_sqnr(input_db: float, output_db: float) -> float:
     return -10.0 * math.log10(added)
 
 
-WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV", "BATCH_MATMUL", "CONV_3D")
-AMPLIFYING_OPS = ("SOFTMAX", "LOG_SOFTMAX", "LOGISTIC", "TANH", "EXP", "LOG", "RSQRT", "SQRT", "DIV", "POW")
+# op type names of every traced format (TFLite builtins, ONNX op types, MIL ops)
+WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV", "BATCH_MATMUL", "CONV_3D",
+                "Conv", "ConvTranspose", "Gemm", "MatMul", "conv", "conv_transpose", "linear", "matmul")
+AMPLIFYING_OPS = ("SOFTMAX", "LOG_SOFTMAX", "LOGISTIC", "TANH", "EXP", "LOG", "RSQRT", "SQRT", "DIV", "POW",
+                  "Softmax", "LogSoftmax", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Div", "Pow",
+                  "softmax", "sigmoid", "tanh", "exp", "log", "rsqrt", "sqrt", "real_div", "pow", "inverse")
 GRID_EXPLAINS_DB = 3.0  # the output grid alone is within this of the local SQNR: the range/scale is to blame
 
 
-def _likely_cause(op: str, local_db: float, grid_db: Optional[float]) -> Optional[str]:
+def _likely_cause(op: str, local_db: float, grid_db: Optional[float], int_weights: bool = False) -> Optional[str]:
     """A hint for the reader, from the op type and how much of the local noise the output grid alone explains."""
     if local_db >= SQNR_CAP_DB:
         return None
     if grid_db is not None and grid_db <= local_db + GRID_EXPLAINS_DB:
         return "activation range/scale (output grid)"
     if grid_db is None:
+        if int_weights:
+            return "weights or accumulation (quantized weights, output not requantized here)"
         return "float op: incoming error reshaped, nothing rounded here"
     if op in WEIGHTED_OPS:
         return "weights or accumulation"
