@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, help="use at most N samples (seeded subset)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--outdir", type=Path, help="write parity.json and report.md here")
-    p.add_argument("--per-layer", action="store_true", help="also compare every intermediate tensor (two .tflite models; needs -o)")
+    p.add_argument("--per-layer", action="store_true", help="also compare every intermediate tensor (two .tflite, two .onnx or two .mlpackage models; needs -o)")
     _add_tolerance(p, "default: not checked")
 
     for module in _command_modules():

@@ -115,6 +115,12 @@ class CoreMLConverter:
         self._check_no_requantization_fold(program)
         sha = sha256_file(path)
         runner = CoreMLRunner(path, to_feeds=to_feeds, sha256=sha)
+        per_layer = None
+        if options.debug:  # every op output of the float32 and the quantized program, on the MIL evaluator
+            from edgekit.parity.layers_coreml import per_layer_report_for_packages
+
+            per_layer = per_layer_report_for_packages(float_path, path, inputs.eval_samples, to_feeds=to_feeds,
+                                                      progress=inputs.progress)
         facts = CoreMLFacts(
             precision=precision, deployment_target=target, compute_units=options.compute_units,
             method=options.method if precision.quantizes_activations else None, ops=sorted(program.ops_used()),
@@ -125,7 +131,7 @@ class CoreMLConverter:
         return QuantizedModel(
             runner=runner, main_file=name, format=f"mlpackage-{precision.name.lower()}", files={name: path},
             params={"coreml": params}, report_lines=coreml_section(facts), summary={"coreml": facts.to_json()},
-            handle=quantized,
+            per_layer=per_layer, handle=quantized,
         )
 
     @staticmethod

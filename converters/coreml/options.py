@@ -77,6 +77,6 @@ def option_problems(options) -> List[str]:
         )
     elif precision is not None and not precision.quantizes_activations and options.method != "minmax":
         problems.append(f"--method {options.method} (W8 has no activation ranges to calibrate; drop --method)")
-    if options.debug or options.fallback != "none" or options.keep_float:
-        problems.append("--debug / --fallback / --keep-float (per-layer analysis is TFLite-only for now)")
+    if options.fallback != "none" or options.keep_float:
+        problems.append("--fallback / --keep-float (mixed precision is TFLite-only for now; --debug works with --format coreml)")
     return problems

@@ -32,6 +32,10 @@ def onnx_sections(summary: QdqSummary, engine: Dict[str, object], float_reasons:
             if kept and all(n in kept for n in names):
                 reason = "--keep-float (by name)"
             lines.append(f"  - {op} x{len(names)} ({shown}): {reason}")
+    if summary.float_nodes:
+        lines.append("- deploying ops kept in float with onnxruntime: create the session with "
+                     "`disabled_optimizers=[\"WeightBiasQuantization\"]` (edgekit's runner does); otherwise onnxruntime "
+                     "re-quantizes their float weights at load time and undoes the mixed precision")
     int8_bytes = sum(w["bytes"] for w in summary.weights if w["dtype"] == "int8")
     int32_bytes = sum(w["bytes"] for w in summary.weights if w["dtype"] == "int32")
     lines.append(f"- weights: {int8_bytes} B int8 ({sum(1 for w in summary.weights if w['dtype'] == 'int8')} tensors, "

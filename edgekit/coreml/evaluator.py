@@ -197,6 +197,11 @@ class MILProgram:
     def deployment_opset(self) -> str:
         return self.opset
 
+    @property
+    def operations(self) -> list:
+        """The program's main-function operations in order (index, op_type, inputs, outputs)."""
+        return list(self._ops)
+
     def ops_used(self) -> Set[str]:
         """Every op type of the main function."""
         return {op.op_type for op in self._ops}

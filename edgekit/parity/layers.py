@@ -98,6 +98,10 @@ class Trace:
         """key -> (reference value in float terms, candidate value in float terms) for every matched tensor."""
         raise NotImplementedError
 
+    def extra_meta(self) -> dict:
+        """Format-specific facts for the report's meta, measured during run() (``notes``: sentences for layers.md)."""
+        return {}
+
 
 # --------------------------------------------------------------------------------------------------------------
 # statistics (streamed over samples)
@@ -197,7 +201,8 @@ class LayerReport:
     more than half a step; None for float), input_sqnr_db (worst activation input), sqnr_drop_db (the damage),
     likely_cause (a hint: output grid / weights / nonlinear amplification / requantization),
     rank (1 = most damaged; None when unmatched). Metrics are None for unmatched rows; a metric a format cannot
-    give is None and ``meta["not_applicable"]`` says why.
+    give is None and ``meta["not_applicable"]`` says why. ``meta["format"]`` is the tracer's model kind and
+    ``meta["notes"]`` (when present) holds format-specific warnings, also printed in layers.md.
     """
 
     rows: List[dict]
@@ -251,6 +256,7 @@ class LayerReport:
             "weights or integer arithmetic).",
         ]
         lines += [f"- `{k}` is not given for this format: {why}" for k, why in m.get("not_applicable", {}).items()]
+        lines += [f"- Note: {note}" for note in m.get("notes", [])]
         lines += ["", f"## Most damaging layers (top {top})", ""]
         for r in self.ranked(top):
             where = f" (node `{r['node']}`)" if r.get("node") else ""
@@ -407,6 +413,7 @@ def compare_trace(trace: Trace, samples: Sequence[Sample], *, progress: Optional
         "host": host_info(),
         "tools": tool_versions(("edgekit", "numpy", *trace.tools, "matplotlib")),
     }
+    meta.update(trace.extra_meta())
     log.info("per-layer: %d tensors compared on %d samples", len(acc), len(used))
     return LayerReport(rows=rows, inputs=input_rows, meta=meta)
 

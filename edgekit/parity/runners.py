@@ -81,7 +81,10 @@ class OnnxRunner(ModelRunner):
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         try:
-            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            # onnxruntime's WeightBiasQuantization pass re-quantizes the float weights of an op kept in float
+            # (--keep-float) when its input comes from a DequantizeLinear: it silently undoes mixed precision.
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"],
+                                                disabled_optimizers=["WeightBiasQuantization"])
         except Exception as exc:
             raise InvalidModelError(f"onnxruntime cannot load {path}: {str(exc).strip().splitlines()[0][:300]}") from None
         self.sha256 = sha256_file(self.path)

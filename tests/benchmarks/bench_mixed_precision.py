@@ -57,9 +57,13 @@ def run_one(model: Path, calib: Path, eval_data: Path, outdir: Path, **options) 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("tasks", nargs="*", default=list(FLOAT_MODELS), choices=list(FLOAT_MODELS))
+    parser.add_argument("tasks", nargs="*", metavar="TASK", help="kws, ic, ad (default: all)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    unknown = sorted(set(args.tasks) - set(FLOAT_MODELS))
+    if unknown:
+        parser.error(f"unknown task(s) {unknown}; choose from {sorted(FLOAT_MODELS)}")
+    args.tasks = args.tasks or list(FLOAT_MODELS)
     folder = find_mlperf_dir()
     if folder is None:
         print("skipped: MLPerf Tiny models not found (set EDGEKIT_MLPERF_DIR or provide ../shared/models/mlperf_tiny)")

@@ -37,13 +37,13 @@ def test_deployment_target_too_old_names_the_minimum():
 
 
 def test_every_unsupported_option_is_named_at_once():
-    problems = _problems(activations="int16", compute_units="gpu", engine="nncf", method="entropy", debug=True, weights="int4")
+    problems = _problems(activations="int16", compute_units="gpu", engine="nncf", method="entropy", fallback="auto", weights="int4")
     text = "\n".join(problems)
     assert len(problems) == 6
     assert "--compute-units gpu (valid: all, cpu_and_ne, cpu_only)" in text
     assert "--activations int16" in text and "float16 = W8" in text
     assert "--method entropy" in text and "HistogramObserver" in text
-    assert "per-layer analysis is TFLite-only for now" in text
+    assert "mixed precision is TFLite-only for now" in text
     assert "--engine nncf" in text and "--weights int4" in text
 
 
