@@ -88,8 +88,10 @@ def compute_units_option(args, target) -> list:
         units = []
     if args.artifact.suffix.lower() not in COREML_SUFFIXES:
         problems.append(f"--compute-units applies to Core ML models (.mlpackage), not {args.artifact.name}")
-    if target.kind not in COMPUTE_UNIT_DEVICES:
-        problems.append(f"--compute-units needs --device macos (or host on a Mac), not a {target.kind} device")
+    if target.kind == "ssh" and len(units) > 1:
+        problems.append("over ssh --compute-units takes one setting per run (the sweep runs locally on a Mac: --device macos)")
+    elif target.kind not in COMPUTE_UNIT_DEVICES + ("ssh",):
+        problems.append(f"--compute-units needs --device macos (or host on a Mac, or ssh:// to a Mac), not a {target.kind} device")
     if problems:
         raise UserError("; ".join(problems))
     return units

@@ -52,6 +52,9 @@ def runner_arguments(request: RunRequest, model: str, inputs: str, *, dumpsys: b
         args += ["--num-outputs", str(int(request.options.get("num_outputs", 1)))]
         if request.options.get("arena_bytes"):
             args += ["--arena-bytes", str(int(request.options["arena_bytes"]))]
+    units = request.options.get("compute_units") or []
+    if runtime == "coreml" and len(units) == 1:  # a local macOS sweep passes its own per-process setting
+        args += ["--compute-units", units[0]]
     if dumpsys:
         args.append("--dumpsys")
     return args

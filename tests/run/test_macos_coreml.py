@@ -65,10 +65,24 @@ def test_bad_compute_units_on_the_command_line(cli, capsys, tmp_path, tiny_mlpac
     assert "Traceback" not in err
     onnx = tmp_path / "m.onnx"
     onnx.write_bytes(b"")
-    assert cli("run", onnx, "--device", "ssh://me@127.0.0.1:1", "--compute-units", "gpu", "-o", out) == 2
+    assert cli("run", onnx, "--device", "adb", "--compute-units", "gpu", "-o", out) == 2
     err = capsys.readouterr().err  # every problem with the option at once
-    assert "'gpu'" in err and "applies to Core ML models (.mlpackage), not m.onnx" in err and "not a ssh device" in err
+    assert "'gpu'" in err and "applies to Core ML models (.mlpackage), not m.onnx" in err and "not a adb device" in err
     assert not out.exists()
+    assert cli("run", tiny_mlpackage, "--device", "ssh://me@127.0.0.1:1", "--compute-units", "each", "-o", out) == 2
+    assert "over ssh --compute-units takes one setting per run" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_one_compute_unit_setting_reaches_the_remote_runner(tiny_mlpackage):
+    from edgekit.run.base import RunRequest
+    from edgekit.run.session import runner_arguments
+
+    one = RunRequest(tiny_mlpackage, [], runtime="coreml", options={"compute_units": ["cpu_and_ne"]})
+    argv = runner_arguments(one, "m.mlpackage", "in.npz")
+    assert argv[argv.index("--compute-units") + 1] == "cpu_and_ne"
+    sweep = RunRequest(tiny_mlpackage, [], runtime="coreml", options={"compute_units": ["cpu_only", "all"]})
+    assert "--compute-units" not in runner_arguments(sweep, "m.mlpackage", "in.npz")  # the local sweep adds its own
 
 
 # --- model inputs from the spec (every OS) ----------------------------------------------------------
