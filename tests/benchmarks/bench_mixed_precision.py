@@ -92,7 +92,7 @@ def main() -> int:
                       f"{'passed' if row['passed'] else 'FAILED'}  ({row['seconds']:.1f} s)", flush=True)
             fb = rows["auto"].get("fallback")
             if fb:
-                print(f"    target {target} dB; stopped: {fb['stopped']}; float: {fb['chosen']}")
+                print(f"    target {target} dB; stopped: {fb['stopped']}; last kept step: {fb['chosen']}")
                 for s in fb["steps"]:
                     print(f"    {'kept    ' if s['kept'] else 'reverted'} {s['step'][:70]:70s} SQNR {s['sqnr_db']:6.2f}  "
                           f"{s['size_bytes']:>8,} B  float MACs {s['float_macs']:,}/{fb['total_macs']:,}  "
