@@ -70,8 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keep ops in float: an op type (SOFTMAX), a whole output tensor name, or a unique name part such as conv2; repeatable")
 
     p = sub.add_parser("parity", help="compare a candidate model with a reference on the same inputs")
-    p.add_argument("reference", type=Path, help="reference model (.tflite or .onnx)")
-    p.add_argument("candidate", type=Path, help="candidate model (.tflite or .onnx)")
+    p.add_argument("reference", type=Path, help="reference model (.tflite, .onnx or .mlpackage)")
+    p.add_argument("candidate", type=Path, help="candidate model (.tflite, .onnx or .mlpackage)")
     p.add_argument("--data", required=True, type=Path, help="inputs: folder of images (with preprocess.json), .npy/.npz, or folder of .npy")
     p.add_argument("--preprocess", type=Path, help="preprocessing spec JSON for image folders")
     p.add_argument("--limit", type=int, help="use at most N samples (seeded subset)")
@@ -139,7 +139,7 @@ def cmd_parity(args) -> int:
     from edgekit.parity.runners import open_runner
     from edgekit.parity.tolerance import Tolerance
     from edgekit.preprocess import PreprocessSpec
-    from edgekit.report import json_safe, parity_section
+    from edgekit.report import fmt, json_safe, parity_section
 
     tolerance = _tolerance(args, Tolerance())
     if args.per_layer and not args.outdir:
@@ -165,11 +165,18 @@ def cmd_parity(args) -> int:
     if args.outdir:
         with atomic_output_dir(args.outdir) as stage:
             (stage / "parity.json").write_text(json.dumps(json_safe(report.to_json()), indent=2) + "\n")
-            (stage / "report.md").write_text("# edgekit parity\n\n" + "\n".join(parity_section(report)) + "\n")
             manifest = Manifest(command="parity", extra={"data": dataset.describe()})
             manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", params={"thresholds": tolerance.to_json()}))
-            for name in (layers.write(stage) if layers is not None else []):
+            layer_files = layers.write(stage) if layers is not None else []
+            for name in layer_files:
                 manifest.add(Artifact.from_file(stage / name, format=Path(name).suffix.lstrip("."), stage="per-layer"))
+            lines = ["# edgekit parity", "", *parity_section(report)]
+            if layers is not None:
+                lines += ["", "## Per layer", "", "Every intermediate tensor compared: " + ", ".join(f"`{n}`" for n in layer_files),
+                          "", "Layers adding the most noise (lowest local SQNR):", ""]
+                lines += [f"- #{r['index']} {r['op']} `{r['tensor']}`: local SQNR {fmt(r.get('local_sqnr_db'))} dB, "
+                          f"output SQNR {fmt(r.get('sqnr_db'))} dB" for r in layers.ranked(5)]
+            (stage / "report.md").write_text("\n".join(lines) + "\n")
             manifest.write(stage / "manifest.json")
     _print_parity(report)
     return 0 if report.passed else 1
