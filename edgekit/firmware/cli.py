@@ -43,9 +43,11 @@ def cmd_firmware(args) -> int:
     result = converter.convert(args.model, board=args.board, outdir=args.outdir, runtime=args.runtime, build=args.build)
     info = result.info
     if info["runtime"] == "ethos-u":  # NPU board: placement only (edgekit.firmware.ethosu)
-        from edgekit.firmware.ethosu import print_summary
+        from edgekit.firmware.ethosu import summary_lines
 
-        return print_summary(result)
+        print(f"wrote {result.outdir}")
+        print("\n".join(summary_lines(info)))
+        return 0
     print(f"wrote {result.outdir} ({info['runtime']} runtime, board {info['board']['board']})")
     ops = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in _op_counts(info).items())
     print(f"operators: {ops}")

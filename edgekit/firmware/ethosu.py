@@ -392,11 +392,3 @@ def summary_lines(info: Dict[str, Any]) -> List[str]:
     lines.append(f"{info['estimate']['label']}: {info['estimate']['npu_cycles_total']:,} NPU cycles, "
                  f"{info['estimate']['inference_time_ms']:.4g} ms")
     return lines
-
-
-def print_summary(result) -> int:
-    """CLI output of `edgekit firmware` for an Ethos-U board (the CLI's only print site for it)."""
-    print(f"wrote {result.outdir}")
-    for line in summary_lines(result.info):
-        print(line)
-    return 0
