@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="show converter logs and tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    q = sub.add_parser("quantize", help="float model + calibration data -> full-int8 model + parity report")
+    q = sub.add_parser("quantize", help="float model + calibration data -> INT8 model (TFLite, Core ML, ONNX QDQ) + parity report")
     q.add_argument("model", help="float .tflite, .onnx, .h5/.keras, SavedModel folder, .pt2, TorchScript, or package.module:factory")
     q.add_argument("--calib", required=True, type=Path, help="folder of images (with preprocess.json), .npy/.npz, or folder of .npy")
     q.add_argument("--method", default="minmax", help=f"activation range method: {', '.join(RANGE_METHODS.names())} (default minmax)")
