@@ -258,6 +258,7 @@ def test_method_an_engine_lacks_is_refused_with_the_reason(tmp_path, capsys, eng
 
 def test_options_onnx_cannot_honour_are_collected(tmp_path, capsys):
     out = tmp_path / "out"
-    err = _fails(capsys, out, _quantize(out, "--activations", "int16", "--compute-units", "cpu_only", "--fallback", "auto"),
-                 "--activations int16", "--compute-units cpu_only", "--fallback")
+    err = _fails(capsys, out, _quantize(out, "--activations", "int16", "--compute-units", "cpu_only",
+                                         "--fallback", "auto", "--fallback-to", "int16"),
+                 "--activations int16", "--compute-units cpu_only", "--fallback-to int16")
     assert err.count("edgekit quantize: error") == 1

@@ -1,18 +1,25 @@
-"""ONNX backend: ONNX / PyTorch model -> float ONNX reference -> QDQ INT8 ONNX (onnxruntime or NNCF)."""
+"""ONNX backend: ONNX / PyTorch model -> float ONNX reference -> QDQ INT8 ONNX (onnxruntime or NNCF).
+
+--keep-float NAME|OPTYPE leaves nodes in float with either engine; --fallback auto (onnxruntime engine) searches
+for the nodes to leave in float with edgekit/fallback.py, calibrating once (see ort_fallback)."""
 from __future__ import annotations
 
 import logging
+import shutil
+from dataclasses import replace
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from edgekit.converters import CONVERTERS
 from edgekit.errors import UserError
+from edgekit.fallback import FallbackResult
 from edgekit.parity.runners import OnnxRunner
 from edgekit.provenance import sha256_bytes, tool_version
 from edgekit.quantize_backend import FloatReference, QuantizedModel, QuantizeInputs
 
 from . import nncf_quant, ort_quant
 from .export import to_float_onnx
+from .mixed import node_macs, ort_fallback  # noqa: F401  (node_macs: public helper)
 from .inspect_qdq import summarize
 from .report import onnx_sections
 
@@ -21,6 +28,9 @@ log = logging.getLogger(__name__)
 ENGINES = ("ort", "nncf")
 ENGINE_METHODS = {"ort": ort_quant.ORT_METHODS, "nncf": nncf_quant.NNCF_METHODS}
 ENGINE_REFUSED = {"ort": ort_quant.ORT_REFUSED, "nncf": nncf_quant.NNCF_REFUSED}
+# (main file, manifest format): all 8-bit, or --fallback auto's choice with nodes left in float
+INT8_OUTPUT = ("model_int8.onnx", "onnx-qdq-int8")
+MIXED_OUTPUT = ("model_mixed.onnx", "onnx-qdq-int8-mixed-float32")
 
 
 @CONVERTERS.register("onnx")
@@ -48,8 +58,15 @@ class OnnxQdqConverter:
             problems.append(f"--deployment-target {options.deployment_target} (Core ML only)")
         if options.compute_units != "all":
             problems.append(f"--compute-units {options.compute_units} (Core ML only)")
-        if options.fallback != "none":
-            problems.append("--fallback (TFLite only; --keep-float NAME|OPTYPE works with --format onnx)")
+        if options.fallback == "none" and options.fallback_to != "float":
+            problems.append(f"--fallback-to {options.fallback_to} without --fallback auto (it has no effect)")
+        elif options.fallback_to != "float":
+            problems.append(f"--fallback-to {options.fallback_to} (--format onnx keeps 8-bit activations; "
+                            "its fallback is float: use --fallback-to float)")
+        if options.fallback != "none" and engine == "nncf":
+            problems.append("--fallback auto with --engine nncf (every nncf.quantize call recalibrates: NNCF 3.4's "
+                            "statistics cache is OpenVINO-only; use --engine ort for --fallback auto, or --keep-float "
+                            "NAME|OPTYPE with --engine nncf)")
         return problems
 
     def export(self, model: str, options) -> FloatReference:
@@ -70,7 +87,12 @@ class OnnxQdqConverter:
         names, types = resolve_keep_float(float_path, options.keep_float)
         out = inputs.workdir / self.filename
         tick = inputs.progress("calibrating", len(inputs.calib_samples))
-        described = ENGINE_RUNS[engine](float_path, out, specs, inputs, options, names, types, tick)
+        described = ENGINE_RUNS[engine](float_path, out, specs, inputs, options, names, types, tick, reference)
+        fallback: Optional[FallbackResult] = described.pop("fallback", None)
+        main_file, fmt_name = INT8_OUTPUT
+        if fallback is not None and fallback.chosen.float_ops:
+            main_file, fmt_name = MIXED_OUTPUT
+            out = out.rename(inputs.workdir / main_file)
         summary = summarize(out)
         data = out.read_bytes()
         per_layer = None
@@ -80,27 +102,41 @@ class OnnxQdqConverter:
             per_layer = per_layer_report(float_path, out, inputs.eval_samples, progress=inputs.progress)
         params = {"engine": engine, "engine_version": described["version"], "engine_method": described["engine_method"],
                   "engine_settings": described["settings"]}
+        lines = onnx_sections(summary, described, _float_reasons(engine, types), kept=names,
+                              fallback=fallback.chosen.float_ops if fallback else ())
+        extras = {"engine": params, "qdq": summary.to_json()}
+        if fallback is not None:
+            params["float_nodes"] = list(fallback.chosen.float_ops)
+            extras["fallback"] = fallback.to_json()
+            lines += fallback.markdown_lines()
         return QuantizedModel(
-            runner=OnnxRunner(out), main_file=self.filename, format="onnx-qdq-int8", files={self.filename: data},
-            params=params, report_lines=onnx_sections(summary, described, _float_reasons(engine, types), kept=names),
-            summary={"engine": params, "qdq": summary.to_json()}, per_layer=per_layer, handle=summary,
+            runner=OnnxRunner(out), main_file=main_file, format=fmt_name, files={main_file: data},
+            params=params, report_lines=lines, summary=extras, per_layer=per_layer, handle=summary,
         )
 
 
-def _run_ort(float_path: Path, out: Path, specs, inputs: QuantizeInputs, options, names, types, tick) -> dict:
+def _run_ort(float_path: Path, out: Path, specs, inputs: QuantizeInputs, options, names, types, tick,
+             reference: FloatReference) -> dict:
     excluded = sorted(set(names) | set(_nodes_of_types(float_path, types)))
     settings = ort_quant.ort_settings(options.method, options.range_options.percentile, excluded)
     cache = inputs.workdir / "ort_ranges.json"
-    ort_quant.calibrate(float_path, inputs.calib_samples, specs, settings, cache, tick)
-    ort_quant.quantize(float_path, out, cache, settings)
+    ort_quant.calibrate(float_path, inputs.calib_samples, specs, settings, cache, tick)  # once, for every variant
+    fallback = None
+    if options.fallback == "auto":
+        fallback = ort_fallback(float_path, cache, settings, reference, inputs, options)
+        settings = replace(settings, nodes_to_exclude=list(fallback.chosen.plan))
+        shutil.copyfile(fallback.chosen.result, out)
+    else:
+        ort_quant.quantize(float_path, out, cache, settings)
     return {"engine": "onnxruntime.quantization.quantize_static", "version": tool_version("onnxruntime"),
             "method": options.method, "engine_method": f"CalibrationMethod.{settings.calibrate_method}",
             "settings": {"calibrator": settings.calibrator, "quantizer": settings.quantizer,
                          "nodes_to_exclude": settings.nodes_to_exclude, "calibration_samples": len(inputs.calib_samples)},
-            "notes": _ort_notes(options.method)}
+            "notes": _ort_notes(options.method), "fallback": fallback}
 
 
-def _run_nncf(float_path: Path, out: Path, specs, inputs: QuantizeInputs, options, names, types, tick) -> dict:
+def _run_nncf(float_path: Path, out: Path, specs, inputs: QuantizeInputs, options, names, types, tick,
+              reference: FloatReference) -> dict:
     settings = nncf_quant.nncf_settings(options.method, len(inputs.calib_samples), names, types)
     nncf_quant.quantize(float_path, out, inputs.calib_samples, specs, settings, tick)
     return {"engine": "nncf.quantize (ONNX backend)", "version": tool_version("nncf"), "method": options.method,

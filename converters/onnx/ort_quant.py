@@ -86,14 +86,20 @@ class SampleReader:
         return len(self.samples)
 
 
+def quantized_op_types() -> List[str]:
+    """Op types onnxruntime's quantizer handles (the ones nodes_to_exclude can keep in float)."""
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    return sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
+
+
 def calibrate(float_path: Path, samples: List[Sample], specs: List[InputSpec], settings: OrtSettings,
               cache_path: Path, on_sample: Callable[[int], None]):
     """Run onnxruntime's calibrator for ``settings`` over all samples; write its ranges to ``cache_path``."""
     from onnxruntime.quantization import CalibrationMethod
     from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
-    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
-    op_types = sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
+    op_types = quantized_op_types()
     reader = SampleReader(samples, specs, on_sample)
     with tempfile.TemporaryDirectory(prefix="edgekit-ortcal-") as work, _quiet():
         calibrator = create_calibrator(

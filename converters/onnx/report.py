@@ -9,7 +9,8 @@ SCALE_ROWS = 40
 
 
 def onnx_sections(summary: QdqSummary, engine: Dict[str, object], float_reasons: Dict[str, str],
-                  kept: Sequence[str] = ()) -> List[str]:
+                  kept: Sequence[str] = (), fallback: Sequence[str] = ()) -> List[str]:
+    """``kept``: nodes --keep-float named; ``fallback``: nodes --fallback auto left in float (with ``kept``)."""
     lines = ["## ONNX QDQ", ""]
     lines.append(f"- engine: {engine['engine']} {engine['version']}")
     lines.append(f"- calibration method: {engine['method']} -> {engine['engine_method']}")
@@ -31,6 +32,8 @@ def onnx_sections(summary: QdqSummary, engine: Dict[str, object], float_reasons:
             reason = float_reasons.get(op, "an input does not come from a DequantizeLinear")
             if kept and all(n in kept for n in names):
                 reason = "--keep-float (by name)"
+            elif fallback and all(n in fallback for n in names):
+                reason = "--fallback auto" + (" / --keep-float" if any(n in kept for n in names) else "")
             lines.append(f"  - {op} x{len(names)} ({shown}): {reason}")
     if summary.float_nodes:
         lines.append("- deploying ops kept in float with onnxruntime: create the session with "
