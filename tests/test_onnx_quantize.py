@@ -207,6 +207,7 @@ def test_keep_float_by_op_type_leaves_those_nodes_float(tmp_path):
     out = tmp_path / "out"
     assert run_cli("quantize", model, "--calib", tmp_path / "calib.npy", "--format", "onnx", "--keep-float", "gemm",
                    "-o", out) == 0
+    assert (out / "model_mixed.onnx").is_file() and not (out / "model_int8.onnx").exists()
     summary = json.loads((out / "parity.json").read_text())["data"]["quantization"]["qdq"]
     assert "Gemm" in summary["float_nodes"] and summary["quantized_nodes"].get("Conv") == 2
     assert "nodes_to_exclude" in (out / "report.md").read_text()

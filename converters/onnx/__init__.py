@@ -90,7 +90,8 @@ class OnnxQdqConverter:
         described = ENGINE_RUNS[engine](float_path, out, specs, inputs, options, names, types, tick, reference)
         fallback: Optional[FallbackResult] = described.pop("fallback", None)
         main_file, fmt_name = INT8_OUTPUT
-        if fallback is not None and fallback.chosen.float_ops:
+        nodes_left_float = fallback.chosen.float_ops if fallback is not None else (names or types)
+        if nodes_left_float:  # --keep-float or --fallback auto left nodes in float (as TFLite's model_mixed.tflite)
             main_file, fmt_name = MIXED_OUTPUT
             out = out.rename(inputs.workdir / main_file)
         summary = summarize(out)
