@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Tuple
 
-from edgekit.errors import InvalidModelError, UserError
+from edgekit.errors import UserError
 from edgekit.export.detect import ModelKind, detect_kind
-from edgekit.export.torch_source import _call_factory, _program_input_shape, _torch
+from edgekit.export.torch_source import (_call_factory, _program_input_shape, _torch, factory_input_shape,
+                                         load_exported_program, load_torchscript)
 from edgekit.provenance import sha256_file
 from edgekit.quiet import captured_output
 
@@ -48,16 +49,9 @@ def load_torch_source(model: str, input_shape: Optional[Tuple[int, ...]]) -> Tor
             fix="pass the PyTorch model it came from (.pt2 from torch.export.save, TorchScript from torch.jit.save, "
             "or package.module:factory), or use --format tflite / onnx for this file",
         )
-    torch = _torch()
     sha = sha256_file(Path(model)) if Path(model).exists() else None
     if kind is ModelKind.PT2:
-        try:
-            program = torch.export.load(model)
-        except Exception as exc:
-            raise InvalidModelError(
-                f"cannot load {model} with torch.export.load: {str(exc).strip().splitlines()[0][:300]}",
-                fix="the file may be truncated or saved by another torch version; re-save with torch.export.save",
-            ) from None
+        program = load_exported_program(model)
         shape = tuple(input_shape or _program_input_shape(program))
         (name,) = program.graph_signature.user_inputs
         with warnings.catch_warnings(), captured_output():
@@ -67,23 +61,13 @@ def load_torch_source(model: str, input_shape: Optional[Tuple[int, ...]]) -> Tor
                            route="torch.export.load -> torch.export (ATen) -> coremltools")
     if kind is ModelKind.TORCH_FACTORY:
         module = _call_factory(model).eval()
-        shape = input_shape or getattr(module, "example_input_shape", None)
-        if shape is None:
-            raise UserError(f"the input shape of {model} is unknown", fix="pass --input-shape 1,3,224,224")
-        program = _export(module, tuple(shape))
+        shape = factory_input_shape(model, module, input_shape)
+        program = _export(module, shape)
         (name,) = program.graph_signature.user_inputs
         return TorchSource(model, kind, name, tuple(shape), program=program, sha256=sha,
                            route="module:factory -> torch.export (ATen) -> coremltools")
-    try:
-        scripted = torch.jit.load(model, map_location="cpu").eval()
-    except Exception as exc:
-        raise InvalidModelError(
-            f"cannot load TorchScript {model}: {str(exc).strip().splitlines()[0][:300]}",
-            fix="the file may be truncated or corrupt; re-save with torch.jit.save",
-        ) from None
-    if input_shape is None:
-        raise UserError(f"TorchScript files do not record the input shape of {model}", fix="pass --input-shape 1,3,224,224")
-    return TorchSource(model, kind, "input", tuple(input_shape), scripted=scripted, sha256=sha,
+    scripted, shape = load_torchscript(model, input_shape)
+    return TorchSource(model, kind, "input", shape, scripted=scripted.eval(), sha256=sha,
                        route="torch.jit.load -> coremltools (TorchScript frontend)")
 
 

@@ -115,46 +115,21 @@ def fix_input_shapes(proto, input_shape: Optional[Tuple[int, ...]]) -> Optional[
 
 def export_torch(model: str, kind: ModelKind, input_shape: Optional[Tuple[int, ...]], out: Path) -> str:
     """PyTorch -> ONNX. .pt2 and factories use the dynamo exporter (opset 18); TorchScript the legacy one."""
-    from edgekit.export.torch_source import _call_factory, _program_input_shape, _torch
+    from edgekit.export.torch_source import (_call_factory, _program_input_shape, factory_input_shape,
+                                             load_exported_program, load_torchscript)
 
-    torch = _torch()
     if kind is ModelKind.PT2:
-        try:
-            program = torch.export.load(model)
-        except Exception as exc:
-            raise InvalidModelError(
-                f"cannot load {model} with torch.export.load: {str(exc).strip().splitlines()[0][:300]}",
-                fix="the file may be truncated or saved by another torch version; re-save with torch.export.save",
-            ) from None
+        program = load_exported_program(model)
         shape = input_shape or _program_input_shape(program)
         _torch_export(program, shape, out, model, dynamo=True)
         return f"torch.export.load -> torch.onnx.export(dynamo, opset {DYNAMO_OPSET})"
     if kind is ModelKind.TORCH_FACTORY:
         module = _call_factory(model).eval()
-        shape = input_shape or getattr(module, "example_input_shape", None)
-        if shape is None:
-            shape = _module_input_shape(model)
-        _torch_export(module, tuple(shape), out, model, dynamo=True)
+        _torch_export(module, factory_input_shape(model, module, input_shape), out, model, dynamo=True)
         return f"module:factory -> torch.onnx.export(dynamo, opset {DYNAMO_OPSET})"
-    try:
-        scripted = torch.jit.load(model, map_location="cpu")
-    except Exception as exc:
-        raise InvalidModelError(f"cannot load TorchScript {model}: {str(exc).strip().splitlines()[0][:300]}",
-                                fix="the file may be truncated or corrupt; re-save with torch.jit.save") from None
-    if input_shape is None:
-        raise UserError(f"TorchScript files do not record the input shape of {model}", fix="pass --input-shape 1,3,224,224")
-    _torch_export(scripted, input_shape, out, model, dynamo=False)
+    scripted, shape = load_torchscript(model, input_shape)
+    _torch_export(scripted, shape, out, model, dynamo=False)
     return f"torch.jit.load -> torch.onnx.export(legacy, opset {LEGACY_OPSET})"
-
-
-def _module_input_shape(spec: str) -> Tuple[int, ...]:
-    """A factory's module may declare INPUT_SHAPE (as tests.firmware.mobilenet_like does)."""
-    import importlib
-
-    shape = getattr(importlib.import_module(spec.partition(":")[0]), "INPUT_SHAPE", None)
-    if shape is None:
-        raise UserError(f"the input shape of {spec} is unknown", fix="pass --input-shape 1,3,224,224")
-    return tuple(shape)
 
 
 def _torch_export(obj, shape: Tuple[int, ...], out: Path, source: str, *, dynamo: bool) -> None:

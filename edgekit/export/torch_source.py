@@ -30,23 +30,33 @@ def _torch():
 
 
 def float_tflite_from_torch(model: str, kind: ModelKind, input_shape: Optional[Tuple[int, ...]]) -> Tuple[bytes, str]:
-    torch = _torch()
     if kind is ModelKind.PT2:
-        try:
-            program = torch.export.load(model)
-        except Exception as exc:
-            raise InvalidModelError(
-                f"cannot load {model} with torch.export.load: {str(exc).strip().splitlines()[0][:300]}",
-                fix="the file may be truncated or saved by another torch version; re-save with torch.export.save",
-            ) from None
+        program = load_exported_program(model)
         shape = input_shape or _program_input_shape(program)
         return _litert_convert(program.module(), shape, model), "torch.export.load -> litert-torch"
     if kind is ModelKind.TORCH_FACTORY:
         module = _call_factory(model)
-        shape = input_shape or getattr(module, "example_input_shape", None)
-        if shape is None:
-            raise UserError(f"the input shape of {model} is unknown", fix="pass --input-shape 1,3,224,224")
-        return _litert_convert(module.eval(), tuple(shape), model), "module:factory -> litert-torch"
+        shape = factory_input_shape(model, module, input_shape)
+        return _litert_convert(module.eval(), shape, model), "module:factory -> litert-torch"
+    scripted, shape = load_torchscript(model, input_shape)
+    return _via_onnx(scripted, shape, model), "torch.jit.load -> torch.onnx (legacy exporter) -> onnx2tf"
+
+
+def load_exported_program(model: str):
+    """torch.export.load; a truncated or foreign file is an InvalidModelError naming the fix."""
+    torch = _torch()
+    try:
+        return torch.export.load(model)
+    except Exception as exc:
+        raise InvalidModelError(
+            f"cannot load {model} with torch.export.load: {str(exc).strip().splitlines()[0][:300]}",
+            fix="the file may be truncated or saved by another torch version; re-save with torch.export.save",
+        ) from None
+
+
+def load_torchscript(model: str, input_shape: Optional[Tuple[int, ...]]):
+    """(scripted module, input shape): TorchScript does not record the shape, so --input-shape is required."""
+    torch = _torch()
     try:
         scripted = torch.jit.load(model, map_location="cpu")
     except Exception as exc:
@@ -56,7 +66,17 @@ def float_tflite_from_torch(model: str, kind: ModelKind, input_shape: Optional[T
         ) from None
     if input_shape is None:
         raise UserError(f"TorchScript files do not record the input shape of {model}", fix="pass --input-shape 1,3,224,224")
-    return _via_onnx(scripted, input_shape, model), "torch.jit.load -> torch.onnx (legacy exporter) -> onnx2tf"
+    return scripted, tuple(input_shape)
+
+
+def factory_input_shape(spec: str, module, input_shape: Optional[Tuple[int, ...]]) -> Tuple[int, ...]:
+    """--input-shape, else the module's ``example_input_shape``, else its Python module's ``INPUT_SHAPE``."""
+    shape = input_shape or getattr(module, "example_input_shape", None)
+    if shape is None:
+        shape = getattr(importlib.import_module(spec.partition(":")[0]), "INPUT_SHAPE", None)
+    if shape is None:
+        raise UserError(f"the input shape of {spec} is unknown", fix="pass --input-shape 1,3,224,224")
+    return tuple(shape)
 
 
 def _program_input_shape(program) -> Tuple[int, ...]:
