@@ -423,17 +423,22 @@ def _upsample_nearest(c: OpCall):
 
 
 # ---------------------------------------------------------------- normalization and reductions
+def _scale_shift(c: OpCall, out: np.ndarray, shape=None) -> np.ndarray:
+    """out * gamma + beta (each optional), the parameters reshaped to ``shape`` when given (per channel)."""
+    for name, apply in (("gamma", np.multiply), ("beta", np.add)):
+        if c.get(name) is not None:
+            value = f64(c.get(name))
+            out = apply(out, value.reshape(shape) if shape is not None else value)
+    return out
+
+
 @op("batch_norm")
 def _batch_norm(c: OpCall):
     x = f64(c.get("x"))
     shape = [1, -1] + [1] * (x.ndim - 2)
     mean, var = f64(c.get("mean")).reshape(shape), f64(c.get("variance")).reshape(shape)
     out = (x - mean) / np.sqrt(var + c.scalar("epsilon", 1e-5))
-    if c.get("gamma") is not None:
-        out = out * f64(c.get("gamma")).reshape(shape)
-    if c.get("beta") is not None:
-        out = out + f64(c.get("beta")).reshape(shape)
-    return out
+    return _scale_shift(c, out, shape)
 
 
 @op("instance_norm")
@@ -442,11 +447,7 @@ def _instance_norm(c: OpCall):
     axes = tuple(range(2, x.ndim))
     shape = [1, -1] + [1] * (x.ndim - 2)
     out = (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + c.scalar("epsilon", 1e-5))
-    if c.get("gamma") is not None:
-        out = out * f64(c.get("gamma")).reshape(shape)
-    if c.get("beta") is not None:
-        out = out + f64(c.get("beta")).reshape(shape)
-    return out
+    return _scale_shift(c, out, shape)
 
 
 @op("layer_norm")
@@ -454,11 +455,7 @@ def _layer_norm(c: OpCall):
     x = f64(c.get("x"))
     axes = tuple(c.ints("axes", range(x.ndim)))
     out = (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + c.scalar("epsilon", 1e-5))
-    if c.get("gamma") is not None:
-        out = out * f64(c.get("gamma"))
-    if c.get("beta") is not None:
-        out = out + f64(c.get("beta"))
-    return out
+    return _scale_shift(c, out)
 
 
 def _reduce(fn, *, as_float: bool = True):
