@@ -97,3 +97,10 @@ class DeviceError(EdgekitError):
 
     exit_code = 4
     partial: Optional[object] = None  # the RunResult measured before the failure, when a runner has one
+
+
+def first_line(exc: BaseException, limit: Optional[int] = 300) -> str:
+    """The first line of an exception's message for a user-facing error (the type name if the message is empty)."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    return text if limit is None else text[:limit]

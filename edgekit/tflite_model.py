@@ -10,7 +10,7 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 from edgekit.calibration.dataset import InputSpec, Sample
-from edgekit.errors import InvalidModelError, ToolMissingError
+from edgekit.errors import InvalidModelError, ToolMissingError, first_line
 from edgekit.quiet import captured_output
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ class TFLiteModel:
                 interp.allocate_tensors()
         except (ValueError, RuntimeError) as exc:
             raise InvalidModelError(
-                f"{self.source} cannot be loaded by LiteRT: {str(exc).strip().splitlines()[0]}",
+                f"{self.source} cannot be loaded by LiteRT: {first_line(exc, None)}",
                 fix="the file is corrupt, truncated, or uses operators this runtime lacks",
             ) from None
         self._interpreters[kind] = interp

@@ -15,7 +15,7 @@ import warnings
 from typing import Callable, Sequence
 
 from edgekit.calibration.dataset import Sample
-from edgekit.errors import ConversionError, ToolMissingError
+from edgekit.errors import ConversionError, ToolMissingError, first_line
 from edgekit.quiet import captured_output
 
 from .options import ACTIVATION_OBSERVERS
@@ -57,6 +57,6 @@ def calibrated_program(source: TorchSource, samples: Sequence[Sample], method: s
             return torch.export.export(converted, example).run_decompositions({})
     except Exception as exc:
         raise ConversionError(
-            f"PT2E calibration of {source.model} failed: {str(exc).strip().splitlines()[0][:300]}",
+            f"PT2E calibration of {source.model} failed: {first_line(exc)}",
             fix="run with --verbose for the log; --activations float16 (W8) needs no activation calibration",
         ) from None

@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence, Union
 
 import numpy as np
 
-from edgekit.errors import ConversionError, ToolMissingError
+from edgekit.errors import ConversionError, ToolMissingError, first_line
 from edgekit.quiet import captured_output
 
 from .image import ImageInput
@@ -77,7 +77,7 @@ def to_ml_program(source: TorchSource, program, settings: ProgramSettings):
     except Exception as exc:
         log.debug("coremltools output:\n%s", "\n".join(output))
         raise ConversionError(
-            f"coremltools could not convert {source.model}: {str(exc).strip().splitlines()[0][:300]}",
+            f"coremltools could not convert {source.model}: {first_line(exc)}",
             fix="run with --verbose for the converter log",
         ) from None
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Tuple
 
-from edgekit.errors import UserError
+from edgekit.errors import UserError, first_line
 from edgekit.export.detect import ModelKind, detect_kind
 from edgekit.export.torch_source import (_call_factory, _program_input_shape, _torch, factory_input_shape,
                                          load_exported_program, load_torchscript)
@@ -80,6 +80,6 @@ def _export(module, shape: Tuple[int, ...]):
             return torch.export.export(module, (torch.zeros(*shape),)).run_decompositions({})
     except Exception as exc:
         raise UserError(
-            f"torch.export cannot trace the model: {str(exc).strip().splitlines()[0][:300]}",
+            f"torch.export cannot trace the model: {first_line(exc)}",
             fix="make the forward traceable by torch.export (no data-dependent Python control flow), or check --input-shape",
         ) from None

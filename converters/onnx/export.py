@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
 
-from edgekit.errors import ConversionError, InvalidModelError, ToolMissingError, UserError
+from edgekit.errors import ConversionError, InvalidModelError, ToolMissingError, UserError, first_line
 from edgekit.export.detect import ModelKind, detect_source_kind
 from edgekit.quiet import captured_output
 
@@ -73,7 +73,7 @@ def load_checked(path: Path):
         proto = onnx.load(str(path))
         onnx.checker.check_model(proto)
     except Exception as exc:  # DecodeError, ValidationError, OSError: all mean "not a usable ONNX file"
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise InvalidModelError(
             f"{path} is not a valid ONNX model ({first})",
             fix="the file may be truncated or corrupt; re-export it (torch.onnx.export / onnx.save)",
@@ -149,7 +149,7 @@ def _torch_export(obj, shape: Tuple[int, ...], out: Path, source: str, *, dynamo
     except Exception as exc:
         log.debug("torch.onnx.export output:\n%s", "\n".join(output))
         raise ConversionError(
-            f"torch.onnx.export could not export {source}: {str(exc).strip().splitlines()[0][:300]}",
+            f"torch.onnx.export could not export {source}: {first_line(exc)}",
             fix="run with --verbose for the exporter log; unsupported layers must be replaced",
         ) from None
     finally:
@@ -168,6 +168,6 @@ def preprocess(raw: Path, out: Path, source: str) -> None:
             quant_pre_process(inferred, str(out), skip_symbolic_shape=False)
     except Exception as exc:
         raise ConversionError(
-            f"onnxruntime quant_pre_process failed on {source}: {str(exc).strip().splitlines()[0][:300]}",
+            f"onnxruntime quant_pre_process failed on {source}: {first_line(exc)}",
             fix="check that onnxruntime can run the model (python -c \"import onnxruntime as o; o.InferenceSession('m.onnx')\")",
         ) from None

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from edgekit.errors import InvalidModelError, ToolMissingError, UserError
+from edgekit.errors import InvalidModelError, ToolMissingError, UserError, first_line
 from edgekit.run.inputs import ModelInput
 from edgekit.run.remote_runner import COREML_COMPUTE_UNITS, coreml_compiled_path, coreml_output_array, coreml_placement
 
@@ -66,7 +66,7 @@ def load_spec(path: Path):
     try:
         return ct.utils.load_spec(str(path))
     except Exception as exc:  # coremltools raises several types for a damaged package
-        raise InvalidModelError(f"{path} is not a readable Core ML model: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+        raise InvalidModelError(f"{path} is not a readable Core ML model: {first_line(exc, None)}",
                                 fix="pass a .mlpackage written by coremltools (MLModel.save)") from None
 
 

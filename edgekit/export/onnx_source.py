@@ -7,7 +7,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from edgekit.errors import ConversionError, InvalidModelError, ToolMissingError, UnsupportedOpError
+from edgekit.errors import ConversionError, InvalidModelError, ToolMissingError, UnsupportedOpError, first_line
 from edgekit.quiet import captured_output
 from edgekit.support import OpSupport, SupportReport
 
@@ -24,7 +24,7 @@ def load_onnx(path: Path):
         onnx.checker.check_model(model)
     except Exception as exc:
         raise InvalidModelError(
-            f"{path} is not a valid ONNX model: {str(exc).strip().splitlines()[0][:300]}",
+            f"{path} is not a valid ONNX model: {first_line(exc)}",
             fix="the file may be truncated or corrupt; re-export it",
         ) from None
     return model

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from edgekit.deps import tensorflow
-from edgekit.errors import InvalidModelError, UnsupportedOpError
+from edgekit.errors import InvalidModelError, UnsupportedOpError, first_line
 from edgekit.export.detect import ModelKind
 from edgekit.quiet import captured_output
 from edgekit.support import OpSupport, SupportReport
@@ -24,7 +24,7 @@ def float_tflite_from_tf(path: Path, kind: ModelKind) -> bytes:
                 model = keras.models.load_model(str(path), compile=False, safe_mode=True)
             except Exception as exc:  # keras raises many kinds for damaged files
                 raise InvalidModelError(
-                    f"cannot load Keras model {path}: {str(exc).strip().splitlines()[0][:300]}",
+                    f"cannot load Keras model {path}: {first_line(exc)}",
                     fix="the file may be truncated, corrupt, or need custom layers; re-save it with model.save()",
                 ) from None
             converter = _batch_one_converter(tf, model)
@@ -33,7 +33,7 @@ def float_tflite_from_tf(path: Path, kind: ModelKind) -> bytes:
                 converter = tf.lite.TFLiteConverter.from_saved_model(str(path))
             except Exception as exc:
                 raise InvalidModelError(
-                    f"cannot load SavedModel {path}: {str(exc).strip().splitlines()[0][:300]}",
+                    f"cannot load SavedModel {path}: {first_line(exc)}",
                     fix="check the folder holds a complete SavedModel (saved_model.pb and variables/)",
                 ) from None
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
@@ -46,7 +46,7 @@ def float_tflite_from_tf(path: Path, kind: ModelKind) -> bytes:
         if report.rejected:
             raise UnsupportedOpError(report, target="TFLite builtins (needed for int8)") from None
         raise InvalidModelError(
-            f"TFLiteConverter failed on {path}: {str(exc).strip().splitlines()[0][:300]}"
+            f"TFLiteConverter failed on {path}: {first_line(exc)}"
         ) from None
 
 

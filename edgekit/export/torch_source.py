@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Optional, Tuple
 
-from edgekit.errors import ConversionError, InvalidModelError, ToolMissingError, UnsupportedOpError, UserError
+from edgekit.errors import ConversionError, InvalidModelError, ToolMissingError, UnsupportedOpError, UserError, first_line
 from edgekit.export.detect import ModelKind
 from edgekit.quiet import captured_output
 from edgekit.support import OpSupport, SupportReport
@@ -49,7 +49,7 @@ def load_exported_program(model: str):
         return torch.export.load(model)
     except Exception as exc:
         raise InvalidModelError(
-            f"cannot load {model} with torch.export.load: {str(exc).strip().splitlines()[0][:300]}",
+            f"cannot load {model} with torch.export.load: {first_line(exc)}",
             fix="the file may be truncated or saved by another torch version; re-save with torch.export.save",
         ) from None
 
@@ -61,7 +61,7 @@ def load_torchscript(model: str, input_shape: Optional[Tuple[int, ...]]):
         scripted = torch.jit.load(model, map_location="cpu")
     except Exception as exc:
         raise InvalidModelError(
-            f"cannot load TorchScript {model}: {str(exc).strip().splitlines()[0][:300]}",
+            f"cannot load TorchScript {model}: {first_line(exc)}",
             fix="the file may be truncated or corrupt; re-save with torch.jit.save",
         ) from None
     if input_shape is None:
@@ -124,7 +124,7 @@ def _litert_convert(module, shape: Tuple[int, ...], source: str) -> bytes:
         if report.rejected:
             raise UnsupportedOpError(report, target="TFLite (litert-torch)") from None
         raise ConversionError(
-            f"litert-torch could not convert {source}: {str(exc).strip().splitlines()[0][:300]}",
+            f"litert-torch could not convert {source}: {first_line(exc)}",
             fix="run with --verbose for the converter log",
         ) from None
 
@@ -153,5 +153,5 @@ def _via_onnx(scripted, shape: Tuple[int, ...], source: str) -> bytes:
                     input_names=["input"], output_names=["output"], opset_version=17,
                 )
         except Exception as exc:
-            raise ConversionError(f"cannot export TorchScript {source} to ONNX: {str(exc).strip().splitlines()[0][:300]}") from None
+            raise ConversionError(f"cannot export TorchScript {source} to ONNX: {first_line(exc)}") from None
         return float_tflite_from_onnx(onnx_path)

@@ -31,7 +31,7 @@ from typing import Dict, Hashable, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from edgekit.calibration.dataset import Sample
-from edgekit.errors import InvalidModelError, ToolMissingError, UserError
+from edgekit.errors import InvalidModelError, ToolMissingError, UserError, first_line
 from edgekit.parity.layers import SQNR_CAP_DB, Grid, Trace, TracedTensor
 from edgekit.provenance import sha256_bytes
 
@@ -361,7 +361,7 @@ def _session(ort, graph: _Graph, names: Sequence[str]):
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as exc:
         raise InvalidModelError(f"onnxruntime cannot load {graph.path} with its intermediate tensors exposed: "
-                                f"{str(exc).strip().splitlines()[0][:300]}") from None
+                                f"{first_line(exc)}") from None
     return session, wanted
 
 

@@ -17,7 +17,7 @@ from typing import Dict, Hashable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from edgekit.calibration.dataset import Sample
-from edgekit.errors import InvalidModelError, UserError
+from edgekit.errors import InvalidModelError, UserError, first_line
 from edgekit.parity.layers import Grid, Trace, TracedTensor
 from edgekit.provenance import sha256_bytes
 from edgekit.quiet import captured_output
@@ -43,7 +43,7 @@ def _debug_interpreter(model: TFLiteModel):
             )
             interp.allocate_tensors()
     except (ValueError, RuntimeError) as exc:
-        raise InvalidModelError(f"{model.source} cannot be loaded by LiteRT: {str(exc).strip().splitlines()[0]}") from None
+        raise InvalidModelError(f"{model.source} cannot be loaded by LiteRT: {first_line(exc, None)}") from None
     return interp
 
 

@@ -7,7 +7,7 @@ from typing import List, Tuple
 import numpy as np
 
 from edgekit.calibration.dataset import InputSpec, Sample
-from edgekit.errors import InvalidModelError, ToolMissingError
+from edgekit.errors import InvalidModelError, ToolMissingError, first_line
 from edgekit.provenance import sha256_file, tool_version
 from edgekit.registry import Registry
 from edgekit.tflite_model import TFLiteModel
@@ -86,7 +86,7 @@ class OnnxRunner(ModelRunner):
             self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"],
                                                 disabled_optimizers=["WeightBiasQuantization"])
         except Exception as exc:
-            raise InvalidModelError(f"onnxruntime cannot load {path}: {str(exc).strip().splitlines()[0][:300]}") from None
+            raise InvalidModelError(f"onnxruntime cannot load {path}: {first_line(exc)}") from None
         self.sha256 = sha256_file(self.path)
 
     @classmethod
