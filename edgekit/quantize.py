@@ -107,7 +107,14 @@ def quantize(
                         fix="drop or change those options (edgekit quantize --help lists them per format)")
     spec = PreprocessSpec.load(options.preprocess) if options.preprocess else None
 
-    reference = backend.export(model, options)
+    with tempfile.TemporaryDirectory(prefix="edgekit-quantize-") as work:
+        return _export_quantize_compare_write(backend, model, Path(calib), Path(outdir), options, spec, Path(work), progress)
+
+
+def _export_quantize_compare_write(backend, model: str, calib: Path, outdir: Path, options: QuantizeOptions, spec,
+                                   workdir: Path, progress: ProgressFactory) -> QuantizeResult:
+    """The run itself; ``workdir`` is a scratch folder removed afterwards (the backend may keep files there)."""
+    reference = backend.export(model, options, workdir)
     inputs = reference.runner.input_specs()
     names = [i.name for i in inputs]
 
@@ -121,53 +128,52 @@ def quantize(
     calib_samples = calib_set.samples(inputs)
     eval_samples = eval_set.samples(inputs)  # validate both before the long work
 
-    with tempfile.TemporaryDirectory(prefix="edgekit-quantize-") as work:
-        quantized = backend.quantize(reference, QuantizeInputs(
-            calib_samples=calib_samples, eval_samples=eval_samples, calib_set=calib_set, eval_set=eval_set,
-            workdir=Path(work), progress=progress, preprocess=spec or getattr(source, "spec", None),
-            eval_labels=eval_set.labels,
-        ), options)
+    quantized = backend.quantize(reference, QuantizeInputs(
+        calib_samples=calib_samples, eval_samples=eval_samples, calib_set=calib_set, eval_set=eval_set,
+        workdir=workdir, progress=progress, preprocess=spec or getattr(source, "spec", None),
+        eval_labels=eval_set.labels,
+    ), options)
 
-        report = compare(
-            reference.runner, quantized.runner, eval_samples,
-            tolerance=options.tolerance, labels=eval_set.labels, progress=progress("parity", len(eval_samples)),
+    report = compare(
+        reference.runner, quantized.runner, eval_samples,
+        tolerance=options.tolerance, labels=eval_set.labels, progress=progress("parity", len(eval_samples)),
+    )
+    report.data = {"calibration": calib_set.describe(), "evaluation": eval_set.describe()}
+    if quantized.summary:
+        report.data["quantization"] = quantized.summary
+
+    with atomic_output_dir(Path(outdir)) as stage:
+        manifest = Manifest(command="quantize")
+        source_path = Path(model)
+        source_art = None
+        if source_path.exists():
+            source_art = manifest.add(Artifact.from_file(source_path, format=reference.kind, stage="source"))
+        _write_files(stage, reference.files)
+        float_art = manifest.add(Artifact.from_file(
+            stage / reference.main_file, format=reference.format, stage="export", parent=source_art,
+            params={"route": reference.route, "source": model},
+        ))
+        _write_files(stage, quantized.files)
+        int8_art = manifest.add(Artifact.from_file(
+            stage / quantized.main_file, format=quantized.format, stage="quantize", parent=float_art,
+            params={**options.params(), **quantized.params, "calibration_fingerprint": calib_set.fingerprint,
+                    "calibration_samples": len(calib_set)},
+        ))
+        (stage / "parity.json").write_text(json.dumps(json_safe(report.to_json()), indent=2) + "\n")
+        manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", parent=int8_art,
+                                        params={"thresholds": options.tolerance.to_json()}))
+        layer_files = quantized.per_layer.write(stage) if quantized.per_layer is not None else []
+        for name in layer_files:
+            manifest.add(Artifact.from_file(stage / name, format=Path(name).suffix.lstrip("."), stage="per-layer", parent=int8_art))
+        write_quantize_report(
+            stage / "report.md", model=model, reference=reference, quantized=quantized, options=options,
+            calib=calib_set, parity=report, int8_sha=int8_art.sha256, layer_files=layer_files,
         )
-        report.data = {"calibration": calib_set.describe(), "evaluation": eval_set.describe()}
-        if quantized.summary:
-            report.data["quantization"] = quantized.summary
-
-        with atomic_output_dir(Path(outdir)) as stage:
-            manifest = Manifest(command="quantize")
-            source_path = Path(model)
-            source_art = None
-            if source_path.exists():
-                source_art = manifest.add(Artifact.from_file(source_path, format=reference.kind, stage="source"))
-            _write_files(stage, reference.files)
-            float_art = manifest.add(Artifact.from_file(
-                stage / reference.main_file, format=reference.format, stage="export", parent=source_art,
-                params={"route": reference.route, "source": model},
-            ))
-            _write_files(stage, quantized.files)
-            int8_art = manifest.add(Artifact.from_file(
-                stage / quantized.main_file, format=quantized.format, stage="quantize", parent=float_art,
-                params={**options.params(), **quantized.params, "calibration_fingerprint": calib_set.fingerprint,
-                        "calibration_samples": len(calib_set)},
-            ))
-            (stage / "parity.json").write_text(json.dumps(json_safe(report.to_json()), indent=2) + "\n")
-            manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", parent=int8_art,
-                                            params={"thresholds": options.tolerance.to_json()}))
-            layer_files = quantized.per_layer.write(stage) if quantized.per_layer is not None else []
-            for name in layer_files:
-                manifest.add(Artifact.from_file(stage / name, format=Path(name).suffix.lstrip("."), stage="per-layer", parent=int8_art))
-            write_quantize_report(
-                stage / "report.md", model=model, reference=reference, quantized=quantized, options=options,
-                calib=calib_set, parity=report, int8_sha=int8_art.sha256, layer_files=layer_files,
-            )
-            manifest.add(Artifact.from_file(stage / "report.md", format="markdown", stage="report", parent=int8_art))
-            manifest.extra["calibration"] = calib_set.describe()
-            manifest.write(stage / "manifest.json")
-            artifacts = {a.stage: a.relocated(Path(outdir) / a.path.name) for a in manifest.artifacts
-                         if a.stage not in ("source", "per-layer")}
+        manifest.add(Artifact.from_file(stage / "report.md", format="markdown", stage="report", parent=int8_art))
+        manifest.extra["calibration"] = calib_set.describe()
+        manifest.write(stage / "manifest.json")
+        artifacts = {a.stage: a.relocated(Path(outdir) / a.path.name) for a in manifest.artifacts
+                     if a.stage not in ("source", "per-layer")}
     return QuantizeResult(Path(outdir), artifacts, report, quantized.main_file)
 
 

@@ -68,8 +68,10 @@ class QuantizeBackend(Protocol):
     def option_problems(self, options) -> List[str]:
         """Every QuantizeOptions setting this backend cannot honour, as user-facing sentences."""
 
-    def export(self, model: str, options) -> FloatReference:
-        """Load ``model`` and return the float reference (raises UnsupportedOpError naming every op)."""
+    def export(self, model: str, options, workdir: Path) -> FloatReference:
+        """Load ``model`` and return the float reference (raises UnsupportedOpError naming every op).
+
+        ``workdir`` is the run's scratch folder (the same as QuantizeInputs.workdir), removed afterwards."""
 
     def quantize(self, reference: FloatReference, inputs: QuantizeInputs, options) -> QuantizedModel:
         """Quantize with the calibration samples."""

@@ -38,7 +38,7 @@ class CoreMLConverter:
     def option_problems(self, options) -> List[str]:
         return option_problems(options)
 
-    def export(self, model: str, options) -> FloatReference:
+    def export(self, model: str, options, workdir: Path) -> FloatReference:
         from .ops import TARGET, check_torch_ops
         from .torch_runner import TorchRunner
 

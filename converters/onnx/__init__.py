@@ -69,9 +69,9 @@ class OnnxQdqConverter:
                             "NAME|OPTYPE with --engine nncf)")
         return problems
 
-    def export(self, model: str, options) -> FloatReference:
+    def export(self, model: str, options, workdir: Path) -> FloatReference:
         exported = to_float_onnx(model, options.input_shape)
-        path = Path(_scratch_dir()) / "model_float.onnx"
+        path = workdir / "model_float.onnx"  # the runner and the quantizers read the float model from a file
         path.write_bytes(exported.data)
         sha = sha256_bytes(exported.data)
         return FloatReference(
@@ -146,17 +146,6 @@ def _run_nncf(float_path: Path, out: Path, specs, inputs: QuantizeInputs, option
 
 
 ENGINE_RUNS = {"ort": _run_ort, "nncf": _run_nncf}
-
-
-def _scratch_dir() -> str:
-    """A process-lifetime folder for the float reference file (the runner needs a path before quantize)."""
-    import atexit
-    import shutil
-    import tempfile
-
-    folder = tempfile.mkdtemp(prefix="edgekit-onnx-ref-")
-    atexit.register(shutil.rmtree, folder, True)
-    return folder
 
 
 def resolve_keep_float(float_path: Path, wanted: Sequence[str]) -> Tuple[List[str], List[str]]:

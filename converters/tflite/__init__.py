@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
@@ -107,7 +108,7 @@ class TFLiteInt8Converter:
             problems.append(f"--keep-float with --fallback-to int16 (the int16 fallback is the whole model in 16x8: {whole_16x8})")
         return problems
 
-    def export(self, model: str, options) -> FloatReference:
+    def export(self, model: str, options, workdir: Path) -> FloatReference:
         exported = to_float_tflite(model, input_shape=options.input_shape)
         float_model = TFLiteModel(exported.tflite, source=f"{model} (float reference)")
         sha = sha256_bytes(float_model.data)

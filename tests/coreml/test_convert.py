@@ -70,8 +70,8 @@ def coreml_backend():
     return load_backends().get("coreml")()
 
 
-def test_demo_exports_with_a_torch_reference(coreml_backend):
-    reference = coreml_backend.export(str(DEMO_MODEL), OPTIONS)
+def test_demo_exports_with_a_torch_reference(coreml_backend, tmp_path):
+    reference = coreml_backend.export(str(DEMO_MODEL), OPTIONS, tmp_path)
     (spec,) = reference.runner.input_specs()
     assert spec.shape == (1, 1, 8, 8) and reference.main_file == "model_float.mlpackage"
     outputs, _ = reference.runner.run([np.zeros((1, 1, 8, 8), np.float32)])
@@ -90,7 +90,7 @@ def test_every_unsupported_torch_op_is_named(coreml_backend, tmp_path):
     path = tmp_path / "bad.pt2"
     torch.export.save(torch.export.export(Unconvertible(), (torch.zeros(1, 4),)), str(path))
     with pytest.raises(UnsupportedOpError) as err:
-        coreml_backend.export(str(path), OPTIONS)
+        coreml_backend.export(str(path), OPTIONS, tmp_path)
     rejected = sorted(op.op for op in err.value.report.rejected)
     assert rejected == ["aten::cummax", "aten::erfinv"]
     assert "2 operator(s) cannot be converted" in str(err.value)
