@@ -8,7 +8,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DEMO_MODEL = REPO / "edgekit" / "demo" / "digits_cnn.pt2"
 DIGITS = REPO / "calibration_data" / "digits"
-MLPERF = Path(os.environ.get("EDGEKIT_MLPERF_DIR", REPO.parent / "shared" / "models" / "mlperf_tiny"))
+# committed fixtures (tests/fixtures/mlperf_tiny/README.md: upstream, commit, license, SHA256SUMS)
+MLPERF = Path(os.environ.get("EDGEKIT_MLPERF_DIR", REPO / "tests" / "fixtures" / "mlperf_tiny"))
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +37,7 @@ def rebind_closed_log_streams():
 @pytest.fixture
 def mlperf() -> Path:
     if not MLPERF.is_dir():
-        pytest.skip(f"MLPerf Tiny reference models not found at {MLPERF} (../shared/models/mlperf_tiny)")
+        pytest.fail(f"MLPerf Tiny fixtures not found at {MLPERF} (committed under tests/fixtures/mlperf_tiny)")
     return MLPERF
 
 

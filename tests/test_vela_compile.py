@@ -1,7 +1,7 @@
 """`edgekit compile` for Arm Ethos-U (Vela 5.2): outputs, Vela's own figures and reasons, bad input.
 
-Small int8 models are built in-test from the TFLite schema (tests/firmware/opmodels.py), so these tests run without
-../shared; the MLPerf Tiny models are compiled too when present. Vela runs for real (about 1 s per compile).
+Small int8 models are built in-test from the TFLite schema (tests/firmware/opmodels.py); the MLPerf Tiny models
+(committed fixtures) are compiled too. Vela runs for real (about 1 s per compile).
 """
 from __future__ import annotations
 

@@ -236,7 +236,7 @@ def write_corpus(out_dir: Path, *, mlperf: Optional[Path] = None, extra: Iterabl
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--mlperf", type=Path, default=REPO.parent / "shared" / "models" / "mlperf_tiny")
+    parser.add_argument("--mlperf", type=Path, default=REPO / "tests" / "fixtures" / "mlperf_tiny")
     parser.add_argument("--demo", type=Path, action="append", default=[], help="extra .tflite seeds (e.g. the demo int8 model)")
     parser.add_argument("--mutants", type=int, default=0, help="structured mutants per single-op model")
     args = parser.parse_args(argv)

@@ -124,7 +124,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("work", type=Path)
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--max-total-time", type=int, default=60)
-    parser.add_argument("--mlperf", type=Path, default=REPO.parent / "shared" / "models" / "mlperf_tiny")
+    parser.add_argument("--mlperf", type=Path, default=REPO / "tests" / "fixtures" / "mlperf_tiny")
     parser.add_argument("--demo", type=Path, action="append", default=[])
     args = parser.parse_args(argv)
     seeds = write_corpus(args.work / "seeds", mlperf=args.mlperf, extra=args.demo)

@@ -24,11 +24,11 @@ SR = 16000
 
 
 def find_mlperf_dir() -> Optional[Path]:
-    """EDGEKIT_MLPERF_DIR, else ../shared/models/mlperf_tiny relative to the repo; None if absent."""
+    """EDGEKIT_MLPERF_DIR, else the committed fixtures (tests/fixtures/mlperf_tiny); None if absent."""
     import os
 
     env = os.environ.get("EDGEKIT_MLPERF_DIR")
-    path = Path(env) if env else Path(__file__).resolve().parents[3] / "shared/models/mlperf_tiny"
+    path = Path(env) if env else Path(__file__).resolve().parents[1] / "fixtures" / "mlperf_tiny"
     return path if path.is_dir() else None
 
 

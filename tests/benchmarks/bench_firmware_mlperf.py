@@ -10,7 +10,7 @@ to ours; they are quoted, not re-measured here.
 
     .venv/bin/python tests/benchmarks/bench_firmware_mlperf.py [--json out/bench/firmware_mlperf.json] [--samples N]
 
-Models come from $EDGEKIT_MLPERF_DIR or ../shared/models/mlperf_tiny; the script exits 0 with "skipped" if they
+Models come from $EDGEKIT_MLPERF_DIR or tests/fixtures/mlperf_tiny; the script exits 0 with "skipped" if they
 (or qemu-system-arm / arm-none-eabi-gcc) are absent. Firmware builds are cached ($EDGEKIT_CACHE_DIR).
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ SEEDS = {"KWS": 1, "IC": 2, "AD": 3}
 
 
 def mlperf_dir() -> Path:
-    return Path(os.environ.get("EDGEKIT_MLPERF_DIR", REPO.parent / "shared" / "models" / "mlperf_tiny"))
+    return Path(os.environ.get("EDGEKIT_MLPERF_DIR", REPO / "tests" / "fixtures" / "mlperf_tiny"))
 
 
 def inputs_for(model: bytes, samples: int, seed: int):

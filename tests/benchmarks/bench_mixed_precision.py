@@ -11,7 +11,7 @@ measured (LiteRT BUILTIN kernels, 1 thread; a host figure, not a microcontroller
 
     .venv/bin/python tests/benchmarks/bench_mixed_precision.py [kws ic ad] [--json out.json]
 
-Models are read from $EDGEKIT_MLPERF_DIR or ../shared/models/mlperf_tiny; the script exits 0 with a
+Models are read from $EDGEKIT_MLPERF_DIR or tests/fixtures/mlperf_tiny; the script exits 0 with a
 "skipped" message if they are absent. Nothing touches the network.
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ def main() -> int:
     args.tasks = args.tasks or list(FLOAT_MODELS)
     folder = find_mlperf_dir()
     if folder is None:
-        print("skipped: MLPerf Tiny models not found (set EDGEKIT_MLPERF_DIR or provide ../shared/models/mlperf_tiny)")
+        print("skipped: MLPerf Tiny models not found (set EDGEKIT_MLPERF_DIR or restore tests/fixtures/mlperf_tiny)")
         return 0
     from edgekit.parity.tolerance import Tolerance
 

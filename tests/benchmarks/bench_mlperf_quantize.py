@@ -10,7 +10,7 @@ BUILTIN_REF kernels).
 
     .venv/bin/python tests/benchmarks/bench_mlperf_quantize.py [--json out.json]
 
-Models are read from $EDGEKIT_MLPERF_DIR or ../shared/models/mlperf_tiny (relative to the repo);
+Models are read from $EDGEKIT_MLPERF_DIR or tests/fixtures/mlperf_tiny (relative to the repo);
 the script exits 0 with a "skipped" message if they are absent. Nothing touches the network.
 """
 from __future__ import annotations
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
 
     mlperf = find_mlperf_dir()
     if mlperf is None:
-        print("SKIPPED: MLPerf Tiny models not found (set EDGEKIT_MLPERF_DIR or provide ../shared/models/mlperf_tiny)")
+        print("SKIPPED: MLPerf Tiny models not found (set EDGEKIT_MLPERF_DIR or restore tests/fixtures/mlperf_tiny)")
         return 0
 
     t_start = time.perf_counter()

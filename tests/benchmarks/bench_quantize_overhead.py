@@ -108,7 +108,7 @@ def main(argv=None) -> int:
 
     mlperf = find_mlperf_dir()
     if mlperf is None:
-        print("SKIPPED: MLPerf Tiny models not found (set EDGEKIT_MLPERF_DIR or provide ../shared/models/mlperf_tiny)")
+        print("SKIPPED: MLPerf Tiny models not found (set EDGEKIT_MLPERF_DIR or restore tests/fixtures/mlperf_tiny)")
         return 0
     saved_model = mlperf / "kws_ref_model_savedmodel"
     t_script = time.perf_counter()

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-MLPERF = Path(os.environ.get("EDGEKIT_MLPERF_DIR", REPO.parent / "shared" / "models" / "mlperf_tiny"))
+MLPERF = Path(os.environ.get("EDGEKIT_MLPERF_DIR", REPO / "tests" / "fixtures" / "mlperf_tiny"))
 MODELS = {"kws": "kws_ref_model_int8.tflite", "ic": "ic_resnet8_int8.tflite", "ad": "ad_autoencoder_int8.tflite"}
 
 

@@ -2,7 +2,7 @@
 
     python tests/benchmarks/fuzz_runtime_long.py [--runs 200000] [--max-total-time 900] [-o build/fuzz_long]
 
-Seeds: MLPerf Tiny int8 models (../shared/models/mlperf_tiny), the demo int8 model (quantized here with
+Seeds: MLPerf Tiny int8 models (tests/fixtures/mlperf_tiny), the demo int8 model (quantized here with
 `edgekit quantize` unless --no-demo), one model per supported operator, two small graphs, and --mutants
 field-level variants of each of those small models (so mutation starts past the reader, in the kernels). Prints the
 number of inputs executed, coverage (edges / features), corpus growth and crashes, and writes result.json.
@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO / "firmware" / "fuzz"))
 from make_corpus import write_corpus  # noqa: E402
 from run_fuzz import run_fuzzer  # noqa: E402
 
-MLPERF = REPO.parent / "shared" / "models" / "mlperf_tiny"
+MLPERF = REPO / "tests" / "fixtures" / "mlperf_tiny"
 
 
 def demo_int8(work: Path) -> Path:

@@ -10,7 +10,7 @@ from tests.run.runtools import KWS_INT8, SshServer
 @pytest.fixture
 def kws_int8() -> Path:
     if not KWS_INT8.is_file():
-        pytest.skip(f"MLPerf Tiny KWS int8 model not found at {KWS_INT8} (../shared/models/mlperf_tiny)")
+        pytest.fail(f"MLPerf Tiny KWS int8 fixture not found at {KWS_INT8} (committed under tests/fixtures/mlperf_tiny)")
     return KWS_INT8
 
 
