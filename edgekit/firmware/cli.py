@@ -39,6 +39,9 @@ def cmd_firmware(args) -> int:
     from edgekit.converters import CONVERTERS
     import edgekit.converters.firmware  # noqa: F401  (registers "firmware")
 
+    from edgekit.run.cli import warn_if_changed
+
+    warn_if_changed(args.model, "firmware")
     converter = CONVERTERS.get("firmware")()
     result = converter.convert(args.model, board=args.board, outdir=args.outdir, runtime=args.runtime, build=args.build)
     info = result.info

@@ -26,7 +26,7 @@ from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
 from edgekit.firmware import build as fw_build
 from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack
 from edgekit.firmware.support import KERNELS_DIR, REPO, Graph, kernel_files, read_graph, require_support
-from edgekit.provenance import host_info, sha256_bytes, tool_versions, utc_now
+from edgekit.provenance import host_info, sha256_bytes, sha256_file, tool_versions, utc_now
 from edgekit.report import json_safe
 
 log = logging.getLogger(__name__)
@@ -270,6 +270,7 @@ def measured_sizes(project: Path, board, graph: Graph, *, keep_build: bool
         from edgekit.firmware.boards import toolchain_version
 
         build = {"built": True, "elf": f"{build_dir}/firmware.elf" if keep_build else None,
+                 "elf_sha256": sha256_file(elf) if keep_build else None,
                  "toolchain": toolchain_version(), "cflags": "-O2 -ffp-contract=off -ffunction-sections -fdata-sections "
                  "-fstack-usage -fcallgraph-info=su", "ldflags": "-Wl,--gc-sections --specs=nano.specs"}
         if keep_build and board.is_qemu and shutil.which("qemu-system-arm"):

@@ -370,7 +370,11 @@ class DeviceClient:
     _decoder: FrameDecoder = field(default_factory=FrameDecoder)
     info: Optional[DeviceInfo] = None
 
-    def _fail(self, message: str, since: int) -> DeviceError:
+    def _fail(self, message: str, since: int, kind: str = "device-error") -> DeviceError:
+        """A DeviceError with what was received since ``since``; ``kind`` (hung | disconnected | device-error)
+        is attached as its ``fault``."""
+        from edgekit.run.faults import FIXES, with_fault
+
         received = bytes(self._decoder.recent[-(self._decoder.total_bytes - since):]) \
             if self._decoder.total_bytes > since else b""
         issues = "; ".join(i.detail for i in self._decoder.issues[-3:])
@@ -384,8 +388,8 @@ class DeviceClient:
         extra = self.context() if self.context else ""
         if extra:
             text += f"\n{extra}"
-        return DeviceError(text, fix="check that the firmware runs and speaks the edgekit protocol; "
-                                     "see the device log above")
+        fix = FIXES.get(kind, "check that the firmware runs and speaks the edgekit protocol; see the device log above")
+        return with_fault(DeviceError(text, fix=fix), kind, message)
 
     def request(self, msg_type: Msg, payload: bytes, expect: Msg, timeout_s: Optional[float] = None) -> Frame:
         timeout = self.timeout_s if timeout_s is None else timeout_s
@@ -420,11 +424,11 @@ class DeviceClient:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise self._fail(timeout_message, since)
+                raise self._fail(timeout_message, since, "hung")
             try:
                 data = self.transport.read(min(remaining, 0.25))
             except DeviceError as exc:
-                raise self._fail(f"{lost_message} ({exc.message})", since) from None
+                raise self._fail(f"{lost_message} ({exc.message})", since, "disconnected") from None
             yield self._decoder.feed(data) if data else []
 
     def wait_boot(self, timeout_s: Optional[float] = None) -> str:

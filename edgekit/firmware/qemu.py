@@ -134,11 +134,14 @@ class QemuProcess:
 
     def describe(self) -> str:
         """Exit status and log tail, for error messages (waits a moment for a QEMU that is just exiting)."""
+        from edgekit.run.faults import exit_text, stopped
+
         code = self.process.poll()
         if code is None:
             code = self.wait_exit(0.5)
-        state = f"QEMU (pid {self.process.pid}) is still running" if code is None else \
-            f"QEMU exited with code {code}" + (" (firmware fault)" if code == 3 else "")
+        running = "is stopped (SIGSTOP)" if stopped(self.process.pid) else "is still running"
+        state = f"QEMU (pid {self.process.pid}) {running}" if code is None else \
+            f"QEMU {exit_text(code)}" + (" (firmware fault)" if code == 3 else "")
         tail = self.log_text().strip().splitlines()[-12:]
         return state + (": log tail:\n    " + "\n    ".join(tail) if tail else "; its log is empty")
 
@@ -153,8 +156,10 @@ class QemuProcess:
         if self.transport is not None:
             self.transport.close()
         if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
+            from edgekit.run.faults import stopped
+
+            try:  # a stopped QEMU never handles SIGTERM: kill it at once
+                os.killpg(self.process.pid, signal.SIGKILL if stopped(self.process.pid) else signal.SIGTERM)
             except ProcessLookupError:
                 pass
             if self.wait_exit(3.0) is None:
@@ -239,7 +244,10 @@ class QemuSession:
         return parse_counts(self.counts_path)
 
     def infer(self, inputs: Sequence[np.ndarray], timeout_s: Optional[float] = None) -> CountedResult:
-        result = self.client.infer(inputs, timeout_s)
+        try:
+            result = self.client.infer(inputs, timeout_s)
+        except DeviceError as exc:
+            raise self.explain(exc, self.timeout_s if timeout_s is None else timeout_s) from None
         counted = CountedResult(**vars(result))
         if self.counts_path is not None:
             inferences = self.counts().inferences
@@ -251,6 +259,28 @@ class QemuSession:
             counted.instructions = current.instructions
             counted.op_instructions = current.op_instructions
         return counted
+
+    def explain(self, exc: DeviceError, timeout_s: float) -> DeviceError:
+        """Say what happened to QEMU when an exchange failed: killed by a signal, exited, stopped, or (still
+        running) the firmware's own silence or error; the exchange's message follows as detail."""
+        from edgekit.run.faults import FIXES, HUNG, fault_of, process_fault, with_fault
+
+        process = self.qemu.process
+        code = process.poll()
+        kind = (fault_of(exc) or {}).get("kind")
+        if code is None and kind == "disconnected":
+            code = self.qemu.wait_exit(1.0)  # the UART closes as QEMU dies: let it finish dying
+        found = process_fault(process.pid, code, f"QEMU {self.board.qemu_machine}", timeout_s)
+        if found is None:
+            if kind == HUNG:
+                found = (HUNG, f"the firmware on QEMU {self.board.qemu_machine} sent no reply within {timeout_s:g} s "
+                               "(hung inference; QEMU still runs)")
+            else:
+                return exc
+        fault_kind, headline = found
+        fix = exc.fix if code == 3 else FIXES[fault_kind]  # exit 3: the firmware's own fault handler
+        error = DeviceError(f"{headline}\n  detail: {exc.message}", fix=fix)
+        return with_fault(error, fault_kind, headline)
 
     def close(self) -> None:
         if getattr(self, "qemu", None) is not None:

@@ -9,6 +9,7 @@ device's shell reads is built with shlex.quote from our own words, and remote fi
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import shlex
 import shutil
@@ -27,6 +28,7 @@ from edgekit.run.session import RUNNER_SCRIPT, Collector, StreamingProcess, runn
 log = logging.getLogger(__name__)
 
 DEVICE_TMP = "/data/local/tmp"
+ADB_DEVICE_GONE = ("no devices/emulators found", "device offline", "device not found", "error: closed")
 BATTERY_SYSFS = "/sys/class/power_supply/battery"
 
 
@@ -195,12 +197,19 @@ class AdbRunner(Runner):
                      *runner_arguments(request, remote_model, f"{remote_dir}/inputs.npz", dumpsys=True)]
 
             def classify(process: StreamingProcess, collector: Collector) -> Optional[EdgekitError]:
-                if "not found" in process.stderr_text() and not collector.loaded:
+                from edgekit.run.faults import DISCONNECTED, with_fault
+
+                text = process.stderr_text()
+                if any(s in text for s in ADB_DEVICE_GONE) or re.search(r"device '[^']*' not found", text):
+                    message = f"adb device {serial} disconnected during the {collector.phase}"
+                    return with_fault(DeviceError(f"{message}: {text.splitlines()[-1].strip()}",
+                                                  fix="check the USB cable and that the device is unlocked and "
+                                                      "authorised (adb devices); results so far were kept"),
+                                      DISCONNECTED, message)
+                if "not found" in text and not collector.loaded:
                     return ToolMissingError(f"{python} on the Android device",
                                             "install a python with numpy and tflite-runtime on the device (e.g. Termux) "
                                             "or pass --remote-python PATH")
-                if "no devices" in process.stderr_text() or "device offline" in process.stderr_text():
-                    return DeviceError(f"adb device {serial} disappeared during the {collector.phase}")
                 return None
 
             result = run_streaming(lambda: StreamingProcess(adb.shell_argv(words), describe=f"the runner on adb device {serial}"),

@@ -61,6 +61,7 @@ class RunResult:
     extra: Dict[str, Any] = field(default_factory=dict)        # runner-specific facts for run.json
     complete: bool = True
     incomplete_reason: str = ""
+    fault: Dict[str, Any] = field(default_factory=dict)  # {"kind": died|hung|disconnected|device-error, "detail", ...}
 
 
 class Runner:

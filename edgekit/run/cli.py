@@ -136,20 +136,38 @@ def cmd_run(args) -> int:
     target = resolve_device(args.device, args.profile)
     runner_cls = runner_class(target.kind)
     request, described = build_request(args, runner_cls, target)
+    warn_if_changed(args.artifact, "run")
     with progress_bars(sys.stderr.isatty() and not args.sustain) as progress:
         request.progress = progress("run", request.iterations * max(1, len(request.options.get("compute_units", []))))
         try:
             result = runner_cls(target).run(request)
         except EdgekitError as exc:
             partial = getattr(exc, "partial", None)
-            if isinstance(exc, DeviceError) and partial is not None and (partial.load_ms is not None or partial.latencies_ms):
+            if isinstance(exc, DeviceError) and partial is not None and _measured_anything(partial):
                 write_results(args.outdir, partial, request, described, args.throttle_threshold)
-                print(f"edgekit run: partial results (marked incomplete) written to {args.outdir}", file=sys.stderr)
+                done = (partial.fault or {}).get("inferences_completed")
+                counted = f"{done} inference(s) measured before the fault, " if done is not None else ""
+                print(f"edgekit run: partial results ({counted}marked complete: false) written to "
+                      f"{args.outdir}/run.json", file=sys.stderr)
             raise
     report = write_results(args.outdir, result, request, described, args.throttle_threshold)
     _print_summary(report)
     print(f"wrote {args.outdir}/run.json, report.md" + (", plots" if report.get("plots") else ""))
     return 0
+
+
+def warn_if_changed(artifact: Path, command: str) -> None:
+    """A warning (not an error: the user may have changed it on purpose) when the artifact no longer has the sha256
+    its manifest.json or firmware.json recorded."""
+    from edgekit.verify import stale_warnings
+
+    for warning in stale_warnings(artifact):
+        print(f"edgekit {command}: warning: {warning}; `edgekit verify FOLDER` checks the whole folder", file=sys.stderr)
+
+
+def _measured_anything(result) -> bool:
+    """A partial result worth writing: the model loaded, or at least one inference answered."""
+    return bool(result.load_ms is not None or result.latencies_ms or result.outputs or result.work.get("instructions"))
 
 
 def _print_summary(report: dict) -> None:

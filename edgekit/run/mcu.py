@@ -247,7 +247,18 @@ class SerialSession:
             return self.client.hello(timeout_s=BOOT_TIMEOUT_S)
 
     def infer(self, inputs, timeout_s=None):
-        result = self.client.infer(inputs, timeout_s)
+        from edgekit.run.faults import DISCONNECTED, HUNG, fault_of, with_fault
+
+        try:
+            result = self.client.infer(inputs, timeout_s)
+        except DeviceError as exc:
+            kind = (fault_of(exc) or {}).get("kind")
+            timeout = self.client.timeout_s if timeout_s is None else timeout_s
+            headline = {HUNG: f"the board on {self.transport.description} sent no reply within {timeout:g} s",
+                        DISCONNECTED: f"the board on {self.transport.description} disconnected"}.get(kind)
+            if headline is None:
+                raise
+            raise with_fault(DeviceError(f"{headline}\n  detail: {exc.message}", fix=exc.fix), kind, headline) from None
         result.instructions = None
         result.op_instructions = None
         return result
@@ -318,6 +329,7 @@ class McuRunner(Runner):
         op_counts: Optional[List[int]] = None
         cycles: List[int] = []
         stack_used = 0
+        done = 0
         started = time.monotonic()
         try:
             with self.open_session(board, firmware, request) as session:
@@ -331,6 +343,7 @@ class McuRunner(Runner):
                 for i in range(total):
                     sample = samples[i % len(samples)]
                     answer = session.infer(sample, request.timeout_s)
+                    done = i + 1
                     if i < len(samples):
                         outputs.append(answer.outputs)
                         result.outputs.append({f"output_{k}": o for k, o in enumerate(answer.outputs)})
@@ -344,9 +357,13 @@ class McuRunner(Runner):
                     if request.progress:
                         request.progress(1)
         except DeviceError as exc:
+            from edgekit.run.faults import DEVICE, fault_of
+
             self._finish(result, firmware, board, samples, outputs, counts, op_counts, cycles, stack_used)
             result.complete = False
-            result.incomplete_reason = exc.message
+            result.incomplete_reason = exc.message.splitlines()[0]
+            result.fault = {"kind": DEVICE, "detail": result.incomplete_reason, **(fault_of(exc) or {}),
+                            "inferences_completed": done}
             exc.partial = result  # type: ignore[attr-defined]
             raise
         self._finish(result, firmware, board, samples, outputs, counts, op_counts, cycles, stack_used)

@@ -86,6 +86,7 @@ def build_run_json(result: RunResult, request: RunRequest, *, inputs_description
         "edgekit_run": 1,
         "complete": result.complete,
         "incomplete_reason": result.incomplete_reason or None,
+        "fault": result.fault or None,
         "artifact": {"path": str(artifact), "sha256": sha256_file(artifact)},
         "device": {"name": device.name, "kind": device.kind, "address": device.address,
                    "profile": profile.get("name"), "profile_path": profile.get("_path")},

@@ -21,6 +21,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from edgekit.errors import DeviceError, EdgekitError, InvalidModelError, ToolMissingError
+from edgekit.run import faults
 from edgekit.run.base import DeviceTarget, RunRequest, RunResult
 
 log = logging.getLogger(__name__)
@@ -220,11 +221,12 @@ def collect(process: StreamingProcess, collector: Collector, *, timeout_s: float
             try:
                 line = process.next_line(wait)
             except queue.Empty:
-                raise _attach(DeviceError(
+                state = " (its process is stopped: SIGSTOP)" if faults.stopped(process.pid) else ""
+                raise _attach(faults.with_fault(DeviceError(
                     f"{process.describe} sent nothing for {wait:g} s during the {collector.phase} "
-                    f"(hung inference or stalled device); stopped it",
+                    f"(hung inference or stalled device{state}); stopped it",
                     fix="raise --timeout if one inference really takes this long, or check the device",
-                ), collector) from None
+                ), faults.HUNG, f"no reply within {wait:g} s{state}"), collector) from None
             if line is None:
                 ended = True
                 break
@@ -243,12 +245,17 @@ def collect(process: StreamingProcess, collector: Collector, *, timeout_s: float
     if not collector.done:
         problem = classify(process, collector) if classify else None
         if problem is not None:
+            if isinstance(problem, DeviceError) and faults.fault_of(problem) is None:
+                faults.with_fault(problem, faults.DISCONNECTED if "lost" in problem.message or "disappeared"
+                                  in problem.message else faults.DEVICE, problem.message.splitlines()[0])
             raise _attach(problem, collector)
         tail = process.stderr_text().splitlines()[-1:] or ["no message"]
-        raise _attach(DeviceError(
-            f"{process.describe} stopped during the {collector.phase} (exit code {code}): {tail[0]}",
+        how = faults.exit_text(code) if code is not None else "did not exit"
+        raise _attach(faults.with_fault(DeviceError(
+            f"{process.describe} stopped during the {collector.phase}: {how}: {tail[0]}",
             fix="check that the device is still connected and powered; results so far were kept",
-        ), collector)
+        ), faults.DIED if code is not None and code != 0 else faults.DISCONNECTED, f"the runner process {how}"),
+            collector)
     collector.result.complete = True
     return collector.result
 
@@ -271,6 +278,8 @@ def _attach(error: EdgekitError, collector: Collector) -> EdgekitError:
     result = collector.result
     result.complete = False
     result.incomplete_reason = str(error.message)
+    result.fault = {"kind": faults.DEVICE, "detail": error.message.splitlines()[0], **(faults.fault_of(error) or {}),
+                    "inferences_completed": len(result.latencies_ms)}
     error.partial = result  # type: ignore[attr-defined]
     return error
 
