@@ -40,6 +40,36 @@ class OpInfo:
     outputs: Tuple[int, ...]
 
 
+_PROBED: set = set()  # (sha256, kind options) whose allocation already succeeded in a child
+
+
+def _probe_allocation(litert, data: bytes, options: dict, step: str) -> None:
+    """Allocate the interpreter once in a forked child first: a kernel's failed CHECK in Prepare (e.g. a scale of
+    1e-8 from collapsed activations) aborts that child, not edgekit, and becomes a NativeCrashError naming the
+    step. Python-level load errors are left to the in-process attempt, which reports them as before."""
+    import hashlib
+
+    from edgekit.native import ChildError, isolation_available, run_isolated
+
+    key = (hashlib.sha256(data).hexdigest(), repr(sorted(options.items())))
+    if key in _PROBED or not isolation_available():
+        return
+
+    def allocate() -> bool:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            litert.Interpreter(model_content=data, num_threads=1, **options).allocate_tensors()
+        return True
+
+    try:
+        run_isolated(step, allocate, fix="check the quantization scales of the model (a collapsed calibration range "
+                                         "gives scales near 1e-8 that LiteRT's kernels abort on): edgekit verify, or "
+                                         "re-quantize with real calibration data")
+    except ChildError:
+        return  # a normal load error: the in-process attempt raises it with its message
+    _PROBED.add(key)
+
+
 def _interpreter_module():
     try:
         from ai_edge_litert import interpreter as litert
@@ -79,6 +109,11 @@ class TFLiteModel:
             raise InvalidModelError(f"cannot read model {path}: {exc.strerror}") from None
         return cls(data, source=str(path))
 
+    def _quantized(self) -> bool:
+        """Any tensor with quantization parameters (from the optimized-kernel interpreter, which does not abort)."""
+        details = self.interpreter("plain").get_tensor_details()
+        return any(float((d.get("quantization") or (0.0, 0))[0]) != 0.0 for d in details)
+
     def interpreter(self, kind: str = "plain"):
         """kind: 'plain' (no delegates), 'reference' (BUILTIN_REF kernels), 'debug' (all tensors kept)."""
         if kind in self._interpreters:
@@ -93,6 +128,8 @@ class TFLiteModel:
                 experimental_preserve_all_tensors=True,
             ),
         }[kind]
+        if kind == "reference" and self._quantized():  # BUILTIN_REF kernels abort (CHECK) on degenerate int8 scales
+            _probe_allocation(litert, self.data, options, f"LiteRT tensor allocation (reference kernels) of {self.source}")
         try:
             with warnings.catch_warnings(), captured_output((2,)):
                 warnings.simplefilter("ignore")

@@ -7,6 +7,7 @@ from pathlib import Path
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
+from edgekit.calibration.degenerate import check_calibration
 from edgekit.calibration.ranges import choose_ranges
 from edgekit.calibration.statistics import cache_key, collect_statistics
 from edgekit.converters import CONVERTERS
@@ -132,6 +133,7 @@ class TFLiteInt8Converter:
             float_model, inputs.calib_samples, key=cache_key(reference.sha256, inputs.calib_set.fingerprint),
             progress=inputs.progress("calibrating", 2 * len(inputs.calib_samples)),
         )
+        check_calibration(stats, len(inputs.calib_samples))  # collapsed activations: refuse before quantizing
         ranges = choose_ranges(stats, options.method, options.range_options)
         calibrated = calibrated_flatbuffer(float_model.data, ranges)  # one calibration for every variant
 

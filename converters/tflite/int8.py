@@ -25,6 +25,7 @@ from typing import Collection, Dict, List, Sequence, Tuple
 
 from edgekit.deps import tensorflow
 from edgekit.errors import ConversionError
+from edgekit.native import NativeCrashError, run_isolated
 from edgekit.quiet import captured_output
 from edgekit.support import OpSupport, SupportReport
 
@@ -83,24 +84,22 @@ def quantize_calibrated(calibrated: bytes, *, activations: str = "int8", float_n
     tf, _, mlir_quantize, _ = _tf()
     if activations == "int16" and float_nodes:
         raise ValueError("16x8 quantization is whole-model only (no per-op float fallback)")
+    def run() -> bytes:
+        if activations == "int16":
+            return bytes(_quantize_16x8(calibrated))
+        return bytes(mlir_quantize(calibrated, disable_per_channel=False, fully_quantize=True, input_data_type=tf.int8,
+                                   output_data_type=tf.int8, denylisted_nodes=list(float_nodes) or None))
+
+    kind = "16x8" if activations == "int16" else "int8"
     try:
         with captured_output() as stderr:
-            if activations == "int16":
-                out = _quantize_16x8(calibrated)
-            else:
-                out = mlir_quantize(
-                    calibrated,
-                    disable_per_channel=False,
-                    fully_quantize=True,
-                    input_data_type=tf.int8,
-                    output_data_type=tf.int8,
-                    denylisted_nodes=list(float_nodes) or None,
-                )
+            out = run_isolated(f"TensorFlow's {kind} quantizer (mlir_quantize)", run)
+    except NativeCrashError:
+        raise
     except Exception as exc:  # the quantizer raises bare Exceptions with MLIR diagnostics
-        text = "\n".join(stderr) + "\n" + str(exc)
+        text = "\n".join(stderr) + "\n" + getattr(exc, "stderr", "") + "\n" + str(exc)
         named = sorted(set(re.findall(r"(?:op|operation):? '?(?:tfl\.)?([A-Za-z_0-9]+)'?", text)))
         detail = next((l.strip() for l in text.splitlines() if "error" in l.lower()), str(exc).strip()[:300])
-        kind = "16x8" if activations == "int16" else "int8"
         raise ConversionError(
             f"the TFLite {kind} quantizer failed{' on ' + ', '.join(named) if named else ''}: {detail}",
             fix="check the operator list with --verbose; unsupported layers must be replaced",

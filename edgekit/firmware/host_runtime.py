@@ -365,8 +365,12 @@ class HostRuntime:
         name = self._op_name_at(op_index)
         where = f" at op #{op_index} ({name})" if op_index >= 0 else ""
         if status == _EK_ERR_UNSUPPORTED and op_index >= 0:
-            raise UnsupportedOpError(SupportReport(TARGET, [OpSupport(name, f"op #{op_index}", False, message)]),
-                                     target=TARGET)
+            error = UnsupportedOpError(SupportReport(TARGET, [OpSupport(name, f"op #{op_index}", False, message)]),
+                                       target=TARGET)
+            if "scale" in message:  # e.g. SOFTMAX beta * input scale below TFLite's limit: collapsed activations
+                error.fix = ("the model's quantization scales are degenerate (activations that collapsed to ~0 during "
+                             "calibration, e.g. an untrained model): re-quantize the trained model with real data")
+            raise error
         if status == _EK_ERR_UNSUPPORTED:
             raise InvalidModelError(f"{self.source}: not supported by {TARGET}: {message}",
                                     fix="convert the model to a single-subgraph full-int8 TFLite model")

@@ -67,11 +67,20 @@ static inline void ek_quantize_multiplier(double m, int32_t *quantized_multiplie
   *shift = exponent;
 }
 
+static inline int32_t ek_quantize_bound(float f, float scale, int32_t zero_point, int32_t qmin, int32_t qmax) {
+  const double q = (double)zero_point + (double)roundf(f / scale);
+  if (!(q >= (double)qmin - 1.0)) return qmin - 1; /* also NaN (scale 0 is refused by the kernels' checks) */
+  if (q > (double)qmax + 1.0) return qmax + 1;
+  return (int32_t)q;
+}
+
 /* TFLite CalculateActivationRangeQuantized for an output tensor (int8: qmin -128, qmax 127). */
 static inline void ek_activation_range(int activation, float scale, int32_t zero_point, int32_t qmin, int32_t qmax,
                                        int32_t *act_min, int32_t *act_max) {
   int32_t lo = qmin, hi = qmax;
-#define EK_Q(f) (zero_point + (int32_t)roundf((f) / scale))
+  /* zero_point + round(f / scale), clamped to [qmin - 1, qmax + 1] before the cast: with a degenerate scale (~1e-10
+   * from collapsed activations) f / scale leaves the int32 range, and a float-to-int cast out of range is UB. */
+#define EK_Q(f) ek_quantize_bound((f), scale, zero_point, qmin, qmax)
   if (activation == EK_ACT_RELU) {
     lo = ek_max_i32(qmin, EK_Q(0.0f));
   } else if (activation == EK_ACT_RELU6) {
