@@ -128,7 +128,9 @@ def cmd_quantize(args) -> int:
     with _progress_bars(sys.stderr.isatty()) as progress:
         result = quantize(args.model, args.calib, args.outdir, options, progress=progress)
     _print_parity(result.parity)
-    print(f"wrote {result.outdir}/{result.main_file}, parity.json, report.md, manifest.json")
+    from edgekit.console import say
+
+    say(f"wrote {result.outdir}/{result.main_file}, parity.json, report.md, manifest.json")
     return 0 if result.parity.passed else 1
 
 
@@ -184,9 +186,11 @@ def cmd_parity(args) -> int:
 
 
 def _print_parity(report) -> None:
+    from edgekit.console import say
+
     for o in report.outputs:
         parts = [f"{k}={o[k]:.4f}" for k in ("top1_agreement", "cosine", "sqnr_db", "max_abs", "bit_exact_fraction") if k in o]
-        print(f"{o['name']}: {' '.join(parts)}")
+        say(f"{o['name']}: {' '.join(parts)}")
     if report.accuracy:
         a = report.accuracy
         print(f"accuracy: reference {a['reference_top1']:.4f}, candidate {a['candidate_top1']:.4f} on {a['labels']} labelled samples")
@@ -195,7 +199,7 @@ def _print_parity(report) -> None:
     else:
         print(f"parity FAILED on {report.samples} samples:", file=sys.stderr)
         for failure in report.failures:
-            print(f"  - {failure}", file=sys.stderr)
+            say(f"  - {failure}", file=sys.stderr)
 
 
 COMMANDS: Dict[str, Callable] = {"quantize": cmd_quantize, "parity": cmd_parity}

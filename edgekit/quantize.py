@@ -114,7 +114,9 @@ def quantize(
 def _export_quantize_compare_write(backend, model: str, calib: Path, outdir: Path, options: QuantizeOptions, spec,
                                    workdir: Path, progress: ProgressFactory) -> QuantizeResult:
     """The run itself; ``workdir`` is a scratch folder removed afterwards (the backend may keep files there)."""
+    exported = progress("exporting", 1)  # the export (a Keras/PyTorch conversion) can take tens of seconds
     reference = backend.export(model, options, workdir)
+    exported(1)
     inputs = reference.runner.input_specs()
     names = [i.name for i in inputs]
 
@@ -128,11 +130,13 @@ def _export_quantize_compare_write(backend, model: str, calib: Path, outdir: Pat
     calib_samples = calib_set.samples(inputs)
     eval_samples = eval_set.samples(inputs)  # validate both before the long work
 
+    converted = progress("quantizing", 1)
     quantized = backend.quantize(reference, QuantizeInputs(
         calib_samples=calib_samples, eval_samples=eval_samples, calib_set=calib_set, eval_set=eval_set,
         workdir=workdir, progress=progress, preprocess=spec or getattr(source, "spec", None),
         eval_labels=eval_set.labels,
     ), options)
+    converted(1)
 
     report = compare(
         reference.runner, quantized.runner, eval_samples,

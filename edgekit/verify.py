@@ -29,13 +29,20 @@ class Check:
     def ok(self) -> bool:
         return self.actual == self.expected
 
-    def describe(self) -> str:
+    def describe(self, base: Optional[Path] = None) -> str:
+        """One line; paths relative to ``base`` (the verified folder) when given."""
+        path, record = self.path, self.recorded_in
+        if base is not None:
+            try:
+                path, record = self.path.relative_to(base), self.recorded_in.relative_to(base)
+            except ValueError:
+                pass
         if self.actual is None:
-            return f"{self.path}: missing (listed in {self.recorded_in})"
+            return f"{path}: missing (listed in {record})"
         if not self.ok:
-            return (f"{self.path}: changed since {self.recorded_in.name} was written "
-                    f"(sha256 {self.actual[:16]}..., recorded {self.expected[:16]}...)")
-        return f"{self.path}: ok"
+            return (f"{path}: changed since {record.name} was written "
+                    f"(sha256 {self.actual[:12]}..., recorded {self.expected[:12]}...)")
+        return f"{path}: ok"
 
 
 @dataclass

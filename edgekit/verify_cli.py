@@ -17,14 +17,17 @@ def cmd_verify(args) -> int:
     from edgekit.verify import verify_folder
 
     report = verify_folder(args.outdir)
+    from edgekit.console import say
+
     for problem in report.problems:
-        print(f"CHANGED {problem.describe()}" if problem.actual else f"MISSING {problem.describe()}", file=sys.stderr)
+        text = problem.describe(args.outdir)
+        say(f"CHANGED {text}" if problem.actual else f"MISSING {text}", file=sys.stderr)
     checked = len(report.checks)
     if report.skipped:
         print(f"not checked: {len(report.skipped)} file(s) outside {args.outdir} (e.g. the source model)")
     if report.ok:
-        print(f"verify: all {checked} artifact(s) in {args.outdir} match their recorded sha256")
+        say(f"verify: all {checked} artifact(s) in {args.outdir} match their recorded sha256")
         return 0
-    print(f"verify FAILED: {len(report.problems)} of {checked} artifact(s) in {args.outdir} do not match their "
-          "recorded sha256", file=sys.stderr)
+    say(f"verify FAILED: {len(report.problems)} of {checked} artifact(s) in {args.outdir} do not match their "
+        "recorded sha256", file=sys.stderr)
     return 1

@@ -57,6 +57,7 @@ def test_untrained_model_is_refused_before_quantizing(cli, capsys, collapsing, t
     err = capsys.readouterr().err
     assert code == 2, err
     assert "degenerate calibration" in err and "never exceed 1e-06" in err and "Traceback" not in err
+    assert max(len(line) for line in err.splitlines()[:-1]) <= 120  # (the Fix: line is the CLI's own)
     assert err.count("peak |value|") >= 3 and "dense" in err  # the collapsed tensors are named, with their peaks
     assert "untrained model" in err and "calibration data that is wrong" in err and "Fix:" in err
     assert not out.exists()

@@ -41,10 +41,10 @@ def check_calibration(stats: Mapping[int, TensorStats], samples: int) -> None:
     lines = [f"{_short(s.name)}: peak |value| {max(abs(s.min), abs(s.max)):.2g}" for s in near_zero[:SHOWN]]
     if len(near_zero) > SHOWN:
         lines.append(f"... and {len(near_zero) - SHOWN} more")
-    extra = f"; {len(constant)} more tensor(s) are constant over every sample" if constant else ""
+    extra = f"; {len(constant)} other tensor(s) constant over every sample" if constant else ""
     raise CalibrationDataError(
-        [f"degenerate calibration: {len(near_zero)} of {len(stats)} activation tensors never exceed {NEAR_ZERO:g} "
-         f"over {samples} calibration samples{extra}\n"
+        [f"degenerate calibration: {len(near_zero)} of {len(stats)} activation tensors never exceed {NEAR_ZERO:g}\n"
+         f"  over {samples} calibration samples{extra}\n"
          "  (int8 scales below ~4e-9: LiteRT's kernels abort on them and the int8 model could not work):\n"
          + "\n".join(f"  - {line}" for line in lines) + "\n"
          "  Likely cause: an untrained model (random weights, e.g. keras.applications.*(weights=None)) whose "

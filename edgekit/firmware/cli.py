@@ -51,17 +51,21 @@ def cmd_firmware(args) -> int:
         print(f"wrote {result.outdir}")
         print("\n".join(summary_lines(info)))
         return 0
-    print(f"wrote {result.outdir} ({info['runtime']} runtime, board {info['board']['board']})")
+    from edgekit.console import say_all
+
+    lines = [f"wrote {result.outdir} ({info['runtime']} runtime, board {info['board']['board']})"]
     ops = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in _op_counts(info).items())
-    print(f"operators: {ops}")
+    lines.append(f"operators: {ops}")
     fits = info["fits"]
     for key in ("flash", "ram"):
         f = fits[key]
-        note = f"; {f['method']}" if f.get("method") else ""
-        print(f"{key}: {f['used']:,} of {f['available']:,} bytes ({'fits' if f['fits'] else 'DOES NOT FIT'}{note})")
-    print(f"arena: {info['arena_bytes']:,} bytes" + (f", runtime state {info['state_bytes']:,} bytes" if info.get("state_bytes") else ""))
+        how = "measured from the linked ELF" if (info.get("build") or {}).get("built") else "lower bound, not linked"
+        lines.append(f"{key}: {f['used']:,} of {f['available']:,} bytes ({'fits' if f['fits'] else 'DOES NOT FIT'}; {how})")
+    lines.append(f"arena: {info['arena_bytes']:,} bytes" + (f", runtime state {info['state_bytes']:,} bytes" if info.get("state_bytes") else ""))
     if result.elf is not None:
-        print(f"built {result.elf}")
+        lines.append(f"built {result.elf}")
+    lines.append(f"methods and sources of every figure: {result.outdir}/firmware.json, README.md")
+    say_all(lines)
     return 0
 
 
@@ -89,7 +93,8 @@ def cmd_deploy(args) -> int:
                             timeout_s=args.timeout)
     with progress_bars(sys.stderr.isatty()) as progress:
         result = deploy(args.model, args.calib, args.outdir, options, progress=progress)
-    for line in result.summary_lines():
-        print(line)
+    from edgekit.console import say_all
+
+    say_all(result.summary_lines())
     print(f"report: {result.outdir / 'report.md'}")
     return 0 if result.passed else 1

@@ -5,7 +5,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Callable, Dict
+from typing import Callable, Dict, List
 
 from edgekit.errors import DeviceError, EdgekitError, InvalidModelError, UserError
 
@@ -144,15 +144,21 @@ def cmd_run(args) -> int:
         except EdgekitError as exc:
             partial = getattr(exc, "partial", None)
             if isinstance(exc, DeviceError) and partial is not None and _measured_anything(partial):
-                write_results(args.outdir, partial, request, described, args.throttle_threshold)
+                from edgekit.console import say_all
+
+                say_all(summary_lines(write_results(args.outdir, partial, request, described, args.throttle_threshold)),
+                        file=sys.stderr)
                 done = (partial.fault or {}).get("inferences_completed")
                 counted = f"{done} inference(s) measured before the fault, " if done is not None else ""
-                print(f"edgekit run: partial results ({counted}marked complete: false) written to "
-                      f"{args.outdir}/run.json", file=sys.stderr)
+                say_all([f"edgekit run: partial results ({counted}marked complete: false) written to "
+                         f"{args.outdir}/run.json"], file=sys.stderr)
             raise
     report = write_results(args.outdir, result, request, described, args.throttle_threshold)
     _print_summary(report)
-    print(f"wrote {args.outdir}/run.json, report.md" + (", plots" if report.get("plots") else ""))
+    from edgekit.console import say
+
+    say(f"wrote {args.outdir}/run.json, report.md" + (", plots" if report.get("plots") else "")
+        + " (methods and sources of every figure)")
     return 0
 
 
@@ -170,32 +176,66 @@ def _measured_anything(result) -> bool:
     return bool(result.load_ms is not None or result.latencies_ms or result.outputs or result.work.get("instructions"))
 
 
-def _print_summary(report: dict) -> None:
+def summary_lines(report: dict) -> List[str]:
+    """The run's key figures, one short line each; sources and methods in full are in run.json and report.md."""
     lat, cold, energy = report["latency_ms"], report["cold_start_ms"], report["energy_uj_per_inference"]
+    lines = []
+    if not report.get("complete", True):
+        fault = report.get("fault") or {}
+        lines.append(f"INCOMPLETE: {fault.get('kind', 'fault')} after {fault.get('inferences_completed', '?')} "
+                     "inference(s); figures cover what was measured before")
     if cold["load"] is not None:
-        print(f"cold start: load {cold['load']:.3g} ms, first inference {cold['first_inference']:.3g} ms")
+        lines.append(f"cold start: load {cold['load']:.3g} ms, first inference {cold['first_inference']:.3g} ms")
     if lat["count"]:
-        print(f"latency over {lat['count']} warm iterations: p50 {lat['p50']:.4g} ms, p90 {lat['p90']:.4g} ms, "
-              f"p99 {lat['p99']:.4g} ms, max {lat['max']:.4g} ms")
+        lines.append(f"latency over {lat['count']} warm iterations: p50 {lat['p50']:.4g} ms, p90 {lat['p90']:.4g} ms, "
+                     f"p99 {lat['p99']:.4g} ms, max {lat['max']:.4g} ms")
+    instructions = report.get("instructions")
+    if instructions:
+        lines.append(f"instructions: {instructions['median']:,} per inference (exact, QEMU plugin; "
+                     f"{instructions['inferences']} inferences, min {instructions['min']:,}, max {instructions['max']:,})")
+    estimated = report.get("latency_ms_estimated") or {}
+    if estimated.get("value") is not None:
+        lines.append(f"latency: {estimated['value']:.4g} ms per inference (estimated: {estimated['cycles_per_instruction']:g} "
+                     f"cycles/instruction at {estimated['clock_hz'] / 1e6:g} MHz; not measured)")
+    if report.get("cycles_per_inference"):
+        lines.append(f"device cycles: {report['cycles_per_inference']:,} per inference ({report.get('latency_method', 'measured')})")
+    exact = report.get("outputs_bit_exact")
+    if exact and exact.get("value") is not None:
+        verdict = "bit-exact" if exact["value"] else (f"NOT bit-exact ({exact['differing_elements']} of "
+                                                     f"{exact['total_elements']} elements differ, max {exact['max_abs_diff_lsb']} LSB)")
+        lines.append(f"outputs: {verdict} vs {exact.get('reference', 'the reference')} on {exact['samples']} sample(s)")
+    memory = report.get("memory") or {}
+    parts = [f"{label} {memory[key]:,} B" for key, label in (("arena_bytes", "arena"), ("flash_bytes", "flash"),
+                                                              ("ram_bytes", "RAM"), ("peak_rss_bytes", "peak RSS"))
+             if memory.get(key)]
+    if parts:
+        lines.append("memory: " + ", ".join(parts))
     for row in (report.get("coreml") or {}).get("compute_units", []):
         if row.get("error"):
-            print(f"  Core ML {row['compute_units']}: failed: {row['error']}")
+            lines.append(f"  Core ML {row['compute_units']}: failed: {row['error']}")
         elif row["latency_ms"]["count"]:
-            print(f"  Core ML {row['compute_units']}: load {row['load_ms']:.4g} ms, first {row['first_inference_ms']:.4g} ms, "
-                  f"p50 {row['latency_ms']['p50']:.4g} ms, p99 {row['latency_ms']['p99']:.4g} ms")
+            lines.append(f"  Core ML {row['compute_units']}: load {row['load_ms']:.4g} ms, first {row['first_inference_ms']:.4g} ms, "
+                         f"p50 {row['latency_ms']['p50']:.4g} ms, p99 {row['latency_ms']['p99']:.4g} ms")
     if energy["method"] == "unavailable":
-        print(f"energy: unavailable ({energy['reason']})")
+        lines.append(f"energy: unavailable ({energy['reason']})")
     else:
-        print(f"energy: {energy['value']:.4g} uJ per inference ({energy['method']}: {energy['source']})")
+        lines.append(f"energy: {energy['value']:.4g} uJ per inference ({energy['method']}; source in run.json and report.md)")
     thermal = report["thermal"]
     if thermal.get("sustained"):
         v = thermal["verdict"]
         if v["throttling_detected"]:
-            print(f"thermal: throttling detected at {v['onset_s']:.1f} s ({v['first_signal']}); "
-                  f"sustained/peak throughput {v['sustained_to_peak']:.2f}")
+            lines.append(f"thermal: throttling detected at {v['onset_s']:.1f} s ({v['first_signal']}); "
+                         f"sustained/peak throughput {v['sustained_to_peak']:.2f}")
         else:
-            print(f"thermal: {'no throttling detected' if v['throttling_detected'] is False else 'undetermined'}"
-                  + (f"; sustained/peak throughput {v['sustained_to_peak']:.2f}" if v["sustained_to_peak"] else ""))
+            lines.append(f"thermal: {'no throttling detected' if v['throttling_detected'] is False else 'undetermined'}"
+                         + (f"; sustained/peak throughput {v['sustained_to_peak']:.2f}" if v["sustained_to_peak"] else ""))
+    return lines
+
+
+def _print_summary(report: dict) -> None:
+    from edgekit.console import say_all
+
+    say_all(summary_lines(report))
 
 
 def cmd_devices(args) -> int:

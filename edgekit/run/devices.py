@@ -69,8 +69,14 @@ def device_rows() -> List[Dict[str, str]]:
     return rows
 
 
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def format_table(rows: List[Dict[str, str]]) -> str:
     columns = ("name", "kind", "core", "clock", "ram", "flash", "power", "throttle", "connection")
+    limit = {"name": 22, "core": 16, "power": 11, "connection": 16}  # the console stays under 120 columns;
+    rows = [{c: _clip(r[c], limit.get(c, 10)) for c in columns} for r in rows]  # --json has every value whole
     widths = {c: max(len(c), *(len(r[c]) for r in rows)) if rows else len(c) for c in columns}
     lines = ["  ".join(c.upper().ljust(widths[c]) for c in columns)]
     lines += ["  ".join(r[c].ljust(widths[c]) for c in columns) for r in rows]
