@@ -12,6 +12,7 @@ from tests.conftest import REPO
 SMOKE_TIMEOUT_S = 300
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_benchmark_smoke_mode_runs_and_records_figures(name, tmp_path):
     if not takes(name, "--smoke"):
