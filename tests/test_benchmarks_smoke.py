@@ -33,3 +33,26 @@ def test_benchmark_smoke_mode_runs_and_records_figures(name, tmp_path):
             assert figure["method"] in ("measured", "estimated", "quoted", "count") and figure["source"], figure
     else:
         assert (tmp_path / "raw.json").is_file()
+
+
+def test_run_all_writes_one_summary_with_every_figure_and_its_source(tmp_path):
+    from tests.benchmarks import run_all
+
+    assert run_all.main(["--smoke", "--only", "bench_runner_overhead", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    (entry,) = summary["benchmarks"]
+    assert entry["benchmark"] == "bench_runner_overhead" and entry["exit_code"] == 0 and entry["wall_seconds"] > 0
+    assert entry["figures"] and all(f["source"] and f["method"] for f in entry["figures"])
+    text = (tmp_path / "summary.md").read_text()
+    assert "## bench_runner_overhead" in text and entry["figures"][0]["name"] in text
+
+
+def test_run_all_turns_a_benchmark_json_into_figures():
+    from tests.benchmarks.run_all import figures_from_raw
+
+    rows = [{"model": "KWS", "board": "mps2-an386", "file": "kws.tflite", "instructions_per_inference": 7_000_000,
+             "instructions_per_mac": 2.5, "arena_bytes": 20000, "flash_bytes": 90000, "latency_ms_estimated": 60.0,
+             "bit_exact_vs_builtin_ref": True}]
+    figures = {f["name"]: f for f in figures_from_raw("bench_firmware_mlperf", {"rows": rows})}
+    assert figures["KWS on mps2-an386: instructions per inference"]["value"] == 7_000_000
+    assert figures["KWS on mps2-an386: latency ms estimated"]["method"] == "estimated"
