@@ -110,7 +110,8 @@ def figures_from_raw(name: str, data: Dict[str, Any]) -> List[Dict[str, Any]]:
 def markdown(summary: Dict[str, Any]) -> str:
     lines = [f"# edgekit benchmarks{' (smoke)' if summary['smoke'] else ''}", "",
              f"Run {summary['started']} on {summary['host']['platform']} (Python {summary['host']['python']}), "
-             f"total {summary['wall_seconds']:.0f} s. Every figure says how it was obtained (measured / estimated / "
+             f"{summary['host']['cpus']} CPUs, load average at start {summary['host']['load_average_1_5_15_min']['start']}, "
+             f"total {summary['wall_seconds']:.0f} s (wall times depend on the load). Every figure says how it was obtained (measured / estimated / "
              "count / quoted) and from what.", "",
              "| benchmark | exit | wall time | figures |", "|---|---|---|---|"]
     for b in summary["benchmarks"]:
@@ -137,10 +138,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     out = args.out.resolve()
     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.monotonic()
+    load_at_start = [round(v, 2) for v in os.getloadavg()]
     entries = [run_one(name, out, args.smoke) for name in (args.only or BENCHMARKS)]
     summary = {"smoke": args.smoke, "started": started, "wall_seconds": round(time.monotonic() - t0, 1),
                "host": {"python": platform.python_version(), "platform": platform.platform(),
-                        "cpus": os.cpu_count()},
+                        "cpus": os.cpu_count(), "load_average_1_5_15_min": {
+                            "start": load_at_start, "end": [round(v, 2) for v in os.getloadavg()]}},
                "benchmarks": entries}
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
