@@ -41,15 +41,7 @@ test: install
 	$(PY) -m pytest -q -ra tests
 
 bench: install
-	$(PY) tests/benchmarks/bench_quantize_overhead.py
-	$(PY) tests/benchmarks/bench_mlperf_quantize.py
-	$(PY) tests/benchmarks/bench_firmware_mlperf.py
-	$(PY) tests/benchmarks/bench_runner_overhead.py
-	$(PY) tests/benchmarks/bench_qemu_boards.py
-	$(PY) tests/benchmarks/bench_kernels_qemu.py
-	$(PY) tests/benchmarks/bench_mixed_precision.py
-	$(PY) tests/benchmarks/bench_onnx_methods.py
-	$(PY) tests/benchmarks/bench_npu_vs_cpu.py
+	$(PY) tests/benchmarks/run_all.py --out out/bench
 
 clean:
 	rm -rf out build *.egg-info

@@ -205,6 +205,19 @@ def _print_parity(report) -> None:
 COMMANDS: Dict[str, Callable] = {"quantize": cmd_quantize, "parity": cmd_parity}
 
 
+def _check_outdir(args) -> None:
+    """Every command with -o: refuse an output location that cannot be (or must not be replaced by) a folder,
+    before any work."""
+    from edgekit.atomic import check_output_dir
+
+    outdir = getattr(args, "outdir", None)
+    if outdir is None:
+        return
+    inputs = [Path(v) for k, v in vars(args).items()
+              if k != "outdir" and (isinstance(v, Path) or (k == "model" and isinstance(v, str))) and Path(v).exists()]
+    check_output_dir(Path(outdir), inputs=inputs)
+
+
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever sys.stderr is at the time of the record (not the stream of the first call)."""
 
@@ -226,11 +239,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
+        _check_outdir(args)
         return COMMANDS[args.command](args)
     except EdgekitError as exc:
         if args.verbose:
             traceback.print_exc()
-        print(f"edgekit {args.command}: error: {exc}", file=sys.stderr)
+        from edgekit.tool_messages import strip_ansi
+
+        print(f"edgekit {args.command}: error: {strip_ansi(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("edgekit: interrupted; no output written", file=sys.stderr)

@@ -285,7 +285,7 @@ def _values(data: Mapping[str, Any], channels: int, problems: list[str]) -> Tupl
         offset = data["offset"]
         offsets = offset if isinstance(offset, (list, tuple)) else [offset]
         if len(offsets) not in (1, channels) or not all(_is_number(v) and math.isfinite(v) for v in offsets):
-            problems.append(f"offset {offset!r} must be a number or a list of 1 or {channels} numbers")
+            problems.append(f"offset {offset!r} must be a number or a list of {_counts(channels)}")
             return (0.0,), (1.0,)
         return tuple(-float(v) for v in offsets), (1.0,)
     result = []
@@ -294,12 +294,19 @@ def _values(data: Mapping[str, Any], channels: int, problems: list[str]) -> Tupl
         if not isinstance(values, (list, tuple)) or len(values) not in (1, channels) or not all(
             _is_number(v) and math.isfinite(v) for v in values
         ):
-            problems.append(f"{key} {values!r} must hold 1 or {channels} numbers for the color setting")
+            problems.append(f"{key} {values!r} must be a list of {_counts(channels)} "
+                            f"(color {'grayscale has 1 channel' if channels == 1 else 'rgb/bgr has 3 channels'})")
             values = default
         result.append(tuple(float(v) for v in values))
-    if any(v == 0 for v in result[1]):
-        problems.append("std must not contain 0")
+    if any(v <= 0 for v in result[1]):
+        problems.append(f"std {list(result[1])} must hold positive numbers (std > 0; a negative std flips the "
+                        "sign of the input, 0 divides by zero)")
     return result[0], result[1]
+
+
+def _counts(channels: int) -> str:
+    """How many per-channel values a spec key may hold: '1 finite number' or '1 or 3 finite numbers'."""
+    return "1 finite number" if channels == 1 else f"1 or {channels} finite numbers"
 
 
 def _decode(decode: Any, problems: list[str]) -> dict[str, Any]:

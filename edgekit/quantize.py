@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
 from edgekit.artifact import Artifact, Manifest
-from edgekit.atomic import atomic_output_dir
+from edgekit.atomic import atomic_output_dir, check_output_dir
 from edgekit.calibration import dataset as data
 from edgekit.calibration.ranges import RANGE_METHODS, RangeOptions
 from edgekit.converters import load_backends
@@ -95,6 +95,7 @@ def quantize(
     progress: ProgressFactory = _no_progress,
 ) -> QuantizeResult:
     """Run export -> calibrate -> quantize -> parity with the --format backend and write OUTDIR atomically."""
+    check_output_dir(Path(outdir), inputs=[p for p in (Path(model), Path(calib), options.eval_data) if p and Path(p).exists()])
     converters = load_backends()
     quantizers = quantizer_names()
     if options.format not in quantizers:

@@ -5,7 +5,6 @@ arrays, or a folder of ``.npy`` files (one sample each).
 """
 from __future__ import annotations
 
-import csv
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from edgekit.calibration.labels import labels_for
 from edgekit.errors import CalibrationDataError
 from edgekit.preprocess import PreprocessSpec, find_spec, load_image
 
@@ -102,7 +102,14 @@ class ArrayFileSource(SampleSource):
                 data = {k: loaded[k] for k in loaded.files}
             label_key = next((k for k in LABEL_KEYS if k in data), None)
             if label_key:
-                self.labels = [int(v) for v in np.asarray(data.pop(label_key)).reshape(-1)]
+                raw = np.asarray(data.pop(label_key)).reshape(-1)
+                if not np.issubdtype(raw.dtype, np.integer) or (raw.size and raw.min() < 0):
+                    raise CalibrationDataError(
+                        f"{self.path}: array {label_key!r} must hold class indices (integers >= 0), "
+                        f"got dtype {raw.dtype}" + (f" with minimum {raw.min()}" if np.issubdtype(raw.dtype, np.integer) else ""),
+                        fix=f"save the labels as integers: np.savez(path, ..., {label_key}=np.asarray(labels, np.int64))",
+                    )
+                self.labels = [int(v) for v in raw]
             if all(n in data for n in input_names):
                 self.arrays = [data[n] for n in input_names]
             elif len(data) == len(input_names):
@@ -165,18 +172,7 @@ class NpyFolderSource(SampleSource):
 
 
 def _read_labels_csv(folder: Path, names: Sequence[str]) -> Optional[List[int]]:
-    path = folder / "labels.csv"
-    if not path.is_file():
-        return None
-    with open(path, newline="") as handle:
-        rows = {row["file"]: int(row["label"]) for row in csv.DictReader(handle)}
-    missing = [n for n in names if n not in rows]
-    if missing:
-        raise CalibrationDataError(
-            f"{path} has no label for {len(missing)} file(s), e.g. {missing[:3]}",
-            fix="add a row 'file,label' for every image or remove labels.csv",
-        )
-    return [rows[n] for n in names]
+    return labels_for(folder, names)
 
 
 def open_source(path: Path, input_names: Sequence[str], spec: PreprocessSpec | None = None) -> SampleSource:

@@ -106,7 +106,7 @@ def _export(model: str, kind: ModelKind, input_shape: Optional[Tuple[int, ...]])
     if kind is ModelKind.ONNX:
         from edgekit.export.onnx_source import float_tflite_from_onnx
 
-        return FloatExport(float_tflite_from_onnx(Path(model)), kind, model, "onnx2tf (NCHW inputs kept)")
+        return FloatExport(float_tflite_from_onnx(Path(model), input_shape), kind, model, "onnx2tf (NCHW inputs kept)")
     from edgekit.export.torch_source import float_tflite_from_torch
 
     data, route = float_tflite_from_torch(model, kind, input_shape)

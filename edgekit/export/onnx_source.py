@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
+from typing import Optional, Tuple
 
 from edgekit.errors import ConversionError, InvalidModelError, ToolMissingError, UnsupportedOpError, first_line
 from edgekit.quiet import captured_output
 from edgekit.support import OpSupport, SupportReport
+from edgekit.tool_messages import ONNX2TF, summarize, translate, wrap
 
 log = logging.getLogger(__name__)
 
@@ -30,18 +32,29 @@ def load_onnx(path: Path):
     return model
 
 
-def float_tflite_from_onnx(path: Path) -> bytes:
+def float_tflite_from_onnx(path: Path, input_shape: Optional[Tuple[int, ...]] = None) -> bytes:
+    """onnx2tf on the model with static inputs: --input-shape, else a dynamic batch fixed to 1 (as the ONNX route)."""
+    from edgekit.converters.onnx.export import fix_input_shapes
+
     model = load_onnx(path)
     inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    note = fix_input_shapes(model, input_shape)
     try:
         import onnx2tf
     except ImportError:
         raise ToolMissingError("onnx2tf", "pip install onnx2tf==1.28.8 onnx-graphsurgeon sng4onnx sne4onnx onnxsim (or run `make install`)") from None
     with tempfile.TemporaryDirectory(prefix="edgekit-onnx2tf-") as work:
+        source = path
+        if note:
+            import onnx
+
+            log.info("%s", note)
+            source = Path(work) / "static_input.onnx"
+            onnx.save(model, str(source))
         try:
             with captured_output() as output:
                 onnx2tf.convert(
-                    input_onnx_file_path=str(path),
+                    input_onnx_file_path=str(source),
                     output_folder_path=work,
                     keep_ncw_or_nchw_or_ncdhw_input_names=inputs,
                     non_verbose=True,
@@ -70,5 +83,8 @@ def _conversion_failure(path: Path, model, output: list[str]) -> Exception:
             if node.op_type in {n.op_type for n in failing}:
                 report.ops.append(OpSupport(f"onnx::{node.op_type}", f"node '{node.name}'", False, "onnx2tf cannot convert it"))
         return UnsupportedOpError(report, target="TFLite")
-    tail = " | ".join(line.strip() for line in output if line.strip())[-500:]
-    return ConversionError(f"onnx2tf could not convert {path}: {tail}", fix="run with --verbose for the converter log")
+    known = translate(output, ONNX2TF)
+    if known is not None:
+        return ConversionError(wrap(f"onnx2tf could not convert {path}: {known.problem}"), fix=known.fix)
+    return ConversionError(f"onnx2tf could not convert {path}; its last messages:\n{summarize(output)}",
+                           fix="run with --verbose for the converter log, or quantize with --format onnx")

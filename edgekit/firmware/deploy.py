@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -42,6 +43,18 @@ class DeployOptions:
     input_shape: Optional[Tuple[int, ...]] = None
     device_samples: int = 8
     timeout_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        """Refuse values a run cannot honour (`edgekit run` refuses the same), all at once."""
+        problems = []
+        if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
+            problems.append(f"--timeout {self.timeout_s:g} must be a positive number of seconds (e.g. 120)")
+        if self.device_samples <= 0:
+            problems.append(f"--device-samples {self.device_samples} must be a positive integer")
+        if self.calib_size is not None and self.calib_size <= 0:
+            problems.append(f"--calib-size {self.calib_size} must be a positive integer")
+        if problems:
+            raise UserError("; ".join(problems))
 
 
 @dataclass

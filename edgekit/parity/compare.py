@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -53,10 +53,15 @@ def check_compatible(reference: Sequence[InputSpec], candidate: Sequence[InputSp
     if len(reference) != len(candidate):
         problems.append(f"reference has {len(reference)} inputs, candidate {len(candidate)}")
     for r, c in zip(reference, candidate):
-        if tuple(r.shape) != tuple(c.shape):
+        if not _shapes_agree(tuple(r.shape), tuple(c.shape)):
             problems.append(f"input shapes differ: reference {r.name!r} {tuple(r.shape)} vs candidate {c.name!r} {tuple(c.shape)}")
     if problems:
         raise UserError("models are not comparable: " + "; ".join(problems), fix="compare models with the same input layout")
+
+
+def _shapes_agree(reference: Tuple[int, ...], candidate: Tuple[int, ...]) -> bool:
+    """Equal shapes, a dynamic dimension (<= 0, e.g. a batch of -1) matching any size on the other side."""
+    return len(reference) == len(candidate) and all(r <= 0 or c <= 0 or r == c for r, c in zip(reference, candidate))
 
 
 def compare(
@@ -96,7 +101,10 @@ def compare(
         report.outputs.append({"name": name, **metrics})
         report.failures.extend(tolerance.failures(name, metrics))
     if labels is not None and names and is_classification(np.stack([o[0] for o in ref_out]), input_sizes):
+        from edgekit.calibration.labels import check_label_range
+
         y = np.asarray(labels)
+        check_label_range(y, int(np.stack([o[0] for o in ref_out]).reshape(len(ref_out), -1).shape[1]), "the data's labels")
         report.accuracy = {
             "labels": len(y),
             "reference_top1": accuracy(np.stack([o[0] for o in ref_out]), y),

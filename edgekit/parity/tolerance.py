@@ -1,8 +1,11 @@
 """Parity thresholds, declared once next to what they protect."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
+
+from edgekit.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -12,6 +15,20 @@ class Tolerance:
     min_cosine: Optional[float] = None
     min_top1: Optional[float] = None
     min_sqnr_db: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        """Refuse thresholds no model can meet or that check nothing (cosine > 1, top-1 of 2, NaN)."""
+        ranges = (("--min-cosine", self.min_cosine, -1.0, 1.0), ("--min-top1", self.min_top1, 0.0, 1.0),
+                  ("--min-sqnr-db", self.min_sqnr_db, -math.inf, math.inf))
+        problems = []
+        for option, value, low, high in ranges:
+            if value is None:
+                continue
+            if not math.isfinite(value) or not low <= value <= high:
+                valid = "a finite number of dB" if math.isinf(low) else f"between {low:g} and {high:g}"
+                problems.append(f"{option} {value:g} is out of range: it must be {valid}")
+        if problems:
+            raise UserError("; ".join(problems), fix="give thresholds in their valid range (cosine and top-1 are at most 1)")
 
     def failures(self, output: str, metrics: Dict[str, float]) -> List[str]:
         checks = (("cosine", self.min_cosine), ("top1_agreement", self.min_top1), ("sqnr_db", self.min_sqnr_db))

@@ -26,6 +26,8 @@ def register(subparsers) -> Dict[str, Callable]:
     p.add_argument("--max-abs-lsb", type=float, help="max |difference| in input LSB on any element (default: not checked)")
     p.add_argument("--min-psnr-db", type=float, help="min PSNR of the candidate tensor in dB (default 40)")
     p.add_argument("--max-mean-abs", type=float, help="max mean |difference| in tensor units (default: not checked)")
+    p.add_argument("--allow-unreadable", type=int, default=0, metavar="N",
+                   help="pass even though up to N files could not be read by either pipeline (default 0)")
     p.add_argument("--no-diagnose", action="store_true", help="skip the search for the cause of a mismatch")
     p.add_argument("-o", "--outdir", type=Path, help="write parity.json, report.md, worst_diff.png, manifest.json here")
 
@@ -59,7 +61,9 @@ def _thresholds(args):
         if given is not None and given < 0:
             raise UserError(f"--{key.replace('_', '-')} must not be negative")
         values[key] = given if given is not None else getattr(defaults, key)
-    return Thresholds(**values)
+    if args.allow_unreadable < 0:
+        raise UserError(f"--allow-unreadable {args.allow_unreadable} must be 0 or more (a number of files)")
+    return Thresholds(**values, allow_unreadable=args.allow_unreadable)
 
 
 def cmd_preprocess_parity(args) -> int:

@@ -37,6 +37,7 @@ class Thresholds:
     min_psnr_db: Optional[float] = 40.0
     max_flip_rate: Optional[float] = 0.01
     max_mean_abs: Optional[float] = None  # tensor units (for pipelines without a spec)
+    allow_unreadable: int = 0  # files neither pipeline could read that still let the run pass
 
     def to_json(self) -> Dict[str, Optional[float]]:
         return dict(self.__dict__)
@@ -199,6 +200,11 @@ def check(aggregate_: dict, model: Optional[dict], thresholds: Thresholds, diffs
         failures.append(f"the candidate failed on {counts['candidate_error']} image(s) the reference read")
     if counts.get("reference_error"):
         failures.append(f"the reference failed on {counts['reference_error']} image(s) the candidate read")
+    unreadable = [d.name for d in diffs if d.status == "both_error"]
+    if len(unreadable) > thresholds.allow_unreadable:
+        shown = ", ".join(unreadable[:5]) + (f" and {len(unreadable) - 5} more" if len(unreadable) > 5 else "")
+        failures.append(f"{len(unreadable)} image(s) could not be read by either pipeline: {shown} "
+                        f"(allowed: {thresholds.allow_unreadable}; pass --allow-unreadable {len(unreadable)} to accept them)")
     if counts.get("shape_mismatch"):
         d = next(d for d in diffs if d.status == "shape_mismatch")
         failures.append(f"tensor shapes differ on {counts['shape_mismatch']} image(s), e.g. {d.name}: "
@@ -295,16 +301,12 @@ def input_quantization(runner) -> Optional[Tuple[float, int]]:
 
 def read_labels(folder: Path) -> Optional[Dict[str, int]]:
     """{file name: class} from a labels.csv (header file,label) beside the images, if present."""
-    import csv
+    from edgekit.calibration.labels import read_labels_csv
 
     path = Path(folder) / "labels.csv"
     if not Path(folder).is_dir() or not path.is_file():
         return None
-    try:
-        with open(path, newline="") as handle:
-            return {row["file"]: int(row["label"]) for row in csv.DictReader(handle)}
-    except (KeyError, ValueError, OSError) as exc:
-        raise UserError(f"{path} is not a labels file with columns file,label: {exc}") from None
+    return read_labels_csv(path)
 
 
 def model_effect(runner, names: Sequence[str], reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray],
@@ -347,7 +349,10 @@ def model_effect(runner, names: Sequence[str], reference: Sequence[np.ndarray], 
             "predictions": {n: [int(a), int(b)] for n, a, b in zip(names, r_cls, c_cls)},
         })
         if labels and all(n in labels for n in names):
+            from edgekit.calibration.labels import check_label_range
+
             y = np.array([labels[n] for n in names])
+            check_label_range(y, int(first_ref.reshape(len(first_ref), -1).shape[1]), "labels.csv")
             result["accuracy"] = {"labels": len(y), "reference_top1": float(np.mean(r_cls == y)),
                                   "candidate_top1": float(np.mean(c_cls == y))}
     return result

@@ -26,10 +26,14 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _figures import FigureLog, bench_options  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 BOARDS = ("mps2-an386", "mps3-an547")
+SMOKE_CASES = (12,)  # one small fully-connected case: the script's whole path (build, QEMU, compare) in seconds
 
 
 def out_size(padding: str, size: int, k: int, stride: int, dilation: int) -> int:
@@ -145,7 +149,11 @@ def main() -> int:
     parser.add_argument("--boards", default=",".join(BOARDS))
     parser.add_argument("--samples", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None)
+    bench_options(parser)
     args = parser.parse_args()
+    figures = FigureLog("bench_kernels_qemu", smoke=args.smoke)
+    if args.smoke:  # three cases (depthwise, conv, fully connected) on one board, one sample
+        args.boards, args.samples = BOARDS[0], 1
     missing = [tool for tool in ("qemu-system-arm", "arm-none-eabi-gcc") if shutil.which(tool) is None]
     if missing:
         print(f"skipped: missing {', '.join(missing)}")
@@ -154,6 +162,8 @@ def main() -> int:
     rows, failures = [], 0
     with tempfile.TemporaryDirectory(prefix="ek_bench_kernels_") as tmp:
         for index, (name, model, macs) in enumerate(cases(np.random.default_rng(7))):
+            if args.smoke and index not in SMOKE_CASES:
+                continue
             path = Path(tmp) / f"case{index}.tflite"
             path.write_bytes(model)
             for board in boards:
@@ -163,6 +173,11 @@ def main() -> int:
                          seconds=round(time.monotonic() - started, 1))
                 failures += not r["bit_exact"]
                 rows.append(r)
+                src = f"QEMU {board}, ekcount plugin, {args.samples} sample(s), vs LiteRT BUILTIN_REF"
+                figures.add(f"{name} on {board}: instructions", r["instructions"], "instr", source=src)
+                figures.add(f"{name} on {board}: instructions per MAC", round(r["instructions_per_mac"], 3), "instr/MAC",
+                            source=src)
+                figures.add(f"{name} on {board}: bit-exact", r["bit_exact"], "", method="count", source=src)
                 print(f"{name:55s} {board:11s} {r['instructions']:>10,} instr  {r['instructions_per_mac']:5.2f}/MAC  "
                       f"{'bit-exact' if r['bit_exact'] else 'DIFFERS'} ({r['differing']} of {r['elements']})",
                       flush=True)
@@ -170,6 +185,7 @@ def main() -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"cases": rows}, indent=2))
         print(f"wrote {args.json}")
+    figures.write(args.figures)
     print("all bit-exact" if not failures else f"{failures} case(s) NOT bit-exact")
     return 1 if failures else 0
 

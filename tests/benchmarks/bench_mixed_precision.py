@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 
+from _figures import FigureLog, bench_options  # noqa: E402
 from _generated_inputs import TASKS, find_mlperf_dir  # noqa: E402
 
 FLOAT_MODELS = {"kws": "kws_ref_model_float32.tflite", "ic": "ic_resnet8_float32.tflite", "ad": "ad_autoencoder_float32.tflite"}
@@ -59,7 +60,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tasks", nargs="*", metavar="TASK", help="kws, ic, ad (default: all)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    bench_options(parser)
     args = parser.parse_args()
+    log = FigureLog("bench_mixed_precision", smoke=args.smoke)
+    n_calib, n_eval = (16, 8) if args.smoke else (200, 100)
+    if args.smoke and not args.tasks:
+        args.tasks = ["ad"]  # the smallest model: every precision path in seconds
     unknown = sorted(set(args.tasks) - set(FLOAT_MODELS))
     if unknown:
         parser.error(f"unknown task(s) {unknown}; choose from {sorted(FLOAT_MODELS)}")
@@ -76,8 +82,8 @@ def main() -> int:
         for task in args.tasks:
             generator = TASKS[task].generator
             calib, eval_data = work / f"{task}_calib.npy", work / f"{task}_eval.npy"
-            np.save(calib, generator(200, CALIB_SEED))
-            np.save(eval_data, generator(100, EVAL_SEED))
+            np.save(calib, generator(n_calib, CALIB_SEED))
+            np.save(eval_data, generator(n_eval, EVAL_SEED))
             model = folder / FLOAT_MODELS[task]
             no_threshold = Tolerance(min_cosine=0.0)
             rows = {"int8": run_one(model, calib, eval_data, work / f"{task}_int8", tolerance=no_threshold)}
@@ -88,6 +94,11 @@ def main() -> int:
             rows["auto"]["target_sqnr_db"] = target
             figures[task] = rows
             for name, row in rows.items():
+                src = (f"MLPerf Tiny {task} float .tflite, edgekit.quantize {name}, {n_calib} generated calibration / "
+                       f"{n_eval} held-out samples, SQNR vs float")
+                log.add(f"{task} {name}: SQNR", row["sqnr_db"], "dB", source=src)
+                log.add(f"{task} {name}: size", row["size_bytes"], "B", method="count", source="file size")
+                log.add(f"{task} {name}: quantize wall time", round(row["seconds"], 2), "s", source="perf_counter, this host")
                 print(f"{task:3s} {name:5s} SQNR {row['sqnr_db']:6.2f} dB  size {row['size_bytes']:>8,} B  "
                       f"{'passed' if row['passed'] else 'FAILED'}  ({row['seconds']:.1f} s)", flush=True)
             fb = rows["auto"].get("fallback")
@@ -97,6 +108,8 @@ def main() -> int:
                     print(f"    {'kept    ' if s['kept'] else 'reverted'} {s['step'][:70]:70s} SQNR {s['sqnr_db']:6.2f}  "
                           f"{s['size_bytes']:>8,} B  float MACs {s['float_macs']:,}/{fb['total_macs']:,}  "
                           f"host {s['host_latency_ms']:.4f} ms (measured, LiteRT BUILTIN, 1 thread)")
+    log.note("inputs are GENERATED (see _generated_inputs.py); SQNR is agreement with the float model on them")
+    log.write(args.figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
+from _figures import FigureLog, bench_options  # noqa: E402
 from _generated_inputs import TASKS, CacheHits, find_mlperf_dir, float_range_of_int8_input  # noqa: E402
 
 CALIB_SEED = {"kws": 101, "ic": 102, "ad": 103}
@@ -115,7 +116,11 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default="minmax,percentile", help="edgekit range methods (default minmax,percentile)")
     ap.add_argument("--tasks", default="kws,ic,ad")
     ap.add_argument("--keep", action="store_true", help="keep the generated data and edgekit outputs (temp dir)")
+    bench_options(ap)
     args = ap.parse_args(argv)
+    if args.smoke:  # one model with a dynamic batch (IC), both of its sources, one method, a few samples
+        args.calib, args.eval, args.methods, args.tasks = 16, 8, "minmax", "ic"
+    figures = FigureLog("bench_mlperf_quantize", smoke=args.smoke, argv=argv)
 
     mlperf = find_mlperf_dir()
     if mlperf is None:
@@ -209,7 +214,8 @@ def main(argv=None) -> int:
               + ("  <- NOT all-float: int8 weights (hybrid / dynamic-range model)" if fs["weight_types"] != ["FLOAT32"] else ""))
         print(f"   published int8: {io_quant(published)}  (parity {t_pub:.1f} s)")
 
-        for source in (source_name, float_name):
+        # smoke: the published float .tflite only (its dynamic batch against edgekit's batch-1 int8 is the parity case)
+        for source in ((float_name,) if args.smoke else (source_name, float_name)):
             for method in methods:
                 outdir = work / f"{task}_{Path(source).stem}_{method}"
                 before = hits.hits
@@ -280,6 +286,21 @@ def main(argv=None) -> int:
     print(f"\nbenchmark wall time {total:.1f} s (after imports); "
           + (f"outputs kept in {work}" if args.keep else "temp outputs removed (--keep keeps them)"))
     results["meta"]["wall_seconds"] = total
+    figures.note("inputs are GENERATED (no real data ships with these models): parity is agreement on synthetic inputs")
+    for r in rows:
+        who = "published int8" if r["producer"].startswith("published") else f"edgekit {r['model']} --method {r['method']}"
+        src = (f"edgekit.parity.compare (BUILTIN_REF) vs the published float .tflite, {args.eval} generated held-out "
+               f"samples")
+        if "error" in r:
+            figures.add(f"{r['task']}: {who} failed", r["error"], "", method="count", source="edgekit.quantize.quantize")
+            continue
+        figures.add(f"{r['task']}: {who} SQNR", r["sqnr_db"], "dB", source=src)
+        figures.add(f"{r['task']}: {who} cosine", r["cosine"], "", source=src)
+        figures.add(f"{r['task']}: {who} size", r["size_bytes"], "B", method="count", source="file size")
+        if r["seconds"] is not None:
+            figures.add(f"{r['task']}: {who} quantize wall time", round(r["seconds"], 2), "s",
+                        source=f"one edgekit.quantize.quantize() call, {args.calib} calibration samples, this host")
+    figures.write(args.figures)
     results["meta"]["workdir"] = str(work) if args.keep else None
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -289,7 +310,11 @@ def main(argv=None) -> int:
         print(f"wrote {args.json}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
-    return 0
+    failed = [r for r in rows if "error" in r]
+    if failed:
+        print(f"{len(failed)} edgekit quantize run(s) FAILED: " + "; ".join(f"{r['task']} {r['model']} {r['method']}" for r in failed),
+              file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

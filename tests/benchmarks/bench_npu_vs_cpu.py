@@ -31,18 +31,23 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _figures import FigureLog, bench_options  # noqa: E402
 from tests.benchmarks.bench_firmware_mlperf import MODELS, bench_one, mlperf_dir  # noqa: E402
 
 NPU_TARGETS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
 
 
-def npu_rows(folder: Path) -> list:
+def npu_rows(folder: Path, models=None, targets=NPU_TARGETS) -> list:
     from edgekit.compile.npu import vela_estimate
     from edgekit.compile.vela_tool import VelaOptions
 
     rows = []
     for name, file in MODELS.items():
-        for target in NPU_TARGETS:
+        if models is not None and name not in models:
+            continue
+        for target in targets:
             with tempfile.TemporaryDirectory() as tmp:
                 result, _ = vela_estimate(folder / file, VelaOptions(accelerator=target), keep=Path(tmp))
             info = result.info
@@ -58,7 +63,7 @@ def npu_rows(folder: Path) -> list:
     return rows
 
 
-def cpu_rows(folder: Path, boards: list, cpu_json: Path | None) -> list:
+def cpu_rows(folder: Path, boards: list, cpu_json: Path | None, models=None) -> list:
     from edgekit.firmware.boards import load_board
 
     rows = []
@@ -66,6 +71,8 @@ def cpu_rows(folder: Path, boards: list, cpu_json: Path | None) -> list:
         profile = load_board(board)
         cpi = profile.cycle_model["cycles_per_instruction"]
         for name, file in MODELS.items():
+            if models is not None and name not in models:
+                continue
             print(f"measuring {name} on {board} (QEMU) ...", file=sys.stderr, flush=True)
             started = time.monotonic()
             r = bench_one(name, folder / file, board, samples=1)
@@ -127,7 +134,15 @@ def main() -> int:
     parser.add_argument("--cpu-json", type=Path, default=REPO / "out" / "bench" / "firmware_mlperf.json",
                         help="bench_firmware_mlperf.py JSON for boards not measured here (default out/bench/...)")
     parser.add_argument("--json", type=Path, default=REPO / "out" / "bench" / "npu_vs_cpu.json")
+    bench_options(parser)
     args = parser.parse_args()
+    log = FigureLog("bench_npu_vs_cpu", smoke=args.smoke)
+    models, targets = None, NPU_TARGETS
+    if args.smoke:  # the smallest model, one NPU, one board; nothing read from or written to out/bench
+        models = {k for k in MODELS if k.lower() == "ad"} or {list(MODELS)[-1]}
+        targets, args.boards, args.cpu_json = NPU_TARGETS[:1], "mps3-an547", None
+        if args.json == parser.get_default("json"):
+            args.json = None
     folder = mlperf_dir()
     missing = [tool for tool in ("qemu-system-arm", "arm-none-eabi-gcc") if shutil.which(tool) is None]
     if not folder.is_dir() or missing:
@@ -137,8 +152,17 @@ def main() -> int:
     from edgekit.provenance import host_info, tool_versions, utc_now
 
     boards = [b for b in args.boards.split(",") if b]
-    npu = npu_rows(folder)
-    cpu = cpu_rows(folder, boards, args.cpu_json)
+    npu = npu_rows(folder, models, targets)
+    cpu = cpu_rows(folder, boards, args.cpu_json, models)
+    for r in npu:
+        src = f"Vela performance model ({r['label']}), {r['target']} at {r['clock_hz'] / 1e6:g} MHz"
+        log.add(f"{r['model']} on {r['target']}: NPU cycles", r["cycles"], "cycles", method="estimated", source=src)
+        log.add(f"{r['model']} on {r['target']}: inference time", r["time_ms"], "ms", method="estimated", source=src)
+    for r in cpu:
+        log.add(f"{r['model']} on {r['board']}: instructions", r["instructions"], "instr", source=r["instructions_source"])
+        log.add(f"{r['model']} on {r['board']}: inference time", round(r["time_ms_estimated"], 3), "ms",
+                method="estimated", source=r["time_source"])
+    log.write(args.figures)
     print(table(npu, cpu))
     print()
     for line in speedups(npu, [c for c in cpu if c["board"] == "mps3-an547"]):
@@ -149,9 +173,10 @@ def main() -> int:
     result = {"edgekit_bench": "npu_vs_cpu", "npu": npu, "cpu": cpu,
               "signature": {"tools": tool_versions(("edgekit", "ethos-u-vela", "numpy")), "host": host_info(),
                             "created": utc_now()}}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {args.json}")
     return 0
 
 

@@ -26,10 +26,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _figures import FigureLog, bench_options  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 RUNS = [("ort", "minmax"), ("ort", "entropy"), ("ort", "percentile"), ("nncf", "minmax"), ("nncf", "mse")]
+SMOKE_RUNS = [("ort", "minmax")]  # one engine and method, on the digits case only
 
 
 def digits_arrays():
@@ -94,7 +98,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="also write every figure here")
     parser.add_argument("--skip-mobilenet", action="store_true", help="only the digits cases (ORT entropy is slow on ~40 tensors)")
+    bench_options(parser)
     args = parser.parse_args()
+    log = FigureLog("bench_onnx_methods", smoke=args.smoke)
+    runs = SMOKE_RUNS if args.smoke else RUNS
     logging.basicConfig(level=logging.ERROR)
     from edgekit.provenance import host_info, tool_versions
 
@@ -102,8 +109,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-onnx-") as work:
         work = Path(work)
         for label, model, calib, evaluation in cases(work, not args.skip_mobilenet):
+            if args.smoke and results:
+                break
             rows = []
-            for engine, method in RUNS:
+            for engine, method in runs:
                 row = run_one(model, calib, evaluation, engine, method, work / f"{len(results)}_{engine}_{method}")
                 rows.append(row)
                 print(f"  {label}: {engine}/{method} done in {row['seconds']:.1f} s", file=sys.stderr)
@@ -116,8 +125,18 @@ def main() -> int:
                 print(f"| {row['engine']} | {row['method']} | {fmt(row['sqnr_db'], '.2f')} | {fmt(row['cosine'])} | "
                       f"{fmt(row['top1_agreement'])} | {accuracy} | {spread(base, row['scales'])} | {row['seconds']:.1f} |")
             results.append({"case": label, "model": model, "runs": rows})
+            for row in rows:
+                src = f"edgekit quantize --format onnx --engine {row['engine']} --method {row['method']}, {label}"
+                log.add(f"{label}: {row['engine']}/{row['method']} SQNR", row["sqnr_db"], "dB",
+                        source=src + ", parity vs the float ONNX model on the held-out set")
+                if row["accuracy"] is not None:
+                    log.add(f"{label}: {row['engine']}/{row['method']} accuracy", row["accuracy"], "",
+                            source=src + ", labelled held-out digits")
+                log.add(f"{label}: {row['engine']}/{row['method']} quantize wall time", round(row["seconds"], 2), "s",
+                        source="perf_counter around one quantize() call, this host")
     print(f"\nhost: {host_info().get('processor')} ({host_info().get('platform')}); tools: "
           + ", ".join(f"{k} {v}" for k, v in sorted(tool_versions(('onnxruntime', 'onnx', 'nncf', 'torch')).items())))
+    log.write(args.figures)
     if args.json:
         args.json.write_text(json.dumps({"results": results, "host": host_info(),
                                          "tools": tool_versions(("onnxruntime", "onnx", "nncf", "torch"))}, indent=2) + "\n")

@@ -20,6 +20,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _figures import FigureLog, bench_options  # noqa: E402
 from edgekit.firmware import boards as B  # noqa: E402
 from edgekit.firmware.qemu import QemuSession, qemu_version  # noqa: E402
 
@@ -31,11 +34,16 @@ def loop_input(loops: int) -> np.ndarray:
     return x
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--loops", type=int, default=20_000_000, help="loop iterations (2 instructions each)")
     parser.add_argument("--repeat", type=int, default=3)
+    bench_options(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.loops, args.repeat = 200_000, 1
+    log = FigureLog("bench_qemu_boards", smoke=args.smoke)
+    log.note(f"{qemu_version()}; {B.toolchain_version()}")
     print(f"{qemu_version()}; {B.toolchain_version()}")
     with tempfile.TemporaryDirectory() as tmp:
         print("\nboot: QEMU start -> BOOT frame -> INFO reply (median of", args.repeat, "runs)")
@@ -46,6 +54,8 @@ def main() -> None:
                 with QemuSession(B.load_board(name), elf) as qemu:
                     boots.append(qemu.boot_s)
             print(f"  {name:12s} {statistics.median(boots) * 1000:7.1f} ms")
+            log.add(f"{name}: boot to INFO reply", round(statistics.median(boots) * 1000, 1), "ms",
+                    source=f"QEMU {name}, self-test firmware, median of {args.repeat} wall-time runs on this host")
 
         board = B.load_board("mps2-an386")
         elf = B.build_selftest(board, Path(tmp) / "an386")
@@ -66,7 +76,14 @@ def main() -> None:
             mips = (2 * args.loops) / t / 1e6
             print(f"  {label:17s} {t * 1000:8.1f} ms  {mips:7.0f} M instr/s  x{t / base:.2f}"
                   + (f"  counted {counted[0]:,}" if counted else ""))
+            src = f"mps2-an386 self-test loop of {2 * args.loops:,} instructions, median of {args.repeat} runs, wall time"
+            log.add(f"one inference, {label}", round(t * 1000, 1), "ms", source=src)
+            log.add(f"emulation speed, {label}", round(mips), "M instr/s", source=src)
+            if counted:
+                log.add(f"instructions counted, {label}", counted[0], "instr", method="count", source="ekcount plugin")
+    log.write(args.figures)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
+from _figures import FigureLog, bench_options  # noqa: E402
 from _generated_inputs import CacheHits, find_mlperf_dir, kws_inputs  # noqa: E402
 
 CALIB_SEED, EVAL_SEED = 301, 302
@@ -104,7 +105,11 @@ def main(argv=None) -> int:
     ap.add_argument("--eval", type=int, default=50, help="generated held-out samples for edgekit's parity (default 50)")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     ap.add_argument("--keep", action="store_true", help="keep the generated data and outputs (temp dir)")
+    bench_options(ap)
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.reps, args.calib, args.eval = 1, 12, 8
+    figures = FigureLog("bench_quantize_overhead", smoke=args.smoke, argv=argv)
 
     mlperf = find_mlperf_dir()
     if mlperf is None:
@@ -150,18 +155,18 @@ def main(argv=None) -> int:
     # --- instrumentation (wrappers installed from outside; the library is not modified) --------
     timer = StageTimer()
     timer.wrap(eq, "load_backends", "load backends")
-    timer.wrap(eq, "to_float_tflite", "export (SavedModel -> float .tflite)")
+    timer.wrap(ect, "to_float_tflite", "export (SavedModel -> float .tflite)")
     timer.wrap(tf.lite.TFLiteConverter, "from_saved_model", "TFLiteConverter.from_saved_model")
     timer.wrap(tflite_lite.TFLiteSavedModelConverterV2, "convert", "TFLiteConverter.convert (float)")
-    timer.wrap(eq, "TFLiteModel", lambda data, source="": "int8 model load (LiteRT)" if "int8" in source
+    timer.wrap(ect, "TFLiteModel", lambda data, source="": "int8 model load (LiteRT)" if "int8" in source
                else "float model load (LiteRT)")
     timer.wrap(eds, "open_source", "data: open")
     timer.wrap(eds.CalibrationSet, "samples", "data: load + validate")
 
     timer.wrap(ect.TFLiteInt8Converter, "check_support", "op support check")
-    timer.wrap(eq, "collect_statistics", "statistics (2 passes, or cache)")
-    timer.wrap(eq, "cache_key", "data: fingerprint + cache key")
-    timer.wrap(eq, "choose_ranges", "choose ranges")
+    timer.wrap(ect, "collect_statistics", "statistics (2 passes, or cache)")
+    timer.wrap(ect, "cache_key", "data: fingerprint + cache key")
+    timer.wrap(ect, "choose_ranges", "choose ranges")
     timer.wrap(ect.TFLiteInt8Converter, "convert", "int8 conversion")
     timer.wrap(ect, "calibrated_flatbuffer", "write ranges into flatbuffer")
     timer.wrap(ect, "quantize_calibrated", "mlir_quantize")
@@ -226,9 +231,12 @@ def main(argv=None) -> int:
         return {"seconds": total, "stages": stages, "stats_cached": hits.hits > before, "passed": result.parity.passed,
                 "path": str(outdir / "model_int8.tflite")}
 
-    # --- cold runs (first calls in this process) ----------------------------------------------
-    cold_bare = bare(work / "cold_bare.tflite")
-    cold_edgekit = edgekit("minmax", work / "cold_edgekit", work / "cache_cold")
+    # --- cold runs (first calls in this process; --smoke: none, the timed rep is the cold one) ------
+    if args.smoke:
+        cold_bare = cold_edgekit = {"seconds": float("nan")}
+    else:
+        cold_bare = bare(work / "cold_bare.tflite")
+        cold_edgekit = edgekit("minmax", work / "cold_edgekit", work / "cache_cold")
 
     # --- timed repetitions ---------------------------------------------------------------------
     runs = {"bare": [], "edgekit": [], "edgekit_cached": []}
@@ -255,7 +263,7 @@ def main(argv=None) -> int:
         r["seconds"] - r["stages"].get(parity_key, 0.0) - r["stages"].get(write_key, 0.0) for r in runs["edgekit"])
 
     # --- sanity: what each route produced -------------------------------------------------------
-    float_ref = TFLiteModel(eq.to_float_tflite(str(saved_model)).tflite, source="exported float")
+    float_ref = TFLiteModel(ect.to_float_tflite(str(saved_model)).tflite, source="exported float")
     samples = [[held[i:i + 1]] for i in range(len(held))]
     produced = {}
     for name, path in (("bare converter", runs["bare"][-1]["path"]), ("edgekit minmax", runs["edgekit"][-1]["path"]),
@@ -327,6 +335,22 @@ def main(argv=None) -> int:
     total = time.perf_counter() - t_script
     print(f"\nscript wall time {total:.1f} s (including imports and data generation); "
           + (f"outputs kept in {work}" if args.keep else "temp outputs removed (--keep keeps them)"))
+
+    source = (f"MLPerf Tiny KWS float SavedModel, {args.calib} generated calibration + {args.eval} held-out samples, "
+              f"median of {args.reps} rep(s), wall time (perf_counter), this host")
+    figures.note("inputs are GENERATED (no Speech Commands here): parity figures are agreement on synthetic inputs")
+    for key, label in (("bare", "bare TFLiteConverter int8 route"), ("edgekit", "edgekit quantize minmax (fresh cache)"),
+                       ("edgekit_cached", "edgekit quantize percentile (statistics cached)")):
+        figures.add(f"wall time: {label}", round(med[key], 3), "s", source=source)
+    figures.add("edgekit / bare wall time", round(med["edgekit"] / med["bare"], 3), "x", source=source)
+    figures.add("edgekit without parity+write / bare", round(like_for_like / med["bare"], 3), "x", source=source)
+    figures.add("cached statistics hit as expected", cached_ok, "", method="count", source="edgekit statistics cache log")
+    for name, v in produced.items():
+        figures.add(f"SQNR of {name} vs float", round(v["sqnr_db"], 2), "dB",
+                    source=f"edgekit.parity.compare (BUILTIN_REF) on {args.eval} generated held-out samples")
+        figures.add(f"size of {name}", v["size_bytes"], "B", method="count", source="file size")
+    figures.add("import tensorflow", round(t_import_tf, 2), "s", source="perf_counter around the import")
+    figures.write(args.figures)
 
     if args.json:
         from edgekit.report import json_safe

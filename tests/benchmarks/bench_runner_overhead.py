@@ -30,8 +30,11 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
+
+from _figures import FigureLog, bench_options  # noqa: E402
 
 MLPERF = Path(os.environ.get("EDGEKIT_MLPERF_DIR", REPO / "tests" / "fixtures" / "mlperf_tiny"))
 MODELS = {"kws": "kws_ref_model_int8.tflite", "ic": "ic_resnet8_int8.tflite", "ad": "ad_autoencoder_int8.tflite"}
@@ -80,7 +83,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=1.5, help="length of each measurement when -n is not given")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    bench_options(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.n, args.reps, args.models = 200, 1, ["ad"]
+    log = FigureLog("bench_runner_overhead", smoke=args.smoke)
     if not MLPERF.is_dir():
         print(f"MLPerf Tiny models not found at {MLPERF}", file=sys.stderr)
         return 2
@@ -94,6 +101,7 @@ def main() -> int:
         model = MLPERF / MODELS[key]
         samples = random_inputs(model_inputs(model))
         n = args.n or max(1000, int(args.seconds / (bare(model, samples, 2000)["p50_ms"] / 1e3)))
+        src = f"MLPerf Tiny {key} int8, LiteRT default resolver, 1 thread, {n} warm iterations, median of {args.reps} reps"
         b, r = [], []
         for rep in range(args.reps):
             order = (("bare", bare), ("runner", runner)) if rep % 2 == 0 else (("runner", runner), ("bare", bare))
@@ -107,6 +115,12 @@ def main() -> int:
               f"{med(b, 'gap_us'):>8.2f}us{med(r, 'gap_us'):>10.2f}us{med(r, 'gap_us') - med(b, 'gap_us'):>12.2f}us"
               f"{(med(r, 'gap_us') - med(b, 'gap_us')) / (p50 * 1e3) * 100:>9.1f}%"
               f"{med(r, 'import_ms'):>7.1f}ms{med(r, 'load_ms'):>7.1f}ms{med(r, 'first_ms'):>7.2f}ms{med(r, 'total_s'):>10.2f}s")
+        log.add(f"{key}: p50 invoke", round(p50 * 1e3, 2), "us", source=src + ", bare loop in this process")
+        log.add(f"{key}: runner overhead per inference (wall/N)", round(overhead_us, 2), "us", source=src)
+        log.add(f"{key}: runner gap overhead", round(med(r, "gap_us") - med(b, "gap_us"), 2), "us", source=src)
+        log.add(f"{key}: runner cold start (import + load + first)",
+                round(med(r, "import_ms") + med(r, "load_ms") + med(r, "first_ms"), 1), "ms", source=src)
+    log.write(args.figures)
     print("overhead/inf: extra wall time per inference of the runner loop (timing + batching + JSON lines to the host);"
           " import/load/first/run total: the runner child's cold start and the whole run")
     return 0

@@ -42,7 +42,8 @@ def spec_file(tmp_path):
 
 def test_generated_c_matches_the_reference_on_mixed_images_and_unreadable_files_are_counted(cli, capsys, tmp_path, spec_file, mixed_dir):
     out = tmp_path / "report"
-    code = cli("preprocess-parity", "--reference", spec_file, "--candidate", f"c:{spec_file}", "--images", mixed_dir, "-o", out)
+    code = cli("preprocess-parity", "--reference", spec_file, "--candidate", f"c:{spec_file}", "--images", mixed_dir, "-o", out,
+               "--allow-unreadable", len(CORRUPT))
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "parity.json", "report.md"]  # identical: no PNG

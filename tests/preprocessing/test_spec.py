@@ -21,7 +21,7 @@ def test_every_problem_is_reported_at_once():
         }, source="bad.json")
     text = str(err.value)
     for word in ("color", "size", "shorter_side", "resize", "antialias", "crop", "layout", "dtype", "scale",
-                 "mean", "std must not contain 0", "decode.alpha", "decode.background", "unknown decode key",
+                 "mean", "std [0.0] must hold positive numbers", "decode.alpha", "decode.background", "unknown decode key",
                  "unknown key(s) ['colour']", "bad.json", "Fix:"):
         assert word in text, word
 

@@ -1,0 +1,158 @@
+#!/usr/bin/env python
+"""Run every benchmark (`make bench`) and write ONE summary of every figure and what produced it.
+
+    .venv/bin/python tests/benchmarks/run_all.py [--smoke] [--out out/bench] [--only NAME ...]
+
+Each benchmark runs in its own process with ``--figures OUT/figures/NAME.json`` (see _figures.py); a benchmark
+that does not take --figures yet is run with ``--json`` and its rows are turned into figures here. Writes
+OUT/summary.json (machines) and OUT/summary.md (people): per benchmark its command, exit code, wall time and
+figures (value, unit, measured/estimated, source). Exit 1 if any benchmark failed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+# in `make bench` order: bench_firmware_mlperf writes the M4 rows bench_npu_vs_cpu reads
+BENCHMARKS = (
+    "bench_quantize_overhead",
+    "bench_mlperf_quantize",
+    "bench_firmware_mlperf",
+    "bench_runner_overhead",
+    "bench_qemu_boards",
+    "bench_kernels_qemu",
+    "bench_mixed_precision",
+    "bench_onnx_methods",
+    "bench_npu_vs_cpu",
+)
+
+
+def script(name: str) -> Path:
+    return HERE / f"{name}.py"
+
+
+def takes(name: str, option: str) -> bool:
+    """Whether a benchmark script accepts ``option`` (directly or through _figures.bench_options)."""
+    text = script(name).read_text()
+    return option in text or ("bench_options(" in text and option in ("--smoke", "--figures"))
+
+
+def command(name: str, out: Path, smoke: bool) -> List[str]:
+    cmd = [sys.executable, str(script(name))]
+    if smoke:
+        cmd.append("--smoke")
+    if takes(name, "--figures"):
+        cmd += ["--figures", str(out / "figures" / f"{name}.json")]
+    elif takes(name, "--json"):
+        cmd += ["--json", str(out / "raw" / f"{name}.json")]
+    return cmd
+
+
+def run_one(name: str, out: Path, smoke: bool) -> Dict[str, Any]:
+    if smoke and not takes(name, "--smoke"):
+        print(f"== {name}: skipped (no --smoke mode in this version of the script)", flush=True)
+        return {"benchmark": name, "command": "-", "exit_code": 0, "wall_seconds": 0.0, "log": "-", "figures": [],
+                "notes": ["skipped: the script has no --smoke mode"]}
+    cmd = command(name, out, smoke)
+    log_path = out / "logs" / f"{name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        code = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT).returncode
+    seconds = time.monotonic() - started
+    print(f"   exit {code} after {seconds:.1f} s (log {log_path})", flush=True)
+    entry: Dict[str, Any] = {"benchmark": name, "command": " ".join(cmd[1:]), "exit_code": code,
+                             "wall_seconds": round(seconds, 1), "log": str(log_path), "figures": [], "notes": []}
+    figures = out / "figures" / f"{name}.json"
+    raw = out / "raw" / f"{name}.json"
+    if figures.is_file():
+        data = json.loads(figures.read_text())
+        entry["figures"], entry["notes"] = data.get("figures", []), data.get("notes", [])
+    elif raw.is_file():
+        entry["figures"] = figures_from_raw(name, json.loads(raw.read_text()))
+        entry["notes"] = [f"figures taken from the benchmark's own --json output {raw}"]
+    if code == 0 and not entry["figures"]:
+        entry["notes"].append("no figures recorded")
+    return entry
+
+
+def figures_from_raw(name: str, data: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Figures of a benchmark that only writes its own JSON (bench_firmware_mlperf's ``rows``)."""
+    figures = []
+    for r in data.get("rows", []):
+        src = f"QEMU {r.get('board')} + ekcount plugin, edgekit firmware of {r.get('file')}"
+        key = f"{r.get('model')} on {r.get('board')}"
+        for field, unit, method, source in (
+            ("instructions_per_inference", "instr", "measured", src),
+            ("instructions_per_mac", "instr/MAC", "measured", src + ", MACs counted from the model"),
+            ("arena_bytes", "B", "count", "edgekit memory plan"),
+            ("flash_bytes", "B", "count", "linked ELF"),
+            ("latency_ms_estimated", "ms", "estimated", "instructions x board profile CPI / clock"),
+            ("bit_exact_vs_builtin_ref", "", "measured", src + " vs LiteRT BUILTIN_REF"),
+        ):
+            if r.get(field) is not None:
+                figures.append({"name": f"{key}: {field.replace('_', ' ')}", "value": r[field], "unit": unit,
+                                "method": method, "source": source})
+    return figures
+
+
+def markdown(summary: Dict[str, Any]) -> str:
+    lines = [f"# edgekit benchmarks{' (smoke)' if summary['smoke'] else ''}", "",
+             f"Run {summary['started']} on {summary['host']['platform']} (Python {summary['host']['python']}), "
+             f"{summary['host']['cpus']} CPUs, load average at start {summary['host']['load_average_1_5_15_min']['start']}, "
+             f"total {summary['wall_seconds']:.0f} s (wall times depend on the load). Every figure says how it was obtained (measured / estimated / "
+             "count / quoted) and from what.", "",
+             "| benchmark | exit | wall time | figures |", "|---|---|---|---|"]
+    for b in summary["benchmarks"]:
+        lines.append(f"| {b['benchmark']} | {b['exit_code']} | {b['wall_seconds']:.0f} s | {len(b['figures'])} |")
+    for b in summary["benchmarks"]:
+        lines += ["", f"## {b['benchmark']}", "", f"`{b['command']}` — exit {b['exit_code']}, {b['wall_seconds']:.0f} s, "
+                  f"log `{b['log']}`", ""]
+        lines += [f"- {n}" for n in b["notes"]]
+        if b["notes"]:
+            lines.append("")
+        if b["figures"]:
+            lines += ["| figure | value | unit | how | source |", "|---|---|---|---|---|"]
+            for f in b["figures"]:
+                value = f"{f['value']:.6g}" if isinstance(f["value"], float) else str(f["value"])
+                lines.append(f"| {f['name']} | {value} | {f['unit']} | {f['method']} | {f['source']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="every benchmark in its --smoke mode")
+    parser.add_argument("--out", type=Path, default=REPO / "out" / "bench", help="output folder (default out/bench)")
+    parser.add_argument("--only", nargs="+", choices=BENCHMARKS, help="run only these benchmarks")
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.monotonic()
+    load_at_start = [round(v, 2) for v in os.getloadavg()]
+    entries = [run_one(name, out, args.smoke) for name in (args.only or BENCHMARKS)]
+    summary = {"smoke": args.smoke, "started": started, "wall_seconds": round(time.monotonic() - t0, 1),
+               "host": {"python": platform.python_version(), "platform": platform.platform(),
+                        "cpus": os.cpu_count(), "load_average_1_5_15_min": {
+                            "start": load_at_start, "end": [round(v, 2) for v in os.getloadavg()]}},
+               "benchmarks": entries}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "summary.md").write_text(markdown(summary))
+    failed = [e["benchmark"] for e in entries if e["exit_code"] != 0]
+    print(f"wrote {out / 'summary.json'} and summary.md; {len(entries) - len(failed)} of {len(entries)} benchmarks passed"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

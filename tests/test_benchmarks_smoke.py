@@ -1,0 +1,58 @@
+"""Every benchmark's --smoke mode runs and records figures, so a refactor that breaks a benchmark fails CI."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.benchmarks.run_all import BENCHMARKS, script, takes
+from tests.conftest import REPO
+
+SMOKE_TIMEOUT_S = 300
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_benchmark_smoke_mode_runs_and_records_figures(name, tmp_path):
+    if not takes(name, "--smoke"):
+        pytest.skip("smoke mode comes with issue 12 branch")
+    figures = tmp_path / "figures.json"
+    cmd = [sys.executable, str(script(name)), "--smoke"]
+    with_figures = takes(name, "--figures")
+    cmd += ["--figures", str(figures)] if with_figures else ["--json", str(tmp_path / "raw.json")]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S)
+    assert proc.returncode == 0, f"{name} --smoke failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert "skipped" not in proc.stdout.lower()[:200], f"{name} skipped itself: {proc.stdout[:200]}"
+    if with_figures:
+        data = json.loads(figures.read_text())
+        assert data["benchmark"] == name and data["smoke"] is True
+        assert data["figures"], f"{name} recorded no figures"
+        for figure in data["figures"]:
+            assert figure["method"] in ("measured", "estimated", "quoted", "count") and figure["source"], figure
+    else:
+        assert (tmp_path / "raw.json").is_file()
+
+
+def test_run_all_writes_one_summary_with_every_figure_and_its_source(tmp_path):
+    from tests.benchmarks import run_all
+
+    assert run_all.main(["--smoke", "--only", "bench_runner_overhead", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    (entry,) = summary["benchmarks"]
+    assert entry["benchmark"] == "bench_runner_overhead" and entry["exit_code"] == 0 and entry["wall_seconds"] > 0
+    assert entry["figures"] and all(f["source"] and f["method"] for f in entry["figures"])
+    text = (tmp_path / "summary.md").read_text()
+    assert "## bench_runner_overhead" in text and entry["figures"][0]["name"] in text
+
+
+def test_run_all_turns_a_benchmark_json_into_figures():
+    from tests.benchmarks.run_all import figures_from_raw
+
+    rows = [{"model": "KWS", "board": "mps2-an386", "file": "kws.tflite", "instructions_per_inference": 7_000_000,
+             "instructions_per_mac": 2.5, "arena_bytes": 20000, "flash_bytes": 90000, "latency_ms_estimated": 60.0,
+             "bit_exact_vs_builtin_ref": True}]
+    figures = {f["name"]: f for f in figures_from_raw("bench_firmware_mlperf", {"rows": rows})}
+    assert figures["KWS on mps2-an386: instructions per inference"]["value"] == 7_000_000
+    assert figures["KWS on mps2-an386: latency ms estimated"]["method"] == "estimated"
