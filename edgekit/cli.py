@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--input-shape", type=_shape, help="input shape, e.g. 1,3,224,224 (TorchScript / factories)")
     q.add_argument("-o", "--outdir", type=Path, default=Path("out/quantize"), help="output folder (default out/quantize)")
     _add_tolerance(q, "defaults: cosine 0.98, top-1 0.95")
+    from edgekit.scale.cli import add_ray_arguments
+
+    add_ray_arguments(q)
     prec = q.add_argument_group("precision (each --format accepts a subset; others are refused with the reason)")
     prec.add_argument("--weights", default="int8", choices=["int8"], help="weight precision (default int8)")
     prec.add_argument("--activations", default="int8", choices=["int8", "int16", "float16"],
@@ -79,8 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--outdir", type=Path, help="write parity.json and report.md here")
     p.add_argument("--per-layer", action="store_true", help="also compare every intermediate tensor (two .tflite, two .onnx or two .mlpackage models; needs -o)")
     _add_tolerance(p, "default: not checked")
-    from edgekit.scale.cli import add_ray_arguments
-
     add_ray_arguments(p)
 
     for module in _command_modules():
@@ -116,6 +117,7 @@ def cmd_quantize(args) -> int:
     from edgekit.calibration.ranges import RangeOptions
     from edgekit.parity.tolerance import QUANTIZE_DEFAULT
     from edgekit.quantize import QuantizeOptions, quantize
+    from edgekit.scale.cli import ray_settings
 
     options = QuantizeOptions(
         method=args.method, range_options=RangeOptions(percentile=args.percentile), format=args.format,
@@ -123,7 +125,8 @@ def cmd_quantize(args) -> int:
         eval_data=args.eval_data, tolerance=_tolerance(args, QUANTIZE_DEFAULT),
         weights=args.weights, activations=args.activations, engine=args.engine, deployment_target=args.deployment_target,
         compute_units=args.compute_units, debug=args.debug, fallback=args.fallback, fallback_to=args.fallback_to,
-        keep_float=tuple(args.keep_float),
+        keep_float=tuple(args.keep_float), scale=ray_settings(args), scale_chunk=args.chunk,
+        scale_column=args.column,
     )
     if args.calib_size is not None and args.calib_size <= 0:
         raise UserError("--calib-size must be positive")
@@ -151,7 +154,8 @@ def cmd_parity(args) -> int:
         from edgekit.parity.layers import check_per_layer_models
 
         check_per_layer_models(args.reference, args.candidate)  # refuse before the parity run
-    from edgekit.scale.cli import execution_lines, parity_on_ray, ray_settings
+    from edgekit.scale.cli import parity_on_ray, ray_settings
+    from edgekit.scale.report import execution_lines
 
     scale = ray_settings(args)
     if scale is not None:

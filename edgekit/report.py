@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.provenance import host_info, tool_versions, utc_now
+from edgekit.scale.report import execution_lines
 
 
 def json_safe(value: Any) -> Any:
@@ -85,6 +86,7 @@ def write_quantize_report(
         f"## Parity: float reference vs quantized ({quantized.runner.describe().get('runtime', '?')}, held-out data)",
         "",
         *parity_section(parity),
+        *execution_lines(parity.data),
         "",
         *quantized.report_lines,
     ]

@@ -24,7 +24,7 @@ from edgekit.errors import ToolMissingError, UserError, first_line
 from edgekit.parity.compare import ParityReport, check_compatible, is_classification
 from edgekit.parity.streaming import TOP_K, ParitySums
 from edgekit.parity.tolerance import Tolerance
-from edgekit.scale.sources import ScaleSource, read_chunk
+from edgekit.scale.sources import Decoding, ScaleSource, read_chunk
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +96,12 @@ def _unreachable(address: str, why: str) -> UserError:
 class ParityActor:
     """One reference and one candidate runner per actor; ``__call__`` turns a batch of chunks into their statistics."""
 
-    def __init__(self, reference: str, candidate: str, source: ScaleSource, top_k: int = TOP_K) -> None:
+    def __init__(self, reference: str, candidate: str, decoding: Decoding, top_k: int = TOP_K) -> None:
         from edgekit.parity.runners import open_runner
 
         self.reference, self.candidate = open_runner(Path(reference)), open_runner(Path(candidate))
         self.inputs = self.reference.input_specs()
-        self.source = source
+        self.decoding = decoding
         self.top_k = top_k
 
     def __call__(self, batch: dict) -> dict:
@@ -109,7 +109,7 @@ class ParityActor:
         for blob in batch["chunk"]:
             chunk = pickle.loads(blob)
             sums = None
-            for row in read_chunk(chunk, self.source, self.inputs):
+            for row in read_chunk(chunk, self.decoding, self.inputs):
                 if row.sample is None:
                     sums = sums or ParitySums.empty(len(self.reference.output_names()), self.top_k)
                     sums.add_corrupt(row.name, row.error)
@@ -148,7 +148,7 @@ def ray_parity(
         with warnings.catch_warnings():  # Ray 2.60 warns that max_restarts & co. will become named parameters
             warnings.simplefilter("ignore")
             stats = ds.map_batches(
-                ParityActor, fn_constructor_args=(str(reference), str(candidate), source, top_k),
+                ParityActor, fn_constructor_args=(str(reference), str(candidate), source.decoding, top_k),
                 batch_size=1, compute=ray.data.ActorPoolStrategy(size=settings.workers), num_cpus=1,
                 max_restarts=-1, max_task_retries=-1,  # a dying worker is restarted and its chunk retried by Ray
             )

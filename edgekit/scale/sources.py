@@ -62,6 +62,10 @@ class ScaleSource:
     def samples(self) -> int:
         return sum(c.size for c in self.chunks)
 
+    @property
+    def decoding(self) -> "Decoding":
+        return Decoding(self.spec, self.column)
+
     def describe(self) -> dict:
         out = {"kind": self.kind, "path": str(self.path), "items": self.samples, "chunks": len(self.chunks)}
         if self.spec is not None:
@@ -191,7 +195,15 @@ def _parquet(path: Path, files: Sequence[Path], spec: Optional[PreprocessSpec], 
 
 # --- reading a chunk (where it is processed) ----------------------------------------------------------
 
-def read_chunk(chunk: Chunk, source: ScaleSource, inputs: Sequence[InputSpec]) -> Iterator[LoadedRow]:
+@dataclass(frozen=True)
+class Decoding:
+    """What a worker needs to turn raw items into inputs (small: it is shipped to every actor)."""
+
+    spec: Optional[PreprocessSpec] = None
+    column: Optional[str] = None
+
+
+def read_chunk(chunk: Chunk, source: "ScaleSource | Decoding", inputs: Sequence[InputSpec]) -> Iterator[LoadedRow]:
     """The rows of one chunk, each validated against the model inputs; bad rows come back with an error."""
     if chunk.kind == "images":
         from edgekit.preprocess import load_image
@@ -241,7 +253,7 @@ class _Offset:
         return self.array[row - self.start]
 
 
-def _parquet_rows(chunk: Chunk, source: ScaleSource, inputs: Sequence[InputSpec]) -> Iterator[LoadedRow]:
+def _parquet_rows(chunk: Chunk, source: "ScaleSource | Decoding", inputs: Sequence[InputSpec]) -> Iterator[LoadedRow]:
     import pyarrow.parquet as pq
 
     table = pq.ParquetFile(chunk.path).read_row_group(chunk.group)
@@ -257,7 +269,7 @@ def _parquet_rows(chunk: Chunk, source: ScaleSource, inputs: Sequence[InputSpec]
                        None if label is None else int(label))
 
 
-def _parquet_value(value, source: ScaleSource, spec: InputSpec) -> np.ndarray:
+def _parquet_value(value, source: "ScaleSource | Decoding", spec: InputSpec) -> np.ndarray:
     if isinstance(value, (bytes, bytearray)):
         if source.spec is None:
             raise CalibrationDataError(f"column {source.column!r} holds encoded images but no preprocessing spec was given",

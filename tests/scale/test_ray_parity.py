@@ -163,3 +163,23 @@ def test_ray_flags_refused_when_contradictory(kws_npz, capsys):
     base = ["parity", str(KWS_FLOAT), str(KWS_INT8), "--data", str(kws_npz)]
     assert main(base + ["--workers", "2"]) != 0 and "--workers applies to Ray runs only" in capsys.readouterr().err
     assert main(base + ["--ray", "--ray-address", "auto"]) != 0 and "give one" in capsys.readouterr().err
+
+
+def test_quantize_eval_data_on_ray(kws_npz, tmp_path, capsys):
+    """`edgekit quantize --eval-data DATA --ray`: calibration here, parity of the written models on Ray."""
+    from edgekit.cli import main
+
+    with np.load(kws_npz) as z:
+        np.save(tmp_path / "calib.npy", np.nan_to_num(z["x"][:16]))
+    out = tmp_path / "q"
+    code = main(["quantize", str(KWS_FLOAT), "--calib", str(tmp_path / "calib.npy"), "--eval-data", str(kws_npz),
+                 "--ray", "--workers", "1", "-o", str(out), "--min-cosine", "0.5", "--min-top1", "0.1"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    report = json.loads((out / "parity.json").read_text())
+    assert report["samples"] == 39 and report["data"]["execution"]["engine"] == "ray (local)"
+    assert report["data"]["corrupt"]["count"] == 1 and report["data"]["calibration"]["selected"] == 16
+    assert report["candidate"]["kernels"].startswith("LiteRT BUILTIN_WITHOUT_DEFAULT_DELEGATES")
+    assert "## How it ran" in (out / "report.md").read_text()
+    assert main(["quantize", str(KWS_FLOAT), "--calib", str(tmp_path / "calib.npy"), "--ray", "-o", str(tmp_path / "r")]) != 0
+    assert "--ray needs --eval-data" in capsys.readouterr().err and not (tmp_path / "r").exists()
