@@ -23,6 +23,7 @@ from edgekit.scale.sources import list_source
 from tests.conftest import MLPERF
 
 ray = pytest.importorskip("ray", reason="ray is pinned in requirements.lock (make install)")
+pytestmark = pytest.mark.slow  # one local Ray (2 CPUs) for the module: ~1 min on an idle 2-core machine
 
 KWS_FLOAT = MLPERF / "kws_ref_model_float32.tflite"
 KWS_INT8 = MLPERF / "kws_ref_model_int8.tflite"
