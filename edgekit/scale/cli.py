@@ -56,7 +56,8 @@ def parity_on_ray(args: argparse.Namespace, tolerance, settings: RaySettings, pr
         check_reachable(settings.address)  # before any work: an unreachable cluster fails in seconds
     inputs = open_runner(args.reference).input_specs()
     spec = PreprocessSpec.load(args.preprocess) if args.preprocess else None
-    source = list_source(Path(args.data), inputs, spec, chunk=args.chunk, column=args.column, limit=args.limit)
+    source = list_source(Path(args.data), inputs, spec, chunk=args.chunk, column=args.column, limit=args.limit,
+                         seed=args.seed)
     report = ray_parity(args.reference, args.candidate, source, settings=settings, tolerance=tolerance,
                         progress=progress("parity", source.samples))
     return report, report.data["dataset"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple
 
@@ -34,10 +34,15 @@ class Chunk:
     files: Tuple[str, ...] = ()
     labels: Tuple[Optional[int], ...] = ()
     group: int = -1                # Parquet row group
+    rows: Tuple[int, ...] = ()     # a seeded subset of [start, stop) (--limit), else all of it
 
     @property
     def size(self) -> int:
-        return len(self.files) if self.files else self.stop - self.start
+        return len(self.files) if self.files else (len(self.rows) if self.rows else self.stop - self.start)
+
+    @property
+    def row_ids(self) -> Sequence[int]:
+        return self.rows or range(self.start, self.stop)
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,10 @@ class ScaleSource:
 
 
 def list_source(path: Path, inputs: Sequence[InputSpec], spec: Optional[PreprocessSpec] = None, *,
-                chunk: int = DEFAULT_CHUNK, column: Optional[str] = None, limit: Optional[int] = None) -> ScaleSource:
-    """List PATH into chunks of at most ``chunk`` samples (``limit``: the first N samples)."""
+                chunk: int = DEFAULT_CHUNK, column: Optional[str] = None, limit: Optional[int] = None,
+                seed: int = 0) -> ScaleSource:
+    """List PATH into chunks of at most ``chunk`` samples (``limit``: a seeded subset of N samples, the
+    same one ``edgekit.calibration.dataset.whole`` picks from the same files)."""
     path = Path(path)
     if not path.exists():
         raise CalibrationDataError(f"data {path} does not exist")
@@ -100,22 +107,24 @@ def list_source(path: Path, inputs: Sequence[InputSpec], spec: Optional[Preproce
     if source.samples == 0:
         raise CalibrationDataError(f"data {path} is empty (no usable samples found)")
     if limit is not None:
-        source = ScaleSource(source.path, source.kind, _first(source.chunks, limit), source.spec, source.column)
+        source = ScaleSource(source.path, source.kind, _subset(source.chunks, limit, seed), source.spec, source.column)
     return source
 
 
-def _first(chunks: Sequence[Chunk], limit: int) -> List[Chunk]:
-    out, left = [], limit
+def _subset(chunks: Sequence[Chunk], limit: int, seed: int) -> List[Chunk]:
+    total = sum(c.size for c in chunks)
+    if limit >= total:
+        return list(chunks)
+    chosen = np.sort(np.random.default_rng(seed).permutation(total)[:limit])
+    out, offset = [], 0
     for c in chunks:
-        if left <= 0:
-            break
-        if c.size <= left:
-            out.append(c)
-        elif c.files:
-            out.append(Chunk(c.kind, c.path, files=c.files[:left], labels=c.labels[:left]))
-        else:
-            out.append(Chunk(c.kind, c.path, c.start, c.start + left, group=c.group))
-        left -= out[-1].size
+        picked = chosen[(chosen >= offset) & (chosen < offset + c.size)] - offset
+        if len(picked):
+            if c.files:
+                out.append(replace(c, files=tuple(c.files[i] for i in picked), labels=tuple(c.labels[i] for i in picked)))
+            else:
+                out.append(replace(c, rows=tuple(int(c.row_ids[i]) for i in picked)))
+        offset += c.size
     return out
 
 
@@ -228,17 +237,17 @@ def _array_rows(chunk: Chunk, inputs: Sequence[InputSpec]) -> Iterator[LoadedRow
             arrays = [np.load(chunk.path, mmap_mode="r", allow_pickle=False)]
         else:
             with np.load(chunk.path, allow_pickle=False) as z:
-                data = {k: z[k][chunk.start:chunk.stop] for k in z.files}
+                data = {k: z[k][chunk.start:chunk.stop] for k in z.files}  # npz members load whole: keep shards small
             key = next((k for k in LABEL_KEYS if k in data), None)
             labels = data.pop(key).reshape(-1) if key else None
             names = [i.name for i in inputs]
             arrays = [data[n] for n in names] if all(n in data for n in names) else [data[k] for k in sorted(data)]
             arrays = [_Offset(a, chunk.start) for a in arrays]
     except (OSError, ValueError, EOFError) as exc:
-        for row in range(chunk.start, chunk.stop):
+        for row in chunk.row_ids:
             yield LoadedRow(f"{chunk.path}[{row}]", None, error=first_line(exc))
         return
-    for row in range(chunk.start, chunk.stop):
+    for row in chunk.row_ids:
         label = int(labels[row - chunk.start]) if labels is not None else None
         yield _checked(f"{chunk.path}[{row}]", lambda row=row: [np.asarray(a[row])[None] for a in arrays], inputs, label)
 
@@ -257,13 +266,14 @@ def _parquet_rows(chunk: Chunk, source: "ScaleSource | Decoding", inputs: Sequen
     import pyarrow.parquet as pq
 
     table = pq.ParquetFile(chunk.path).read_row_group(chunk.group)
-    table = table.slice(0, chunk.stop - chunk.start)  # --limit may cut the last group
+    row_ids = list(chunk.row_ids)
+    if chunk.rows:  # --limit: a subset of the group
+        table = table.take([r - chunk.start for r in row_ids])
     label_key = next((k for k in LABEL_KEYS if k in table.column_names), None)
     values = table.column(source.column).to_pylist()
     labels = table.column(label_key).to_pylist() if label_key else [None] * len(values)
     ids = table.column("id").to_pylist() if "id" in table.column_names else None
-    for offset, (value, label) in enumerate(zip(values, labels)):
-        row = chunk.start + offset
+    for offset, (row, value, label) in enumerate(zip(row_ids, values, labels)):
         name = f"{chunk.path}[{row}]" + (f" (id {ids[offset]})" if ids else "")
         yield _checked(name, lambda value=value: [_parquet_value(value, source, inputs[0])], inputs,
                        None if label is None else int(label))

@@ -83,8 +83,12 @@ def test_npz_npy_shards_and_one_sample_files(tmp_path):
     source = list_source(singles, inputs)
     assert source.kind == "npy-folder" and [r.label for r in _rows(source, inputs)] == [4, 5, 6]
 
-    limited = list_source(shards, inputs, chunk=4, limit=5)
-    assert limited.samples == 5 and [c.size for c in limited.chunks] == [4, 1]
+    from edgekit.calibration import dataset as data
+
+    np.save(tmp_path / "all.npy", x)
+    limited = list_source(tmp_path / "all.npy", inputs, chunk=4, limit=5, seed=3)
+    expected = data.whole(data.open_source(tmp_path / "all.npy", [inputs[0].name]), limit=5, seed=3).indices
+    assert limited.samples == 5 and [r.name for r in _rows(limited, inputs)] == [f"{tmp_path / 'all.npy'}[{i}]" for i in expected]
 
 
 def test_parquet_image_and_tensor_columns(tmp_path):
@@ -108,6 +112,8 @@ def test_parquet_image_and_tensor_columns(tmp_path):
 
     by_image = list_source(tmp_path / "img.parquet", inputs, spec)
     assert by_image.column == "image" and len(by_image.chunks) == 3
+    subset = _rows(list_source(tmp_path / "img.parquet", inputs, spec, limit=2, seed=0), inputs)
+    assert len(subset) == 2 and all(r.name.endswith(f"img.parquet[{r.label}]") for r in subset)  # label == row here
     rows = _rows(by_image, inputs)
     assert [r.label for r in rows] == [0, 1, 2, 3, 4] and rows[3].sample is None and rows[3].name.endswith("img.parquet[3]")
     by_tensor = _rows(list_source(tmp_path / "t.parquet", inputs), inputs)
