@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--input-shape", type=_shape, help="input shape, e.g. 1,3,224,224 (TorchScript / factories)")
     q.add_argument("-o", "--outdir", type=Path, default=Path("out/quantize"), help="output folder (default out/quantize)")
     _add_tolerance(q, "defaults: cosine 0.98, top-1 0.95")
+    from edgekit.scale.cli import add_ray_arguments
+
+    add_ray_arguments(q)
     prec = q.add_argument_group("precision (each --format accepts a subset; others are refused with the reason)")
     prec.add_argument("--weights", default="int8", choices=["int8"], help="weight precision (default int8)")
     prec.add_argument("--activations", default="int8", choices=["int8", "int16", "float16"],
@@ -79,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--outdir", type=Path, help="write parity.json and report.md here")
     p.add_argument("--per-layer", action="store_true", help="also compare every intermediate tensor (two .tflite, two .onnx or two .mlpackage models; needs -o)")
     _add_tolerance(p, "default: not checked")
+    add_ray_arguments(p)
 
     for module in _command_modules():
         COMMANDS.update(module.register(sub))
@@ -114,6 +118,7 @@ def cmd_quantize(args) -> int:
     from edgekit.calibration.ranges import RangeOptions
     from edgekit.parity.tolerance import QUANTIZE_DEFAULT
     from edgekit.quantize import QuantizeOptions, quantize
+    from edgekit.scale.cli import ray_settings
 
     options = QuantizeOptions(
         method=args.method, range_options=RangeOptions(percentile=args.percentile), format=args.format,
@@ -121,7 +126,8 @@ def cmd_quantize(args) -> int:
         eval_data=args.eval_data, tolerance=_tolerance(args, QUANTIZE_DEFAULT),
         weights=args.weights, activations=args.activations, engine=args.engine, deployment_target=args.deployment_target,
         compute_units=args.compute_units, debug=args.debug, fallback=args.fallback, fallback_to=args.fallback_to,
-        keep_float=tuple(args.keep_float),
+        keep_float=tuple(args.keep_float), scale=ray_settings(args), scale_chunk=args.chunk,
+        scale_column=args.column,
     )
     if args.calib_size is not None and args.calib_size <= 0:
         raise UserError("--calib-size must be positive")
@@ -151,14 +157,22 @@ def cmd_parity(args) -> int:
         from edgekit.parity.layers import check_per_layer_models
 
         check_per_layer_models(args.reference, args.candidate)  # refuse before the parity run
-    reference, candidate = open_runner(args.reference), open_runner(args.candidate)
-    inputs = reference.input_specs()
-    spec = PreprocessSpec.load(args.preprocess) if args.preprocess else None
-    dataset = data.whole(data.open_source(args.data, [i.name for i in inputs], spec), limit=args.limit, seed=args.seed)
-    samples = dataset.samples(inputs)
-    with _progress_bars(sys.stderr.isatty()) as progress:
-        report = compare(reference, candidate, samples, tolerance=tolerance, labels=dataset.labels, progress=progress("parity", len(samples)))
-    report.data = dataset.describe()
+    from edgekit.scale.cli import parity_on_ray, ray_settings
+    from edgekit.scale.report import execution_lines
+
+    scale = ray_settings(args)
+    if scale is not None:
+        with _progress_bars(sys.stderr.isatty()) as progress:
+            report, described = parity_on_ray(args, tolerance, scale, progress)
+    else:
+        reference, candidate = open_runner(args.reference), open_runner(args.candidate)
+        inputs = reference.input_specs()
+        spec = PreprocessSpec.load(args.preprocess) if args.preprocess else None
+        dataset = data.whole(data.open_source(args.data, [i.name for i in inputs], spec), limit=args.limit, seed=args.seed)
+        samples = dataset.samples(inputs)
+        with _progress_bars(sys.stderr.isatty()) as progress:
+            report = compare(reference, candidate, samples, tolerance=tolerance, labels=dataset.labels, progress=progress("parity", len(samples)))
+        report.data = described = dataset.describe()
     layers = None
     if args.per_layer:
         from edgekit.parity.layers import per_layer_report
@@ -168,12 +182,12 @@ def cmd_parity(args) -> int:
     if args.outdir:
         with atomic_output_dir(args.outdir) as stage:
             (stage / "parity.json").write_text(json.dumps(json_safe(report.to_json()), indent=2) + "\n")
-            manifest = Manifest(command="parity", extra={"data": dataset.describe()})
+            manifest = Manifest(command="parity", extra={"data": described})
             manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", params={"thresholds": tolerance.to_json()}))
             layer_files = layers.write(stage) if layers is not None else []
             for name in layer_files:
                 manifest.add(Artifact.from_file(stage / name, format=Path(name).suffix.lstrip("."), stage="per-layer"))
-            lines = ["# edgekit parity", "", *parity_section(report)]
+            lines = ["# edgekit parity", "", *parity_section(report), *execution_lines(report.data)]
             if layers is not None:
                 lines += ["", "## Per layer", "", "Every intermediate tensor compared: " + ", ".join(f"`{n}`" for n in layer_files),
                           "", "Layers adding the most noise (lowest local SQNR):", ""]
@@ -194,6 +208,11 @@ def _print_parity(report) -> None:
     if report.accuracy:
         a = report.accuracy
         print(f"accuracy: reference {a['reference_top1']:.4f}, candidate {a['candidate_top1']:.4f} on {a['labels']} labelled samples")
+    run = (report.data or {}).get("execution") if isinstance(report.data, dict) else None
+    if run:
+        corrupt = report.data.get("corrupt", {}).get("count", 0)
+        print(f"ran on {run['engine']} with {run['workers']} worker(s): {run['samples_per_s']} samples/s, "
+              f"{run['wall_time_s']:.1f} s" + (f"; {corrupt} corrupt sample(s) skipped (see parity.json)" if corrupt else ""))
     if report.passed:
         print(f"parity PASSED on {report.samples} samples")
     else:

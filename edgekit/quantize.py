@@ -7,7 +7,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
 
 from edgekit.artifact import Artifact, Manifest
 from edgekit.atomic import atomic_output_dir, check_output_dir
@@ -20,6 +20,9 @@ from edgekit.parity.tolerance import QUANTIZE_DEFAULT, Tolerance
 from edgekit.preprocess import PreprocessSpec
 from edgekit.quantize_backend import FileContent, QuantizeInputs
 from edgekit.report import json_safe, write_quantize_report
+
+if TYPE_CHECKING:
+    from edgekit.scale.ray_parity import RaySettings
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,10 @@ class QuantizeOptions:
     fallback: str = "none"                    # none | auto: keep sensitive layers out of int8 until tolerance is met
     fallback_to: str = "float"                # float | int16 (16x8) for the layers --fallback picks
     keep_float: Tuple[str, ...] = ()          # op names or op types kept in float
+    # dataset scale: parity on --eval-data runs on Ray Data (edgekit.scale); None = in this process
+    scale: Optional["RaySettings"] = None
+    scale_chunk: int = 256
+    scale_column: Optional[str] = None        # Parquet column holding the input
 
     def params(self) -> dict:
         return {
@@ -122,6 +129,8 @@ def _export_quantize_compare_write(backend, model: str, calib: Path, outdir: Pat
     names = [i.name for i in inputs]
 
     source = data.open_source(Path(calib), names, spec)
+    if options.scale is not None:
+        return _quantize_with_ray_parity(backend, reference, model, source, outdir, options, spec, workdir, progress)
     if options.eval_data is not None:
         calib_set = data.whole(source, limit=options.calib_size, seed=options.seed)
         eval_source = data.open_source(Path(options.eval_data), names, spec)
@@ -144,6 +153,51 @@ def _export_quantize_compare_write(backend, model: str, calib: Path, outdir: Pat
         tolerance=options.tolerance, labels=eval_set.labels, progress=progress("parity", len(eval_samples)),
     )
     report.data = {"calibration": calib_set.describe(), "evaluation": eval_set.describe()}
+    return _write_outputs(model, outdir, options, reference, quantized, calib_set, report)
+
+
+def _quantize_with_ray_parity(backend, reference, model: str, source, outdir: Path, options: QuantizeOptions, spec,
+                              workdir: Path, progress: ProgressFactory) -> QuantizeResult:
+    """Quantize with the whole calibration source; parity on --eval-data runs on Ray from the written files."""
+    from edgekit.parity.runners import RUNNERS
+    from edgekit.export.detect import detect_kind
+    from edgekit.scale.ray_parity import check_reachable, ray_parity
+    from edgekit.scale.sources import list_source
+
+    problems = []
+    if options.eval_data is None:
+        problems.append("--ray needs --eval-data (the held-out data at scale)")
+    if options.fallback != "none" or options.debug:
+        problems.append("--fallback auto and --debug evaluate candidates in this process; they do not run on Ray")
+    if problems:
+        raise UserError("; ".join(problems), fix="pass --eval-data DATA and drop --fallback/--debug, or drop --ray")
+    if options.scale.address is not None:
+        check_reachable(options.scale.address)
+    inputs = reference.runner.input_specs()
+    eval_source = list_source(Path(options.eval_data), inputs, spec, chunk=options.scale_chunk,
+                              column=options.scale_column)  # listed, not loaded
+    calib_set = data.whole(source, limit=options.calib_size, seed=options.seed)
+    calib_samples = calib_set.samples(inputs)
+    quantized = backend.quantize(reference, QuantizeInputs(
+        calib_samples=calib_samples, eval_samples=[], calib_set=calib_set, eval_set=None,
+        workdir=workdir, progress=progress, preprocess=spec or getattr(source, "spec", None), eval_labels=None,
+    ), options)
+    files = workdir / "ray-parity"
+    files.mkdir()
+    _write_files(files, reference.files)
+    _write_files(files, quantized.files)
+    for main in (reference.main_file, quantized.main_file):
+        if detect_kind(str(files / main)).value not in RUNNERS:
+            raise UserError(f"--format {options.format}: parity of {main} does not run on Ray (no runner opens it in a worker)",
+                            fix="drop --ray, or use --format tflite / onnx")
+    report = ray_parity(files / reference.main_file, files / quantized.main_file, eval_source, settings=options.scale,
+                        tolerance=options.tolerance, progress=progress("parity", eval_source.samples))
+    report.data = {"calibration": calib_set.describe(), "evaluation": report.data["dataset"], **report.data}
+    return _write_outputs(model, outdir, options, reference, quantized, calib_set, report)
+
+
+def _write_outputs(model: str, outdir: Path, options: QuantizeOptions, reference, quantized, calib_set, report) -> QuantizeResult:
+    """OUTDIR, atomically: the models, parity.json, per-layer files, report.md and manifest.json."""
     if quantized.summary:
         report.data["quantization"] = quantized.summary
 

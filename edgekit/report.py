@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.provenance import host_info, tool_versions, utc_now
+from edgekit.scale.report import execution_lines
 
 
 def json_safe(value: Any) -> Any:
@@ -31,10 +32,18 @@ def fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+def kernel_lines(reference: dict, candidate: dict) -> list[str]:
+    """Which kernels computed each side (LiteRT models), and the 1-LSB caveat of the optimized ones."""
+    ran = [f"{side} on {d['kernels']}" for side, d in (("reference", reference), ("candidate", candidate)) if d and d.get("kernels")]
+    notes = sorted({d["kernels_note"] for d in (reference, candidate) if d and d.get("kernels_note")})
+    return ([f"Kernels: {'; '.join(ran)}."] if ran else []) + [f"Note: {n}." for n in notes]
+
+
 def parity_section(parity) -> list[str]:
     lines = [f"**Verdict: {'PASSED' if parity.passed else 'FAILED'}** on {parity.samples} samples", ""]
     thresholds = {k: v for k, v in parity.tolerance.to_json().items() if v is not None}
     lines.append(f"Thresholds: {', '.join(f'{k} {v}' for k, v in thresholds.items()) or 'none'}")
+    lines += kernel_lines(parity.reference, parity.candidate)
     for failure in parity.failures:
         lines.append(f"- FAILED {failure}")
     lines.append("")
@@ -77,6 +86,7 @@ def write_quantize_report(
         f"## Parity: float reference vs quantized ({quantized.runner.describe().get('runtime', '?')}, held-out data)",
         "",
         *parity_section(parity),
+        *execution_lines(parity.data),
         "",
         *quantized.report_lines,
     ]

@@ -120,7 +120,7 @@ class TFLiteInt8Converter:
                          "kernels), replace these layers with supported ones, or choose another --format")
             raise error
         return FloatReference(
-            runner=TFLiteRunner(float_model, kernels="reference", sha256=sha), kind=exported.kind.value,
+            runner=TFLiteRunner(float_model, kernels="optimized", sha256=sha), kind=exported.kind.value,
             route=exported.route, main_file="model_float.tflite", format="tflite-float32",
             files={"model_float.tflite": float_model.data}, sha256=sha, handle=float_model, notes=exported.notes,
         )
@@ -171,7 +171,7 @@ class TFLiteInt8Converter:
             summary["fallback"] = fallback.to_json()
             lines += fallback.markdown_lines()
         return QuantizedModel(
-            runner=TFLiteRunner(quantized_model, kernels="reference", sha256=sha256_bytes(result.tflite)),
+            runner=TFLiteRunner(quantized_model, kernels="optimized", sha256=sha256_bytes(result.tflite)),
             main_file=main_file, format=fmt_name, files={main_file: result.tflite},
             params={"precision": result.precision, "float_ops": list(result.float_ops)},
             report_lines=lines, summary=summary, per_layer=per_layer, handle=result,

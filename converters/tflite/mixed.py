@@ -97,7 +97,7 @@ def auto_fallback(
     def built(candidate_plan: Optional[PrecisionPlan], activations: str) -> Built:
         result = build(candidate_plan, activations)
         floats = [] if candidate_plan is None else [p.tensor for p in candidate_plan.resolve(ops) if p.precision == FLOAT]
-        return Built(result, TFLiteRunner(TFLiteModel(result.tflite), kernels="reference"), len(result.tflite), floats,
+        return Built(result, TFLiteRunner(TFLiteModel(result.tflite), kernels="optimized"), len(result.tflite), floats,
                      sum(macs.get(by_name[n].index, 0) for n in floats if n in by_name),
                      host_latency_ms(result.tflite, samples[0]))
 

@@ -14,6 +14,14 @@ from edgekit.tflite_model import TFLiteModel
 
 RUNNERS: Registry = Registry("model runner")
 
+# TFLiteRunner kernels -> TFLiteModel interpreter kind, and how reports name them.
+KERNELS = {"optimized": "plain", "reference": "reference"}
+KERNEL_NAMES = {"optimized": "LiteRT BUILTIN_WITHOUT_DEFAULT_DELEGATES (optimized kernels)",
+                "reference": "LiteRT BUILTIN_REF (reference kernels)"}
+OPTIMIZED_NOTE = ("int8 results of the optimized kernels may differ from the reference kernels (BUILTIN_REF, "
+                  "what the firmware matches bit for bit) by 1 LSB per op, which later ops can carry further "
+                  "(2 LSB measured at the output of the MLPerf Tiny AD autoencoder's FULLY_CONNECTED stack)")
+
 
 class ModelRunner:
     """One model on one runtime."""
@@ -34,9 +42,13 @@ class ModelRunner:
 
 @RUNNERS.register("tflite")
 class TFLiteRunner(ModelRunner):
-    """LiteRT; ``kernels='reference'`` uses BUILTIN_REF, the reference for bit-exactness."""
+    """LiteRT. ``kernels='optimized'`` (default): the builtin optimized kernels without default delegates,
+    for FP32-vs-INT8 parity, accuracy and statistics (45x faster than the reference kernels on MobileNetV2).
+    ``kernels='reference'``: BUILTIN_REF, only where bit-exactness is the question (host vs device, firmware)."""
 
-    def __init__(self, model: TFLiteModel, *, kernels: str = "reference", sha256: str | None = None) -> None:
+    def __init__(self, model: TFLiteModel, *, kernels: str = "optimized", sha256: str | None = None) -> None:
+        if kernels not in KERNELS:
+            raise ValueError(f"kernels must be one of {sorted(KERNELS)}, not {kernels!r}")
         self.model = model
         self.kernels = kernels
         self.sha256 = sha256
@@ -52,7 +64,7 @@ class TFLiteRunner(ModelRunner):
         return [o.name for o in self.model.outputs]
 
     def run(self, sample: Sample):
-        raw = self.model.run(sample, kind=self.kernels, raw=True)
+        raw = self.model.run(sample, kind=KERNELS[self.kernels], raw=True)
         from edgekit.tflite_model import dequantize
 
         return [dequantize(v, info) for v, info in zip(raw, self.model.outputs)], raw
@@ -63,7 +75,8 @@ class TFLiteRunner(ModelRunner):
             "sha256": self.sha256,
             "format": "tflite",
             "runtime": f"ai-edge-litert {tool_version('ai-edge-litert')}",
-            "kernels": "BUILTIN_REF" if self.kernels == "reference" else "BUILTIN (no delegates)",
+            "kernels": KERNEL_NAMES[self.kernels],
+            **({"kernels_note": OPTIMIZED_NOTE} if self.kernels == "optimized" else {}),
             "inputs": [{"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype), "scale": t.scale, "zero_point": t.zero_point} for t in self.model.inputs],
         }
 

@@ -243,12 +243,12 @@ def quantization_effect(float_model, calib_stats, live_stats, live: LoadedSet, m
     if not support.ok:
         return {"available": False, "reason": "the model cannot be quantized to int8 TFLite: "
                 + "; ".join(op.describe() for op in support.rejected)}
-    reference = TFLiteRunner(float_model, kernels="reference", sha256=sha256_bytes(float_model.data))
+    reference = TFLiteRunner(float_model, kernels="optimized", sha256=sha256_bytes(float_model.data))
     out: Dict[str, Any] = {"available": True, "samples": len(live.samples)}
     for label, stats in (("with_calibration_set", calib_stats), ("with_live_data", live_stats)):
         result = converter.convert(float_model, choose_ranges(stats, method, options))
         int8 = TFLiteModel(result.tflite, source=f"int8 ({label})")
-        report = compare(reference, TFLiteRunner(int8, kernels="reference", sha256=sha256_bytes(result.tflite)),
+        report = compare(reference, TFLiteRunner(int8, kernels="optimized", sha256=sha256_bytes(result.tflite)),
                          live.samples, tolerance=Tolerance(), labels=live.labels)
         entry = {"sha256": sha256_bytes(result.tflite), "outputs": report.outputs}
         if report.accuracy:

@@ -1,0 +1,1 @@
+"""Past one machine: dataset-scale parity on Ray Data."""

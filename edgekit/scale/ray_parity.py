@@ -1,0 +1,196 @@
+"""Dataset-scale parity on Ray Data.
+
+The dataset is listed into chunks (edgekit.scale.sources); ``map_batches`` hands chunks to a callable
+class that holds ONE reference and ONE candidate runner per actor (LiteRT, onnxruntime or our Core ML
+evaluator, whatever ``open_runner`` picks), reads and preprocesses the chunk there, runs both models and
+returns the chunk's sufficient statistics (edgekit.parity.streaming). The driver merges them: the
+result does not depend on the number of workers, and memory does not grow with the dataset.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import socket
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+import numpy as np
+
+from edgekit.errors import ToolMissingError, UserError, first_line
+from edgekit.parity.compare import ParityReport, check_compatible, is_classification
+from edgekit.parity.streaming import TOP_K, ParitySums
+from edgekit.parity.tolerance import Tolerance
+from edgekit.scale.sources import Decoding, ScaleSource, read_chunk
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """How to run: ``address`` None = a local Ray started for the run; ``workers`` = actors (one model pair each)."""
+
+    address: Optional[str] = None
+    workers: int = 1
+
+    @property
+    def engine(self) -> str:
+        return "ray (local)" if self.address is None else f"ray ({self.address})"
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise ToolMissingError("ray", "pip install 'ray[data]==2.60.0' (or run `make install`)") from None
+    return ray
+
+
+def connect(settings: RaySettings) -> bool:
+    """Join or start Ray; True when this call started it (the caller shuts it down). Unreachable: fails in seconds."""
+    ray = _ray()
+    if settings.address is not None:
+        check_reachable(settings.address)
+    if ray.is_initialized():  # a caller (a test, a notebook) already joined a cluster: use it
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    common = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if settings.address is None:
+        ray.init(num_cpus=max(settings.workers, 1), **common)
+        return True
+    try:
+        ray.init(address=settings.address, **{k: v for k, v in common.items() if k != "include_dashboard"})
+    except Exception as exc:  # ConnectionError, RuntimeError, grpc errors: all mean "cannot join"
+        raise _unreachable(settings.address, first_line(exc)) from None
+    return True
+
+
+def check_reachable(address: str) -> None:
+    """A TCP connect to host:port of ``ray://host:port`` / ``host:port`` within CONNECT_TIMEOUT_S
+    (``auto`` is left to Ray, which fails at once when no local cluster is running)."""
+    if address == "auto":
+        return
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"Ray address {address!r} is not host:port, ray://host:port or auto",
+                        fix="pass e.g. --ray-address ray://head-node:10001, --ray-address auto, or --ray for a local Ray")
+    try:
+        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise _unreachable(address, exc.strerror or str(exc)) from None
+
+
+def _unreachable(address: str, why: str) -> UserError:
+    return UserError(f"cannot reach the Ray cluster at {address}: {why}",
+                     fix="start it (`ray start --head` on the head node; clients use ray://HEAD:10001), check the address "
+                         "and firewall, or run on this machine with --ray instead of --ray-address")
+
+
+class ParityActor:
+    """One reference and one candidate runner per actor; ``__call__`` turns a batch of chunks into their statistics."""
+
+    def __init__(self, reference: str, candidate: str, decoding: Decoding, top_k: int = TOP_K) -> None:
+        from edgekit.parity.runners import open_runner
+
+        self.reference, self.candidate = open_runner(Path(reference)), open_runner(Path(candidate))
+        self.inputs = self.reference.input_specs()
+        self.decoding = decoding
+        self.top_k = top_k
+
+    def __call__(self, batch: dict) -> dict:
+        out = []
+        for blob in batch["chunk"]:
+            chunk = pickle.loads(blob)
+            sums = None
+            for row in read_chunk(chunk, self.decoding, self.inputs):
+                if row.sample is None:
+                    sums = sums or ParitySums.empty(len(self.reference.output_names()), self.top_k)
+                    sums.add_corrupt(row.name, row.error)
+                    continue
+                r, rr = self.reference.run(row.sample)
+                c, cr = self.candidate.run(row.sample)
+                if sums is None:
+                    sums = ParitySums.empty(len(r), self.top_k)
+                sizes = [int(np.prod(s.shape[1:])) for s in self.inputs]
+                flags = [is_classification(np.asarray(o)[None], sizes) for o in r]
+                sums.add_sample(row.name, r, c, rr, cr, flags, row.label)
+            out.append(pickle.dumps(sums))
+        return {"sums": np.array(out, dtype=object)}
+
+
+def ray_parity(
+    reference: Path, candidate: Path, source: ScaleSource, *, settings: RaySettings, tolerance: Tolerance,
+    top_k: int = TOP_K, progress: Optional[Callable[[int], None]] = None,
+) -> ParityReport:
+    """Parity of two model files over a listed dataset on Ray; the report's data says how it ran."""
+    from edgekit.parity.runners import open_runner
+
+    ref_runner, cand_runner = open_runner(Path(reference)), open_runner(Path(candidate))  # fail early, describe
+    check_compatible(ref_runner.input_specs(), cand_runner.input_specs())
+    ray = _ray()
+    started = connect(settings)
+    t0 = time.perf_counter()
+    try:
+        import ray.data
+
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False
+        ctx.print_on_execution_start = False
+        chunks = [{"chunk": pickle.dumps(c)} for c in source.chunks]
+        ds = ray.data.from_items(chunks, override_num_blocks=len(chunks))
+        with warnings.catch_warnings():  # Ray 2.60 warns that max_restarts & co. will become named parameters
+            warnings.simplefilter("ignore")
+            stats = ds.map_batches(
+                ParityActor, fn_constructor_args=(str(reference), str(candidate), source.decoding, top_k),
+                batch_size=1, compute=ray.data.ActorPoolStrategy(size=settings.workers), num_cpus=1,
+                max_restarts=-1, max_task_retries=-1,  # a dying worker is restarted and its chunk retried by Ray
+            )
+        total = ParitySums.empty(len(cand_runner.output_names()), top_k)
+        for batch in stats.iter_batches(batch_size=1, batch_format="numpy", prefetch_batches=0):
+            for blob in batch["sums"]:
+                part = pickle.loads(blob)
+                if part is not None:
+                    total.merge(part)
+                    if progress:
+                        progress(part.samples + part.corrupt)
+        resources = ray.cluster_resources()
+    finally:
+        if started:
+            ray.shutdown()
+    wall = time.perf_counter() - t0
+    report = report_from_sums(ref_runner, cand_runner, total, tolerance)
+    report.data = {
+        "dataset": source.describe(),
+        "execution": {"engine": settings.engine, "workers": settings.workers, "cluster_cpus": resources.get("CPU"),
+                      "samples": total.samples, "wall_time_s": round(wall, 3),
+                      "samples_per_s": round(total.samples / wall, 2) if wall > 0 else None},
+        "corrupt": {"count": total.corrupt, "samples": total.corrupt_names},
+        "worst_samples": total.worst_samples(),
+        "flips": total.flipped_samples(),
+    }
+    return report
+
+
+def report_from_sums(reference, candidate, sums: ParitySums, tolerance: Tolerance) -> ParityReport:
+    """The ParityReport ``compare`` would give on the same samples, from merged statistics."""
+    if sums.samples == 0:
+        raise UserError(f"no usable samples: all {sums.corrupt} were corrupt, e.g. "
+                        + "; ".join(sums.corrupt_names[:3]), fix="fix the data or pass other --data")
+    report = ParityReport(reference.describe(), candidate.describe(), sums.samples, tolerance)
+    classification = [out.top1_samples > 0 for out in sums.outputs]  # decided per sample, like compare()
+    for name, out, flag in zip(candidate.output_names(), sums.outputs, classification):
+        metrics = out.metrics(flag)
+        report.outputs.append({"name": name, **metrics})
+        report.failures.extend(tolerance.failures(name, metrics))
+    if sums.labelled and sums.labelled == sums.samples and classification and classification[0]:
+        report.accuracy = {"labels": sums.labelled, "reference_top1": sums.reference_correct / sums.labelled,
+                           "candidate_top1": sums.candidate_correct / sums.labelled}
+        report.accuracy["drop"] = report.accuracy["reference_top1"] - report.accuracy["candidate_top1"]
+    return report
