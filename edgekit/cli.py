@@ -32,6 +32,18 @@ def _add_tolerance(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--min-sqnr-db", type=float, help=f"minimum SQNR in dB per output ({default})")
 
 
+def _add_mobile_quantize_options(parser: argparse.ArgumentParser) -> None:
+    from edgekit.mobile.options import add_quantize_options
+
+    add_quantize_options(parser)
+
+
+def _model_info(args):
+    from edgekit.mobile.options import model_info_from_args
+
+    return model_info_from_args(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from edgekit.calibration.ranges import RANGE_METHODS
 
@@ -60,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     prec.add_argument("--engine", help="onnx: ort (onnxruntime quantize_static, default) | nncf")
     prec.add_argument("--deployment-target", help="coreml: iOS16 | iOS17 | iOS18 (default: the minimum the precision needs)")
     prec.add_argument("--compute-units", default="all", help="coreml: all | cpu_and_ne | cpu_only (recorded in the model)")
+    _add_mobile_quantize_options(q)
     dbg = q.add_argument_group("per-layer analysis and mixed precision")
     dbg.add_argument("--debug", action="store_true", help="compare every intermediate tensor float vs quantized (layers.json/md/png)")
     dbg.add_argument("--fallback", default="none", choices=["none", "auto"],
@@ -120,7 +133,7 @@ def cmd_quantize(args) -> int:
         eval_data=args.eval_data, tolerance=_tolerance(args, QUANTIZE_DEFAULT),
         weights=args.weights, activations=args.activations, engine=args.engine, deployment_target=args.deployment_target,
         compute_units=args.compute_units, debug=args.debug, fallback=args.fallback, fallback_to=args.fallback_to,
-        keep_float=tuple(args.keep_float),
+        keep_float=tuple(args.keep_float), io=args.io, labels=args.labels, model_info=_model_info(args),
     )
     if args.calib_size is not None and args.calib_size <= 0:
         raise UserError("--calib-size must be positive")

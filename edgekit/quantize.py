@@ -7,7 +7,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from edgekit.artifact import Artifact, Manifest
 from edgekit.atomic import atomic_output_dir
@@ -49,6 +49,10 @@ class QuantizeOptions:
     fallback: str = "none"                    # none | auto: keep sensitive layers out of int8 until tolerance is met
     fallback_to: str = "float"                # float | int16 (16x8) for the layers --fallback picks
     keep_float: Tuple[str, ...] = ()          # op names or op types kept in float
+    # mobile packaging (TFLite metadata; see edgekit/mobile)
+    io: str = "int8"                          # tflite: input/output type int8 | uint8 | float32 (inside int8)
+    labels: Optional[Path] = None             # class names, one per line (default: names/ids from the data)
+    model_info: Any = None                    # edgekit.mobile.tflite_metadata.ModelInfo (name, version, author, ...)
 
     def params(self) -> dict:
         return {
@@ -66,6 +70,9 @@ class QuantizeOptions:
             "fallback": self.fallback,
             "fallback_to": self.fallback_to if self.fallback != "none" else None,
             "keep_float": list(self.keep_float),
+            "io": self.io,
+            "labels": str(self.labels) if self.labels else None,
+            "model_info": self.model_info.given() if self.model_info is not None else None,
         }
 
 
