@@ -104,6 +104,7 @@ COMMAND_MODULES = (
     "edgekit.run.cli",           # run, devices
     "edgekit.preprocessing.cli", # preprocess-parity, calib-check
     "edgekit.compile.cli",       # compile (Arm Ethos-U via Vela)
+    "edgekit.mobile.inspect_cli",  # inspect (TFLite metadata, I/O, ops)
 )
 
 
