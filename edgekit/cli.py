@@ -105,6 +105,7 @@ COMMAND_MODULES = (
     "edgekit.preprocessing.cli", # preprocess-parity, calib-check
     "edgekit.compile.cli",       # compile (Arm Ethos-U via Vela)
     "edgekit.mobile.inspect_cli",  # inspect (TFLite metadata, I/O, ops)
+    "edgekit.mobile.package_cli",  # package --ios (Swift/Vision snippet + README)
 )
 
 
