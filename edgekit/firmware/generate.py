@@ -86,9 +86,12 @@ def load_model_bytes(model: Union[Path, str, bytes]) -> Tuple[bytes, str]:
             raise InvalidModelError(f"{path} is a folder without {MODEL_FILE}", fix="pass the int8 .tflite file")
         path = candidate
     try:
-        return path.read_bytes(), str(path)
+        data = path.read_bytes()
     except OSError as exc:
         raise InvalidModelError(f"cannot read model {path}: {exc.strerror}", fix="check the path") from None
+    from edgekit.mobile.tflite_metadata import model_part
+
+    return model_part(data), str(path)  # the flatbuffer only: labels/provenance packed after it stay on the host
 
 
 def firmware_sources_hash() -> str:
