@@ -19,3 +19,14 @@ def cmd_compile_gpu(args) -> int:
             print(f"  on the CPU: #{op['index']} {op['op']} -> {op['output'][:60]}: "
                   f"{why if why != 'accepted' else 'outside the largest partition'}")
     return 0
+
+
+def cmd_compile_ane(args) -> int:
+    from edgekit.mobile.coreml_placement import compile_for_ane
+
+    outdir = args.outdir or Path("out") / "compile" / f"{args.model.stem}-ane"
+    report = compile_for_ane(args.model, outdir)
+    print(f"wrote {outdir}/coreml_placement.json, report.md")
+    print(f"{len(report['ops'])} ops ({', '.join(f'{k} x{v}' for k, v in report['op_counts'].items())}); "
+          f"Neural Engine placement: {report['ops'][0]['neural_engine'] if report['ops'] else 'no ops'}")
+    return 0

@@ -243,3 +243,13 @@ def test_torchscript_w8_with_float32_interface_and_w8a8_refused(tmp_path, capsys
     spec = _metadata(out / "model_w8.mlpackage").get_spec()
     float32 = 65568  # ArrayFeatureType.FLOAT32: fp16 compute inside, float32 in and out for the app
     assert [f.type.multiArrayType.dataType for f in list(spec.description.input) + list(spec.description.output)] == [float32] * 2
+
+
+@pytest.mark.slow
+def test_compile_ane_lists_the_program_ops(w8a8, tmp_path, capsys):
+    _, out = w8a8
+    assert run_cli("compile", out / "model_w8a8.mlpackage", "--target", "ane", "-o", tmp_path / "ane") == 0
+    report = json.loads((tmp_path / "ane" / "coreml_placement.json").read_text())
+    assert {"conv", "quantize", "dequantize", "classify"} <= set(report["op_counts"]) and "const" not in report["op_counts"]
+    assert all("--compute-units each" in o["neural_engine"] for o in report["ops"])
+    assert "| conv |" in (tmp_path / "ane" / "report.md").read_text()
