@@ -31,9 +31,7 @@ def provenance(*, source: str, source_sha256: Optional[str], precision: str, par
     if preprocess is not None:
         data["preprocess"] = json.dumps(preprocess, sort_keys=True)
     data["provenance_version"] = PROVENANCE_VERSION
-    entries = {PREFIX + k: str(v) for k, v in data.items()}
-    entries[PREFIX + "provenance_sha256"] = provenance_digest(entries)
-    return entries
+    return {PREFIX + k: str(v) for k, v in data.items()}
 
 
 def provenance_digest(entries: Dict[str, str]) -> str:
@@ -62,8 +60,10 @@ def apply_metadata(mlmodel, *, source: str, precision: str, entries: Dict[str, s
             mlmodel.output_description[name] = text
     if image is not None and labels:
         mlmodel.user_defined_metadata[PREVIEW_TYPE_KEY] = "imageClassifier"
+    entries = dict(entries)
     if given.get("name"):
-        mlmodel.user_defined_metadata[PREFIX + "model_name"] = given["name"]
+        entries[PREFIX + "model_name"] = given["name"]
+    entries[PREFIX + "provenance_sha256"] = provenance_digest(entries)  # last: it seals every entry above
     for key, value in entries.items():
         mlmodel.user_defined_metadata[key] = value
 
