@@ -194,13 +194,17 @@ def model_part(data: bytes) -> bytes:
 
 
 def _zip_start(data: bytes) -> Optional[int]:
+    """Offset of a zip archive appended to the flatbuffer, or None (a plain model, or bytes that only look like one)."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             infos = zf.infolist()
             # zipfile shifts every header_offset by the bytes before the archive, so these are file offsets
-            return min(i.header_offset for i in infos) if infos else None
-    except zipfile.BadZipFile:
+            start = min(i.header_offset for i in infos) if infos else None
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, IndexError):
         return None
+    if start is None or start <= 8 or data[start:start + 4] != b"PK\x03\x04":
+        return None
+    return start
 
 
 def write_metadata(tflite: bytes, content: MetadataContent) -> bytes:
@@ -255,11 +259,10 @@ def read_metadata(tflite: bytes) -> Optional[Dict[str, Any]]:
 
 def packed_files(tflite: bytes) -> Dict[str, str]:
     """{name: text} of the files appended to the model (empty when there are none)."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(tflite)) as zf:
-            return {i.filename: zf.read(i.filename).decode("utf-8", "replace") for i in zf.infolist()}
-    except zipfile.BadZipFile:
+    if _zip_start(tflite) is None:
         return {}
+    with zipfile.ZipFile(io.BytesIO(tflite)) as zf:
+        return {i.filename: zf.read(i.filename).decode("utf-8", "replace") for i in zf.infolist()}
 
 
 def _plain(value):

@@ -96,6 +96,7 @@ def _edgekit_scores(model_path, data, count):
     return files, reference, xnnpack, dataset.labels[:count]
 
 
+@pytest.mark.slow  # the module quantizes the digits model twice (uint8 and float32 I/O)
 @pytest.mark.parametrize("which", ["uint8", "float32"])
 def test_mediapipe_classifies_with_our_labels_and_scores(which, digits, request, record_property):
     model_path, result = request.getfixturevalue(f"{which}_model" if which == "uint8" else "float_model")
@@ -116,6 +117,7 @@ def test_mediapipe_classifies_with_our_labels_and_scores(which, digits, request,
     assert summary["io"] == which and summary["labels"] == 10 and summary["labels_source"].endswith("labels.txt")
 
 
+@pytest.mark.slow
 def test_uint8_input_takes_raw_pixels_and_metadata_reads_back(uint8_model, digits, cli, capsys):
     model_path, _ = uint8_model
     from edgekit.mobile.tflite_metadata import read_metadata
