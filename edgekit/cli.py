@@ -32,6 +32,18 @@ def _add_tolerance(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--min-sqnr-db", type=float, help=f"minimum SQNR in dB per output ({default})")
 
 
+def _add_mobile_quantize_options(parser: argparse.ArgumentParser) -> None:
+    from edgekit.mobile.options import add_quantize_options
+
+    add_quantize_options(parser)
+
+
+def _model_info(args):
+    from edgekit.mobile.options import model_info_from_args
+
+    return model_info_from_args(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from edgekit.calibration.ranges import RANGE_METHODS
 
@@ -63,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     prec.add_argument("--engine", help="onnx: ort (onnxruntime quantize_static, default) | nncf")
     prec.add_argument("--deployment-target", help="coreml: iOS16 | iOS17 | iOS18 (default: the minimum the precision needs)")
     prec.add_argument("--compute-units", default="all", help="coreml: all | cpu_and_ne | cpu_only (recorded in the model)")
+    _add_mobile_quantize_options(q)
     dbg = q.add_argument_group("per-layer analysis and mixed precision")
     dbg.add_argument("--debug", action="store_true", help="compare every intermediate tensor float vs quantized (layers.json/md/png)")
     dbg.add_argument("--fallback", default="none", choices=["none", "auto"],
@@ -96,6 +109,8 @@ COMMAND_MODULES = (
     "edgekit.preprocessing.cli", # preprocess-parity, calib-check
     "edgekit.compile.cli",       # compile (Arm Ethos-U via Vela)
     "edgekit.verify_cli",        # verify
+    "edgekit.mobile.inspect_cli",  # inspect (TFLite metadata, I/O, ops)
+    "edgekit.mobile.package_cli",  # package --ios (Swift/Vision snippet + README)
 )
 
 
@@ -128,6 +143,7 @@ def cmd_quantize(args) -> int:
         compute_units=args.compute_units, debug=args.debug, fallback=args.fallback, fallback_to=args.fallback_to,
         keep_float=tuple(args.keep_float), scale=ray_settings(args), scale_chunk=args.chunk,
         scale_column=args.column,
+        io=args.io, labels=args.labels, model_info=_model_info(args),
     )
     if args.calib_size is not None and args.calib_size <= 0:
         raise UserError("--calib-size must be positive")

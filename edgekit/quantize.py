@@ -7,7 +7,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
 from edgekit.artifact import Artifact, Manifest
 from edgekit.atomic import atomic_output_dir, check_output_dir
@@ -56,6 +56,10 @@ class QuantizeOptions:
     scale: Optional["RaySettings"] = None
     scale_chunk: int = 256
     scale_column: Optional[str] = None        # Parquet column holding the input
+    # mobile packaging (TFLite metadata; see edgekit/mobile)
+    io: str = "int8"                          # tflite: input/output type int8 | uint8 | float32 (inside int8)
+    labels: Optional[Path] = None             # class names, one per line (default: names/ids from the data)
+    model_info: Any = None                    # edgekit.mobile.tflite_metadata.ModelInfo (name, version, author, ...)
 
     def params(self) -> dict:
         return {
@@ -73,6 +77,9 @@ class QuantizeOptions:
             "fallback": self.fallback,
             "fallback_to": self.fallback_to if self.fallback != "none" else None,
             "keep_float": list(self.keep_float),
+            "io": self.io,
+            "labels": str(self.labels) if self.labels else None,
+            "model_info": self.model_info.given() if self.model_info is not None else None,
         }
 
 

@@ -75,6 +75,8 @@ class CoreMLConverter:
         target = deployment_target(options)
         outputs, _ = reference.runner.run([np.zeros(source.input_shape, np.float32)])
         labels = class_labels(inputs, outputs[0].shape) if len(outputs) == 1 else None
+        if options.labels is not None:
+            labels = _labels_from_file(options.labels, outputs)
         image = image_input(source.input_name, source.input_shape, inputs)
         to_feeds = PixelFeeds(image) if image is not None else None
         settings = dict(input_name=source.input_name, input_shape=source.input_shape,
@@ -105,7 +107,8 @@ class CoreMLConverter:
         else:
             quantized = quantize_weights_int8(to_ml_program(source, source.program, ProgramSettings(**settings, float16=True)))
         apply_metadata(quantized, source=source.model, precision=precision.name,
-                       entries=provenance(precision=precision.name, params=params, **meta))
+                       entries=provenance(precision=precision.name, params=params, **meta),
+                       info=options.model_info, image=image, labels=labels)
         name = f"model_{precision.name.lower()}.mlpackage"
         path = inputs.workdir / name
         save_package(quantized, path)
@@ -144,6 +147,19 @@ class CoreMLConverter:
                 "the converted Core ML program has folded requantizations (coremltools' int_op_canonicalization "
                 "came back?): " + "; ".join(folds[:5])
             )
+
+
+def _labels_from_file(path: Path, outputs) -> List[str]:
+    """--labels: one class name per line, as many as the single (1, N) output has classes."""
+    from edgekit.mobile.tflite_package import classification_output, read_labels_file
+
+    names = read_labels_file(path)
+    shapes = [np.asarray(o).shape for o in outputs]
+    index = classification_output(shapes)
+    if index is None or max(shapes[index]) != len(names):
+        raise UserError(f"--labels {path} has {len(names)} names, the model's outputs are {[list(s) for s in shapes]}",
+                        fix="write exactly one name per class, line i = output index i")
+    return names
 
 
 def _float_params(params: dict) -> dict:

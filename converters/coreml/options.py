@@ -58,6 +58,8 @@ def option_problems(options) -> List[str]:
         )
     if options.engine is not None:
         problems.append(f"--engine {options.engine} (ONNX only)")
+    if getattr(options, "io", "int8") != "int8":
+        problems.append(f"--io {options.io} (TFLite only; a Core ML image model takes pixels through its ImageType input)")
     if options.deployment_target is not None:
         if options.deployment_target not in DEPLOYMENT_TARGETS:
             problems.append(f"--deployment-target {options.deployment_target} (valid: {', '.join(DEPLOYMENT_TARGETS)})")

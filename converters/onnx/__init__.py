@@ -63,6 +63,10 @@ class OnnxQdqConverter:
         elif options.fallback_to != "float":
             problems.append(f"--fallback-to {options.fallback_to} (--format onnx keeps 8-bit activations; "
                             "its fallback is float: use --fallback-to float)")
+        if getattr(options, "io", "int8") != "int8":
+            problems.append(f"--io {options.io} (TFLite only; the ONNX QDQ model takes float input)")
+        if getattr(options, "labels", None) is not None or getattr(options, "model_info", None) is not None:
+            problems.append("--labels / --model-name / --author / --license / --version (TFLite and Core ML metadata only)")
         if options.fallback != "none" and engine == "nncf":
             problems.append("--fallback auto with --engine nncf (every nncf.quantize call recalibrates: NNCF 3.4's "
                             "statistics cache is OpenVINO-only; use --engine ort for --fallback auto, or --keep-float "

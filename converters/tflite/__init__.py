@@ -13,6 +13,9 @@ from edgekit.calibration.statistics import cache_key, collect_statistics
 from edgekit.converters import CONVERTERS
 from edgekit.errors import UnsupportedOpError
 from edgekit.export import to_float_tflite
+from edgekit.mobile.io_types import IO_TYPES
+from edgekit.mobile.tflite_metadata import ModelInfo
+from edgekit.mobile.tflite_package import package_tflite
 from edgekit.parity.runners import TFLiteRunner
 from edgekit.provenance import sha256_bytes
 from edgekit.quantize_backend import FloatReference, QuantizedModel, QuantizeInputs
@@ -36,6 +39,7 @@ class Int8Result:
     support: SupportReport
     activations: str = "int8"          # int8 | int16 (16x8)
     float_ops: Tuple[str, ...] = ()     # float-model op names kept in float
+    io: str = "int8"                    # input/output type (--io)
 
     @property
     def precision(self) -> str:
@@ -90,6 +94,10 @@ class TFLiteInt8Converter:
                 problems.append(f"{flag} {value} (Core ML / ONNX only)")
         if options.compute_units != "all":
             problems.append(f"--compute-units {options.compute_units} (Core ML only)")
+        if options.io not in IO_TYPES:
+            problems.append(f"--io {options.io} (use {' | '.join(IO_TYPES)})")
+        elif options.io != "int8" and (options.activations == "int16" or options.fallback_to == "int16"):
+            problems.append(f"--io {options.io} with int16 activations (16x8 models keep int16 input/output; use --io int8)")
         problems += self._precision_problems(options)
         return problems
 
@@ -138,7 +146,8 @@ class TFLiteInt8Converter:
         calibrated = calibrated_flatbuffer(float_model.data, ranges)  # one calibration for every variant
 
         def build(candidate_plan: Optional[PrecisionPlan], activations: str) -> Int8Result:
-            return self.convert(float_model, ranges, plan=candidate_plan, activations=activations, calibrated=calibrated)
+            return self.convert(float_model, ranges, plan=candidate_plan, activations=activations, calibrated=calibrated,
+                                io=options.io if activations == "int8" else "int8")
 
         fallback = None
         if options.fallback == "auto":
@@ -151,6 +160,13 @@ class TFLiteInt8Converter:
         else:
             result = build(plan, options.activations)
         main_file, fmt_name = _OUTPUTS[result.precision]
+        packaged = package_tflite(result.tflite, inputs=inputs, io=result.io, info=options.model_info or ModelInfo(),
+                                  labels_file=options.labels, provenance={
+                                      "source_kind": reference.kind, "export_route": reference.route,
+                                      "float_model_sha256": reference.sha256, "float_model_format": reference.format,
+                                      "calibration_fingerprint": inputs.calib_set.fingerprint, "method": options.method,
+                                      "precision": result.precision})
+        result = replace(result, tflite=packaged.tflite)
         quantized_model = TFLiteModel(result.tflite, source=main_file)
         per_layer = None
         if options.debug:
@@ -163,27 +179,30 @@ class TFLiteInt8Converter:
             planned = plan.resolve(ops)
         summary = {
             "precision": result.precision,
+            "mobile": packaged.summary,
             "plan": plan.to_json() if plan is not None else {"global": INT16X8, "why": "--fallback-to int16"},
             "ops": [p.__dict__ for p in planned],
         }
-        lines = tflite_sections(stats, ranges, result) + _plan_lines(planned, result)
+        lines = tflite_sections(stats, ranges, result) + _plan_lines(planned, result) + packaged.report_lines
         if fallback is not None:
             summary["fallback"] = fallback.to_json()
             lines += fallback.markdown_lines()
         return QuantizedModel(
             runner=TFLiteRunner(quantized_model, kernels="optimized", sha256=sha256_bytes(result.tflite)),
             main_file=main_file, format=fmt_name, files={main_file: result.tflite},
-            params={"precision": result.precision, "float_ops": list(result.float_ops)},
+            params={"precision": result.precision, "float_ops": list(result.float_ops), "io": result.io},
             report_lines=lines, summary=summary, per_layer=per_layer, handle=result,
         )
 
     def convert(
         self, model: TFLiteModel, ranges: Dict[int, Tuple[float, float]], *,
         plan: Optional[PrecisionPlan] = None, activations: str = "int8", calibrated: Optional[bytes] = None,
+        io: str = "int8",
     ) -> Int8Result:
         """Quantize with ``ranges`` (``calibrated``: the same ranges already written by calibrated_flatbuffer).
 
-        ``plan``: ops kept in float (None: all int8); ``activations``: int8 or int16 (16x8, whole model).
+        ``plan``: ops kept in float (None: all int8); ``activations``: int8 or int16 (16x8, whole model);
+        ``io``: input/output type int8 | uint8 | float32 (inside stays int8).
         Raises UnsupportedOpError (the whole report) if any op the plan does not keep in float cannot be quantized.
         """
         if calibrated is None:
@@ -192,11 +211,11 @@ class TFLiteInt8Converter:
         pre = self._support_with_plan(model, plan)
         if not pre.ok:
             raise UnsupportedOpError(pre, target="int8 TFLite")
-        quantized = quantize_calibrated(calibrated, activations=activations, float_nodes=kept)
-        post, tensors, op_names = inspect_int8(quantized, activations=activations, kept_float=kept)
+        quantized = quantize_calibrated(calibrated, activations=activations, float_nodes=kept, io=io)
+        post, tensors, op_names = inspect_int8(quantized, activations=activations, kept_float=kept, io=io)
         if not post.ok:
             raise UnsupportedOpError(post, target="16x8 TFLite" if activations == "int16" else "int8 TFLite")
-        return Int8Result(quantized, tensors, op_names, post, activations, tuple(kept))
+        return Int8Result(quantized, tensors, op_names, post, activations, tuple(kept), io)
 
 
 def _plan_lines(planned, result: Int8Result) -> List[str]:

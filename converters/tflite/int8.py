@@ -75,15 +75,21 @@ def calibrated_flatbuffer(float_tflite: bytes, ranges: Dict[int, Tuple[float, fl
     return bytes(fb.convert_object_to_bytearray(model))
 
 
-def quantize_calibrated(calibrated: bytes, *, activations: str = "int8", float_nodes: Sequence[str] = ()) -> bytes:
+def quantize_calibrated(calibrated: bytes, *, activations: str = "int8", float_nodes: Sequence[str] = (),
+                        io: str = "int8") -> bytes:
     """Full-integer quantization of a calibrated flatbuffer.
 
     activations: "int8" (MLIR quantizer) or "int16" (16x8, whole model). ``float_nodes``: op output
-    tensor names kept in float (int8 only). Quantizer errors become a ConversionError naming the ops.
+    tensor names kept in float (int8 only). ``io``: the model's input/output type, int8 | uint8 | float32
+    (QUANTIZE/DEQUANTIZE added at the boundary; the inside stays int8). Quantizer errors become
+    a ConversionError naming the ops.
     """
     tf, _, mlir_quantize, _ = _tf()
     if activations == "int16" and float_nodes:
         raise ValueError("16x8 quantization is whole-model only (no per-op float fallback)")
+    if activations == "int16" and io != "int8":
+        raise ValueError("16x8 models keep int16 input/output")
+
     def run() -> bytes:
         if activations == "int16":
             return bytes(_quantize_16x8(calibrated))
@@ -104,6 +110,10 @@ def quantize_calibrated(calibrated: bytes, *, activations: str = "int8", float_n
             f"the TFLite {kind} quantizer failed{' on ' + ', '.join(named) if named else ''}: {detail}",
             fix="check the operator list with --verbose; unsupported layers must be replaced",
         ) from None
+    if io != "int8":  # TF's quantizer writes int8 I/O here; the app's types are added around it
+        from edgekit.mobile.io_types import convert_io
+
+        return convert_io(bytes(out), io)
     return bytes(out)
 
 
@@ -129,14 +139,15 @@ class QuantizedTensor:
 
 
 def inspect_int8(
-    tflite: bytes, *, activations: str = "int8", kept_float: Collection[str] = ()
+    tflite: bytes, *, activations: str = "int8", kept_float: Collection[str] = (), io: str = "int8",
 ) -> Tuple[SupportReport, List[QuantizedTensor], List[str]]:
     """Check a model is full-integer (every op on int8 data — int16 with activations="int16" —,
     per-channel int8 weights, int32/int64 bias), except the ops the plan keeps in float.
 
     ``kept_float``: float-model output tensor names of ops kept in float on purpose; those ops and
     the DEQUANTIZE/QUANTIZE the quantizer put around them are accepted, any other op left in float
-    is rejected. Returns the support report, the tensor table and op names.
+    is rejected. ``io`` uint8 / float32: the QUANTIZE / DEQUANTIZE ops converting the model's own inputs and
+    outputs are accepted. Returns the support report, the tensor table and op names.
     """
     _, schema, _, fb = _tf()
     model = fb.convert_bytearray_to_object(bytearray(tflite))
@@ -160,6 +171,8 @@ def inspect_int8(
         )
     names = [builtin_name(schema, model.operatorCodes[op.opcodeIndex]) for op in sub.operators]
     kept = _kept_float_ops(sub.operators, names, tensors, kept_float)
+    if io != "int8":
+        kept.update(_io_conversion_ops(sub, names, io))
     ops: List[str] = []
     for n, op in enumerate(sub.operators):
         name = names[n]
@@ -182,6 +195,21 @@ def inspect_int8(
         else:
             report.ops.append(OpSupport(name, location, True))
     return report, tensors, ops
+
+
+def _io_conversion_ops(sub, names: List[str], io: str) -> Dict[int, str]:
+    """{op index: reason} for the QUANTIZE ops reading a graph input and the DEQUANTIZE/QUANTIZE ops writing a
+    graph output (what --io uint8|float32 adds around the int8 model)."""
+    graph_in = set(sub.inputs if sub.inputs is not None else [])
+    graph_out = set(sub.outputs if sub.outputs is not None else [])
+    found: Dict[int, str] = {}
+    for n, op in enumerate(sub.operators):
+        ins, outs = set(op.inputs if op.inputs is not None else []), set(op.outputs if op.outputs is not None else [])
+        if names[n] == "QUANTIZE" and ins & graph_in:
+            found[n] = f"converts the {io} model input to int8 (--io {io})"
+        elif names[n] in CONVERSION_OPS and outs & graph_out:
+            found[n] = f"converts int8 to the {io} model output (--io {io})"
+    return found
 
 
 def _io(op) -> List[int]:

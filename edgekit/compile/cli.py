@@ -11,8 +11,9 @@ def register(subparsers) -> Dict[str, Callable]:
     c = subparsers.add_parser("compile", help="int8 .tflite -> Arm Ethos-U NPU model (Vela) + Vela's performance estimate")
     c.add_argument("model", type=Path, help="full-int8 .tflite (e.g. model_int8.tflite from edgekit quantize)")
     c.add_argument("--target", default=DEFAULT_TARGET,
-                   help="Vela accelerator config, e.g. ethos-u55-128 (default), ethos-u55-256, ethos-u65-256; "
-                        "an unknown name lists every one Vela accepts")
+                   help="Vela accelerator config, e.g. ethos-u55-128 (default), ethos-u55-256, ethos-u65-256 "
+                        "(an unknown name lists every one Vela accepts); gpu: which ops LiteRT's GPU delegate takes (.tflite); "
+                        "ane: the Core ML program's ops (.mlpackage)")
     c.add_argument("--system-config", help="system config section of the Vela config (default: Vela's default for the "
                                            "accelerator, e.g. Ethos_U55_High_End_Embedded)")
     c.add_argument("--memory-mode", help="memory mode section of the Vela config (default: Vela's, e.g. Shared_Sram)")
@@ -25,6 +26,14 @@ def register(subparsers) -> Dict[str, Callable]:
 
 
 def cmd_compile(args) -> int:
+    if args.target == "gpu":  # LiteRT GPU delegate placement (edgekit/mobile)
+        from edgekit.mobile.delegate_cli import cmd_compile_gpu
+
+        return cmd_compile_gpu(args)
+    if args.target == "ane":  # Core ML program: per-op table (placement decided at runtime)
+        from edgekit.mobile.delegate_cli import cmd_compile_ane
+
+        return cmd_compile_ane(args)
     from edgekit.converters import CONVERTERS
     import edgekit.converters.vela  # noqa: F401  (registers "vela")
 

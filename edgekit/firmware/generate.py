@@ -77,8 +77,11 @@ def c_string(text: str) -> str:
 
 
 def load_model_bytes(model: Union[Path, str, bytes]) -> Tuple[bytes, str]:
+    """The model's flatbuffer (files packed after it by the TFLite metadata writer stay on the host)."""
+    from edgekit.mobile.tflite_metadata import model_part
+
     if isinstance(model, (bytes, bytearray)):
-        return bytes(model), "<bytes>"
+        return model_part(bytes(model)), "<bytes>"
     path = Path(model)
     if path.is_dir():
         candidate = path / MODEL_FILE
@@ -86,9 +89,10 @@ def load_model_bytes(model: Union[Path, str, bytes]) -> Tuple[bytes, str]:
             raise InvalidModelError(f"{path} is a folder without {MODEL_FILE}", fix="pass the int8 .tflite file")
         path = candidate
     try:
-        return path.read_bytes(), str(path)
+        data = path.read_bytes()
     except OSError as exc:
         raise InvalidModelError(f"cannot read model {path}: {exc.strerror}", fix="check the path") from None
+    return model_part(data), str(path)
 
 
 def firmware_sources_hash() -> str:

@@ -1,4 +1,4 @@
-"""OpenCV implementation (opencv-python-headless): what an OpenCV app following the spec computes.
+"""OpenCV implementation (opencv-contrib-python, the one cv2 mediapipe also needs): what an OpenCV app following the spec computes.
 
 - Decode: ``cv2.imdecode`` with IMREAD_COLOR | IMREAD_ANYDEPTH (EXIF orientation applied by
   OpenCV; IMREAD_IGNORE_ORIENTATION added when the spec turns it off). With ``alpha: composite``
@@ -33,7 +33,7 @@ def _cv2():
     try:
         import cv2
     except ImportError:
-        raise ToolMissingError("opencv-python-headless", "pip install opencv-python-headless (or run `make install`)") from None
+        raise ToolMissingError("opencv-contrib-python", "pip install opencv-contrib-python==5.1.0.95 (or run `make install`)") from None
     return cv2
 
 
@@ -55,7 +55,7 @@ class OpenCVPreprocessor(SpecPreprocessor):
 
     kind = "opencv"
     library = "OpenCV"
-    tools = ("opencv-python-headless", "numpy")
+    tools = ("opencv-contrib-python", "numpy")
 
     def __init__(self, spec: PreprocessSpec, *, nearest: str = "exact") -> None:
         if nearest not in ("exact", "legacy"):

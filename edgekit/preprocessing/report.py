@@ -15,7 +15,7 @@ from edgekit.provenance import host_info, sha256_file, tool_versions, utc_now
 from edgekit.report import fmt, json_safe
 
 MAX_ROWS = 200
-TOOLS = ("edgekit", "numpy", "pillow", "opencv-python-headless", "torch", "tensorflow-cpu", "ai-edge-litert")
+TOOLS = ("edgekit", "numpy", "pillow", "opencv-contrib-python", "torch", "tensorflow-cpu", "ai-edge-litert")
 
 
 def provenance(images: Sequence[Path], images_root: Optional[Path]) -> dict:

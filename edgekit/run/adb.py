@@ -176,6 +176,10 @@ class AdbRunner(Runner):
     kind = "adb"
 
     def run(self, request: RunRequest) -> RunResult:
+        if request.options.get("benchmark_binary"):  # LiteRT's benchmark_model instead of the python runner
+            from edgekit.run.adb_benchmark import run_benchmark_model
+
+            return run_benchmark_model(self, request)
         model = model_file(request.artifact)
         request.runtime = choose_runtime(model, request.runtime)
         adb = Adb(self.target.address)

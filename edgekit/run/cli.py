@@ -41,6 +41,10 @@ def register(subparsers) -> Dict[str, Callable]:
     r.add_argument("--ssh-option", action="append", default=[], metavar="KEY=VALUE", help="extra ssh -o option (repeatable)")
     r.add_argument("--arena-bytes", type=int, help="TFLM arena size for --runtime tflm")
     r.add_argument("--flash", action="store_true", help="serial:PORT boards: flash the firmware with pyocd first")
+    r.add_argument("--benchmark-binary", type=Path, metavar="PATH",
+                   help="adb devices: run LiteRT's benchmark_model (built for the phone's ABI) instead of a python runner")
+    r.add_argument("--delegate", choices=["xnnpack", "gpu", "nnapi", "cpu"],
+                   help="with --benchmark-binary: --use_xnnpack (default) | --use_gpu | --use_nnapi | cpu (no delegate)")
     r.add_argument("-o", "--outdir", type=Path, default=Path("out/run"), help="output folder (default out/run)")
 
     d = subparsers.add_parser("devices", help="list device profiles with their key figures")
@@ -66,6 +70,8 @@ def _check_numbers(args) -> None:
         problems.append("--threads must be positive")
     if not 0 < args.throttle_threshold < 10:
         problems.append("--throttle-threshold must be between 0 and 10")
+    if getattr(args, "delegate", None) and not getattr(args, "benchmark_binary", None):
+        problems.append("--delegate needs --benchmark-binary (it picks benchmark_model's --use_gpu/--use_nnapi/--use_xnnpack)")
     if problems:
         raise UserError("; ".join(problems))
 
@@ -109,7 +115,9 @@ def build_request(args, runner_cls, target):
     options = {"threads": args.threads if args.threads is not None else 1, "power_monitor": args.power_monitor,
                "remote_python": args.remote_python, "ssh_identity": str(args.ssh_identity) if args.ssh_identity else None,
                "ssh_options": list(args.ssh_option), "arena_bytes": args.arena_bytes,
-               "flash": True if args.flash else None, "compute_units": compute_units}
+               "flash": True if args.flash else None, "compute_units": compute_units,
+               "benchmark_binary": str(args.benchmark_binary) if getattr(args, "benchmark_binary", None) else None,
+               "delegate": getattr(args, "delegate", None)}
     request = RunRequest(artifact=args.artifact, inputs=samples, iterations=args.iterations, warmup=args.warmup,
                          sustain_s=args.sustain, window_s=args.window, timeout_s=args.timeout, runtime=args.runtime,
                          options={k: v for k, v in options.items() if v not in (None, [])})
@@ -127,6 +135,22 @@ def write_results(outdir: Path, result, request, described, threshold: float) ->
     return report
 
 
+def _check_benchmark_binary(args, target) -> None:
+    """--benchmark-binary: an adb device and an Android executable, checked before connecting."""
+    from edgekit.run.benchmark_model import read_elf
+
+    if target.kind != "adb":
+        raise UserError(f"--benchmark-binary runs LiteRT's benchmark_model on Android phones (--device adb[:SERIAL]), "
+                        f"not on a {target.kind} device")
+    if args.artifact.suffix.lower() != ".tflite":
+        raise UserError(f"--benchmark-binary: benchmark_model runs .tflite models, not {args.artifact.name}")
+    info = read_elf(args.benchmark_binary)
+    if not info.runs_on_android:
+        raise UserError(f"--benchmark-binary {args.benchmark_binary.name} is a desktop Linux build (program interpreter "
+                        f"{info.interpreter}); Android needs /system/bin/linker64",
+                        fix="use the android_aarch64 (or android_arm) build of benchmark_model")
+
+
 def cmd_run(args) -> int:
     from edgekit.progress import progress_bars
     from edgekit.run.resolve import resolve_device
@@ -134,6 +158,8 @@ def cmd_run(args) -> int:
 
     _check_numbers(args)
     target = resolve_device(args.device, args.profile)
+    if getattr(args, "benchmark_binary", None):
+        _check_benchmark_binary(args, target)
     runner_cls = runner_class(target.kind)
     request, described = build_request(args, runner_cls, target)
     warn_if_changed(args.artifact, "run")

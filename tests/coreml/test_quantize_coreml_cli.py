@@ -9,6 +9,7 @@ from tests.conftest import DEMO_MODEL, DIGITS, run_cli
 pytest.importorskip("coremltools", reason="coremltools is not installed: the Core ML backend cannot run")
 
 DIGITS_ARGS = (DEMO_MODEL, "--format", "coreml", "--calib", DIGITS / "calib", "--eval-data", DIGITS / "eval")
+APP_METADATA = ("--model-name", "Digits", "--version", "2.0")  # what Xcode shows (author/license keep their defaults)
 
 
 def _quantize(out, *extra):
@@ -18,7 +19,7 @@ def _quantize(out, *extra):
 @pytest.fixture(scope="module")
 def w8a8(tmp_path_factory):
     out = tmp_path_factory.mktemp("coreml") / "w8a8"
-    return _quantize(out), out
+    return _quantize(out, *APP_METADATA), out
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,34 @@ def test_digits_w8a8_writes_an_image_classifier_and_passes_parity(w8a8):
     assert meta["com.edgekit.precision"] == "W8A8" and meta["com.edgekit.compute_units"] == "all"
     assert json.loads(meta["com.edgekit.preprocess"])["name"] == "digits-8x8-gray"
     assert len(meta["com.edgekit.calibration_fingerprint"]) == 64 and "coremltools" in json.loads(meta["com.edgekit.tools"])
-    assert model.author.startswith("edgekit") and model.version and model.license and model.short_description
+    assert model.author.startswith("edgekit") and model.version == "2.0" and model.license
+    assert model.short_description.startswith("Digits: W8A8 Core ML program") and meta["com.edgekit.model_name"] == "Digits"
+    # Xcode-ready: the image classifier preview, descriptions of every input and output, a sealed provenance
+    assert meta["com.apple.coreml.model.preview.type"] == "imageClassifier"
+    assert model.input_description["x"].startswith("grayscale image") and "preprocessing spec 'digits-8x8-gray'" in model.input_description["x"]
+    assert model.output_description["classLabel"] == "most likely class label (one of 10)"
+    assert model.output_description["classLabel_probs"] == "score per class label"
+    from edgekit.converters.coreml.metadata import provenance_digest
+
+    assert meta["com.edgekit.provenance_version"] == "1"
+    assert meta["com.edgekit.provenance_sha256"] == provenance_digest(dict(meta))
+
+
+@pytest.mark.slow
+def test_package_ios_from_the_real_names(w8a8, tmp_path, capsys):
+    _, out = w8a8
+    bundle = tmp_path / "ios"
+    assert run_cli("package", "--ios", out / "model_w8a8.mlpackage", "-o", bundle) == 0
+    assert sorted(p.name for p in bundle.iterdir()) == ["ModelW8a8Vision.swift", "README.md", "model_w8a8.mlpackage"]
+    swift = (bundle / "ModelW8a8Vision.swift").read_text()
+    assert 'inputs "x" (8x8 Grayscale image); outputs "classLabel" (int64), "classLabel_probs"' in swift
+    assert "VNCoreMLRequest(model: try VNCoreMLModel(for: model))" in swift and "[VNClassificationObservation]" in swift
+    assert 'forResource: "model_w8a8", withExtension: "mlmodelc"' in swift and ".scaleFill" in swift
+    readme = (bundle / "README.md").read_text()
+    assert "| input | `x` | 8x8 Grayscale image |" in readme and "preview (imageClassifier)" in readme
+    assert "Not tested here: compiling this Swift code" in readme and "no macOS here" in readme
+    assert run_cli("package", out / "model_w8a8.mlpackage", "-o", tmp_path / "x") == 2
+    assert "add --ios" in capsys.readouterr().err and not (tmp_path / "x").exists()
 
 
 @pytest.mark.slow
@@ -188,7 +216,7 @@ def test_same_inputs_give_byte_identical_packages(w8a8, tmp_path):
 
     _, out = w8a8
     again = tmp_path / "again"
-    assert _quantize(again) == 0
+    assert _quantize(again, *APP_METADATA) == 0
     for name in ("model_w8a8.mlpackage", "model_float.mlpackage"):
         assert sha256_file(again / name) == sha256_file(out / name)
 
@@ -215,3 +243,13 @@ def test_torchscript_w8_with_float32_interface_and_w8a8_refused(tmp_path, capsys
     spec = _metadata(out / "model_w8.mlpackage").get_spec()
     float32 = 65568  # ArrayFeatureType.FLOAT32: fp16 compute inside, float32 in and out for the app
     assert [f.type.multiArrayType.dataType for f in list(spec.description.input) + list(spec.description.output)] == [float32] * 2
+
+
+@pytest.mark.slow
+def test_compile_ane_lists_the_program_ops(w8a8, tmp_path, capsys):
+    _, out = w8a8
+    assert run_cli("compile", out / "model_w8a8.mlpackage", "--target", "ane", "-o", tmp_path / "ane") == 0
+    report = json.loads((tmp_path / "ane" / "coreml_placement.json").read_text())
+    assert {"conv", "quantize", "dequantize", "classify"} <= set(report["op_counts"]) and "const" not in report["op_counts"]
+    assert all("--compute-units each" in o["neural_engine"] for o in report["ops"])
+    assert "| conv |" in (tmp_path / "ane" / "report.md").read_text()

@@ -1,0 +1,90 @@
+"""`edgekit inspect MODEL.tflite`: metadata, inputs/outputs and operators of any .tflite, ours or not."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Dict
+
+from edgekit.errors import InvalidModelError
+
+
+def register(subparsers) -> Dict[str, Callable]:
+    p = subparsers.add_parser("inspect", help="print a .tflite model's metadata, inputs/outputs and operators")
+    p.add_argument("model", type=Path, help="a .tflite file")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    return {"inspect": cmd_inspect}
+
+
+def describe_tflite(path: Path) -> Dict[str, Any]:
+    from edgekit.mobile.tflite_metadata import packed_files, read_metadata
+    from edgekit.tflite_model import TFLiteModel
+
+    if not Path(path).is_file():
+        raise InvalidModelError(f"{path} does not exist or is not a file", fix="pass a .tflite file")
+    model = TFLiteModel.load(path)
+    data = model.data
+
+    def tensor(t) -> Dict[str, Any]:
+        out = {"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype)}
+        if t.is_quantized:
+            out.update(scale=t.scale, zero_point=t.zero_point)
+        return out
+
+    ops = [o.name for o in model.ops]
+    metadata = read_metadata(data)
+    return {
+        "path": str(path), "bytes": len(data),
+        "inputs": [tensor(t) for t in model.inputs], "outputs": [tensor(t) for t in model.outputs],
+        "ops": ops, "op_counts": dict(Counter(ops)),
+        "metadata": metadata["metadata"] if metadata else None,
+        "packed_files": sorted((metadata or {}).get("files", {}) or packed_files(data)),
+        "labels": _labels(metadata),
+    }
+
+
+def _labels(metadata) -> Any:
+    if not metadata:
+        return None
+    text = metadata["files"].get("labels.txt")
+    return [line for line in text.splitlines() if line.strip()] if text else None
+
+
+def _print(info: Dict[str, Any]) -> None:
+    print(f"{info['path']} ({info['bytes']:,} bytes)")
+    meta = info["metadata"]
+    if meta is None:
+        print("metadata: none (no TFLITE_METADATA; `edgekit quantize` writes it)")
+    else:
+        for key in ("name", "description", "version", "author", "license", "minParserVersion"):
+            if meta.get(key):
+                print(f"  {key}: {meta[key]}")
+    sub = ((meta or {}).get("subgraphMetadata") or [{}])[0]
+    for kind, tensors, described in (("input", info["inputs"], sub.get("inputTensorMetadata") or []),
+                                     ("output", info["outputs"], sub.get("outputTensorMetadata") or [])):
+        for i, t in enumerate(tensors):
+            quant = f" scale={t['scale']:.6g} zero_point={t['zero_point']}" if "scale" in t else ""
+            print(f"{kind} {i}: {t['name']} {t['dtype']} {t['shape']}{quant}")
+            if i < len(described):
+                d = described[i]
+                if d.get("description"):
+                    print(f"    {d['description']}")
+                for unit in d.get("processUnits") or []:
+                    opts = unit.get("options") or {}
+                    if "mean" in opts:
+                        print(f"    normalization: mean {opts['mean']} std {opts.get('std')} (on 0..255 pixels)")
+    if info["labels"]:
+        shown = ", ".join(info["labels"][:10]) + (", ..." if len(info["labels"]) > 10 else "")
+        print(f"labels ({len(info['labels'])}): {shown}")
+    if info["packed_files"]:
+        print("packed files: " + ", ".join(info["packed_files"]))
+    print(f"ops ({len(info['ops'])}): " + ", ".join(f"{name} x{n}" for name, n in info["op_counts"].items()))
+
+
+def cmd_inspect(args) -> int:
+    info = describe_tflite(args.model)
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        _print(info)
+    return 0
