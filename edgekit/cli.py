@@ -91,6 +91,7 @@ COMMAND_MODULES = (
     "edgekit.run.cli",           # run, devices
     "edgekit.preprocessing.cli", # preprocess-parity, calib-check
     "edgekit.compile.cli",       # compile (Arm Ethos-U via Vela)
+    "edgekit.run.mlperf_cli",    # mlperf-dataset (MLPerf Tiny harness: dataset folders)
 )
 
 

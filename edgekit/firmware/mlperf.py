@@ -177,3 +177,29 @@ def generate_harness_firmware(model: Union[Path, str, bytes], board_name: str, o
         outdir = Path("out") / "firmware" / f"{stem}-{board.name}-{HARNESS}-{spec.name}"
     return generate_firmware(data, board.name, outdir, build=build, source=source, app=app)
 
+
+
+def harness_command(args) -> int:
+    """`edgekit firmware MODEL --harness mlperf-tiny --task TASK [--harness-mode M] [--board B] [-o DIR] [--build]`."""
+    problems = []
+    if args.harness != HARNESS:
+        problems.append("--task needs --harness mlperf-tiny")
+    if not args.task:
+        problems.append("--harness mlperf-tiny needs --task kws|ic|vww|ad")
+    if args.runtime != "edgekit":
+        problems.append("the MLPerf Tiny harness runs on edgekit's runtime (leave out --runtime)")
+    if problems:
+        raise UserError("; ".join(problems))
+    result = generate_harness_firmware(args.model, args.board, args.outdir, task=args.task, mode=args.harness_mode,
+                                       build=args.build)
+    app, fits = result.info["app"], result.info["fits"]
+    print(f"wrote {result.outdir} (MLPerf Tiny {app['model_id']} device under test, {app['mode']} mode, "
+          f"board {result.info['board']['board']}, UART {app['uart_baud']} baud)")
+    print(f"input on the wire: {app['input_bytes']} bytes, {app['input_format']}; results: {app['results']}")
+    print(f"timestamps: {app.get('timestamp_pin') and 'pulse on ' + app['timestamp_pin'] or app['timer_source']}")
+    for key in ("flash", "ram"):
+        f = fits[key]
+        print(f"{key}: {f['used']:,} of {f['available']:,} bytes ({'fits' if f['fits'] else 'DOES NOT FIT'})")
+    if result.elf is not None:
+        print(f"built {result.elf}")
+    return 0

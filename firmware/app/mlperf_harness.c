@@ -100,7 +100,7 @@ __attribute__((unused)) static void put_fixed3(float value) {
 }
 
 /* The KWS reference prints "0.%d%d%d" of int(v*10), int(v*100)%10, int(v*1000)%10 (truncation). */
-static void put_trunc3(float v) {
+__attribute__((unused)) static void put_trunc3(float v) {
   puts_raw("0.");
   put_u32((uint32_t)(int)(v * 10));
   put_u32((uint32_t)((int)(v * 100) % 10));
