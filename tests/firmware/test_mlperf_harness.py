@@ -230,12 +230,18 @@ def test_ad_performance_and_accuracy_flows(harness, tmp_path):
     _accuracy_flow(harness, tmp_path / "a", "ad", 4, frames=6)
 
 
-def test_run_refuses_firmware_without_the_harness(tmp_path):
-    from edgekit.firmware.generate import generate_firmware
-
+def test_run_refuses_firmware_without_the_harness(harness, tmp_path):
+    """A firmware.json without the harness app (edgekit's protocol firmware) is refused before QEMU starts."""
     fw = tmp_path / "plain"
-    generate_firmware(MLPERF / MODELS["ad"], BOARD, fw)
+    shutil.copytree(harness("kws"), fw)
+    info = json.loads((fw / "firmware.json").read_text())
+    del info["app"]
+    (fw / "firmware.json").write_text(json.dumps(info))
     assert run_cli("run", fw, "--device", f"qemu:{BOARD}", "--harness", "mlperf-tiny", "-o", tmp_path / "o") == 2
+    assert run_cli("run", harness("kws"), "--device", f"qemu:{BOARD}", "--harness", "mlperf-tiny", "--mode",
+                   "accuracy", "-o", tmp_path / "o") == 2  # accuracy needs --dataset
+    assert run_cli("run", harness("kws"), "--device", "qemu:mps2-an500", "--harness", "mlperf-tiny",
+                   "-o", tmp_path / "o") == 2  # built for another board
     assert not (tmp_path / "o").exists()
 
 
@@ -252,7 +258,7 @@ def test_firmware_cli_checks(tmp_path, capsys):
     assert not any((tmp_path / n).exists() for n in "abcd")
 
 
-@pytest.mark.parametrize("mode", ["performance", "energy"])
+@pytest.mark.parametrize("mode", ["performance", pytest.param("energy", marks=pytest.mark.slow)])
 def test_real_board_profile_builds(tmp_path, mode):
     """NUCLEO-L4R5ZI (the board of the MLPerf Tiny reference submissions): DWT timestamps, or the D7 = PF13 pulse
     and the reference's 9600 baud in energy mode; compiled and linked here."""
