@@ -49,6 +49,7 @@ def register(subparsers) -> Dict[str, Callable]:
     h.add_argument("--dataset", type=Path, help="dataset folder in the runner's layout (y_labels.csv + inputs)")
     h.add_argument("--min-runtime", type=float, default=10.0, metavar="SECONDS",
                    help="performance mode: seconds of inferences per input (MLPerf Tiny requires 10, the default)")
+    h.add_argument("--count-instructions", action="store_true", help="qemu: exact instructions per inference (plugin)")
 
     d = subparsers.add_parser("devices", help="list device profiles with their key figures")
     d.add_argument("--json", action="store_true", help="machine-readable output")

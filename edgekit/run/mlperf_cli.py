@@ -50,12 +50,15 @@ def cmd_run_harness(args) -> int:
     with progress_bars(sys.stderr.isatty()) as progress:
         bar = progress("mlperf-tiny", None)
         run = run_harness(args.artifact, args.device, args.mode, args.outdir, dataset_dir=args.dataset,
-                          min_runtime_s=args.min_runtime, timeout_s=args.timeout, progress=lambda: bar(1))
+                          min_runtime_s=args.min_runtime, timeout_s=args.timeout,
+                          count_instructions=args.count_instructions, progress=lambda: bar(1))
     s = run.summary
     if run.mode == "performance":
         print(f"median throughput {s['median_throughput_inf_per_s']:.3f} inf./sec. over {s['inputs']} inputs, latency "
               f"{s['latency_ms']:.3f} ms (measured from the device's m-lap-us: "
               f"{run.firmware.get('app', {}).get('timer_source')})")
+        if s.get("instructions_per_inference"):
+            print(f"instructions per inference: {s['instructions_per_inference']['median']:,} (exact, QEMU plugin)")
         if not s["mlperf_runtime_met"]:
             print(f"note: runs shorter than 10 s (--min-runtime {s['min_runtime_s']:g}): not a valid MLPerf Tiny result")
     else:

@@ -380,7 +380,7 @@ def write_outputs(outdir: Path, run: HarnessRun) -> None:
 
 
 def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset_dir: Optional[Path] = None,
-                min_runtime_s: float = MLPERF_MIN_RUNTIME_S, timeout_s: float = 60.0,
+                min_runtime_s: float = MLPERF_MIN_RUNTIME_S, timeout_s: float = 60.0, count_instructions: bool = False,
                 progress: Optional[Callable[[], None]] = None) -> HarnessRun:
     """Run the MLPerf Tiny procedure of ``mode`` against harness firmware on ``device`` (qemu:BOARD | serial:PORT)."""
     from edgekit.run.mcu import resolve_firmware
@@ -393,6 +393,8 @@ def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset
     kind, _, target = device.partition(":")
     if kind not in ("qemu", "serial") or not target:
         raise UserError(f"--device {device!r}: the MLPerf Tiny harness runs on qemu:BOARD or serial:PORT")
+    if count_instructions and kind != "qemu":
+        raise UserError("--count-instructions needs a QEMU board (it uses edgekit's QEMU instruction-count plugin)")
     if mode == "accuracy" and dataset_dir is None:
         raise UserError("accuracy mode needs --dataset DIR (the runner's layout: y_labels.csv and input files)",
                         fix="write one from your inputs with `edgekit mlperf-dataset`")
@@ -411,7 +413,8 @@ def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset
         if kind == "qemu" and built_for and built_for != target:
             raise UserError(f"the firmware was built for {built_for}, not {target}", fix=f"use --device qemu:{built_for}")
         run = HarnessRun(mode, task, device, firmware.info)
-        with _connect(kind, target, firmware, app) as transport:
+        connection = _connect(kind, target, firmware, app, count_instructions=count_instructions)
+        with connection as transport:
             link = HarnessLink(transport, run.transcript, timeout_s=timeout_s, pipelined=kind == "qemu")
             link.sync()
             run.dut = {"name": link.name(), **link.profile()}
@@ -426,6 +429,8 @@ def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset
                              progress=progress)
                 if (dataset.folder / "dataset.json").is_file():
                     run.summary["labels_note"] = json.loads((dataset.folder / "dataset.json").read_text()).get("labels")
+            if count_instructions:
+                run.summary["instructions_per_inference"] = connection.instructions()
         write_outputs(outdir, run)
         return run
     finally:
@@ -440,17 +445,28 @@ def _quantization(info: Dict[str, Any], which: str) -> tuple:
 class _connect:
     """The transport to the device: QEMU (booted here, killed on exit) or a serial port."""
 
-    def __init__(self, kind: str, target: str, firmware, app: Dict[str, Any]) -> None:
+    def __init__(self, kind: str, target: str, firmware, app: Dict[str, Any], *, count_instructions: bool = False) -> None:
         self.kind, self.target, self.firmware, self.app = kind, target, firmware, app
         self.qemu = None
         self.transport = None
+        self.counts_dir: Optional[Path] = None
+        self.count_instructions = count_instructions
 
     def __enter__(self):
         if self.kind == "qemu":
             from edgekit.firmware.boards import load_board
             from edgekit.firmware.qemu import QemuProcess
 
-            self.qemu = QemuProcess(load_board(self.target), self.firmware.elf)
+            plugin = None
+            if self.count_instructions:
+                import tempfile
+
+                from edgekit.firmware.plugin import build_plugin, marker_addresses, plugin_argument
+
+                self.counts_dir = Path(tempfile.mkdtemp(prefix="ekc-", dir="/tmp"))
+                plugin = plugin_argument(build_plugin(), self.counts_dir / "counts.txt",
+                                         marker_addresses(self.firmware.elf), "tb")
+            self.qemu = QemuProcess(load_board(self.target), self.firmware.elf, plugin=plugin)
             self.transport = self.qemu.transport
         else:
             from edgekit.firmware.transport import SerialTransport
@@ -458,8 +474,23 @@ class _connect:
             self.transport = SerialTransport(self.target, int(self.app.get("uart_baud", 115200)))
         return self.transport
 
+    def instructions(self) -> Dict[str, Any]:
+        """Exact instructions per inference counted by the QEMU plugin between ek_marker_infer_begin/end."""
+        from edgekit.firmware.plugin import parse_counts
+
+        counts = [c.instructions for c in parse_counts(self.counts_dir / "counts.txt").inferences]
+        if not counts:
+            raise DeviceError("the instruction-count plugin recorded no inference")
+        return {"median": int(np.median(counts)), "min": min(counts), "max": max(counts), "inferences": len(counts),
+                "method": "measured: exact instruction count (edgekit's QEMU TCG plugin) between "
+                          "ek_marker_infer_begin/end, i.e. ek_invoke only; the plugin slows emulated time ~1.5x"}
+
     def __exit__(self, *exc) -> None:
         if self.qemu is not None:
             self.qemu.close()
+        if self.counts_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.counts_dir, ignore_errors=True)
         elif self.transport is not None:
             self.transport.close()

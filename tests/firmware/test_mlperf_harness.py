@@ -161,8 +161,8 @@ def _run(fw: Path, out: Path, *args) -> dict:
     return json.loads((out / "run.json").read_text())
 
 
-def _performance_flow(harness, tmp_path, task):
-    report = _run(harness(task), tmp_path / "perf", "--mode", "performance", "--min-runtime", "0.2")
+def _performance_flow(harness, tmp_path, task, *extra):
+    report = _run(harness(task), tmp_path / "perf", "--mode", "performance", "--min-runtime", "0.2", *extra)
     summary = report["summary"]
     assert report["mode"] == "performance" and report["dut"]["model"] == f"{task}01"
     assert len(report["windows"]) == 5 and summary["median_throughput_inf_per_s"] > 0
@@ -175,6 +175,7 @@ def _performance_flow(harness, tmp_path, task):
     assert "Runtime requirements have NOT been met" in text and "emulated time" in text
     log = (tmp_path / "perf" / "log.txt").read_text()
     assert len(re.findall(r"dut: m-lap-us-\d+", log)) >= 20 and 'host: Command "infer' in log
+    return report
 
 
 def _accuracy_flow(harness, tmp_path, task, count, **extra):
@@ -211,7 +212,11 @@ def _accuracy_flow(harness, tmp_path, task, count, **extra):
 
 
 def test_kws_performance_flow(harness, tmp_path):
-    _performance_flow(harness, tmp_path, "kws")
+    report = _performance_flow(harness, tmp_path, "kws", "--count-instructions")
+    counted = report["summary"]["instructions_per_inference"]
+    # every inference was counted: per input 1 probe + 1 warm-up + N timed (+ resized retries)
+    assert counted["inferences"] >= sum(w["iterations"] + 2 for w in report["windows"])
+    assert 1_000_000 < counted["min"] <= counted["median"] <= counted["max"]
 
 
 def test_kws_accuracy_flow(harness, tmp_path):
