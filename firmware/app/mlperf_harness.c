@@ -334,7 +334,11 @@ static void cmd_infer(char **tok, int n) {
   int32_t iterations = 1, warmups = 10; /* the reference's defaults */
   if (n >= 2) iterations = parse_count(tok[1]);
   if (n >= 3) warmups = parse_count(tok[2]);
-  if (n > 3 || iterations <= 0) {
+  if (n > 3) {
+    error_text("Usage: infer N [W]");
+    return;
+  }
+  if (iterations <= 0) {
     error_text("Inference iterations must be >0");
     return;
   }

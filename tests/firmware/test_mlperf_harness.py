@@ -102,6 +102,7 @@ def test_malformed_command_corpus(kws_dut):
         ("infer 0", "iterations must be >0"),              # N = 0
         ("infer abc 1", "iterations must be >0"),
         ("infer 1 -1", "warmup must be >=0"),
+        ("infer 1 2 3", "Usage: infer N [W]"),
         ("infer 1 0", "the input has 0 of 490"),           # nothing loaded
         ("results", "no inference"),
         ("outputs", "no inference"),
