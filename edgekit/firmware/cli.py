@@ -19,6 +19,11 @@ def register(subparsers) -> Dict[str, Callable]:
                    help="edgekit: edgekit's own int8 runtime (default); tflm: a TensorFlow Lite Micro project")
     f.add_argument("-o", "--outdir", type=Path, help="project folder (default out/firmware/<model>-<board>)")
     f.add_argument("--build", action="store_true", help="also compile build/firmware.elf with arm-none-eabi-gcc")
+    f.add_argument("--harness", choices=("mlperf-tiny",), help="mlperf-tiny: an MLPerf Tiny (EEMBC ULPMark-ML) device "
+                                                               "under test instead of edgekit's protocol (needs --task)")
+    f.add_argument("--task", choices=("kws", "ic", "vww", "ad"), help="--harness mlperf-tiny: the benchmark")
+    f.add_argument("--harness-mode", choices=("performance", "energy"), default="performance",
+                   help="--harness mlperf-tiny: m-lap-us timestamps (default) or GPIO pulses for the interface board")
 
     d = subparsers.add_parser("deploy", help="quantize -> firmware -> build -> run on the board (QEMU) -> one report")
     d.add_argument("model", help="float model: .pt2, .onnx, .tflite, SavedModel, ... (as for edgekit quantize)")
@@ -36,6 +41,10 @@ def register(subparsers) -> Dict[str, Callable]:
 
 
 def cmd_firmware(args) -> int:
+    if args.harness or args.task:
+        from edgekit.firmware.mlperf import harness_command
+
+        return harness_command(args)
     from edgekit.converters import CONVERTERS
     import edgekit.converters.firmware  # noqa: F401  (registers "firmware")
 

@@ -44,6 +44,23 @@ TOOLS = ("edgekit", "numpy", "ai-edge-litert", "tflite-micro", "pyelftools")
 MODEL_ALIGN = 16
 
 
+@dataclass(frozen=True)
+class AppSpec:
+    """The application linked around the runtime and model (default: app/main.c serving edgekit's framed protocol).
+    Other apps (e.g. edgekit.firmware.mlperf: the MLPerf Tiny harness) go through the same generation path."""
+
+    name: str = "edgekit-protocol"
+    files: Tuple[Tuple[Path, str], ...] = tuple((FIRMWARE_DIR / "app" / f, f"app/{f}") for f in APP_FILES) + \
+        tuple((FIRMWARE_DIR / "protocol" / f, f"protocol/{f}") for f in PROTOCOL_FILES)
+    config: Tuple[Tuple[str, str], ...] = ()   # extra #defines for model/ek_config.h
+    boot_check: bool = True                    # boot it under QEMU with edgekit's protocol to measure the stack
+    info: Optional[Mapping[str, Any]] = None   # added to firmware.json as "app"
+    board: Any = None                          # a modified Board to build for (e.g. another baud rate)
+
+
+DEFAULT_APP = AppSpec()
+
+
 @dataclass
 class FirmwareResult:
     outdir: Path
@@ -155,7 +172,8 @@ def raise_if_not_fitting(fits: Dict[str, Dict[str, Any]], board, detail: str) ->
 
 # --- writing the project -------------------------------------------------------------------------------------
 
-def write_model_files(dest: Path, model: bytes, *, name: str, sha: str, arena: int, state: int, board: str) -> None:
+def write_model_files(dest: Path, model: bytes, *, name: str, sha: str, arena: int, state: int, board: str,
+                      extra_config: Tuple[Tuple[str, str], ...] = ()) -> None:
     """model/model_data.c + .h (the flatbuffer as an aligned const array) and model/ek_config.h (the plan's sizes)."""
     dest.mkdir(parents=True, exist_ok=True)
     crc = zlib.crc32(model)
@@ -181,7 +199,8 @@ def write_model_files(dest: Path, model: bytes, *, name: str, sha: str, arena: i
         f"#define EK_STATE_BYTES {state}u  /* runtime bookkeeping; 64-bit host figure, an upper bound on a 32-bit MCU */\n"
         f"#define EK_MODEL_NAME {c_string(name)}\n"
         f"#define EK_MODEL_SHA256 \"{sha}\"\n"
-        f"#define EK_TARGET_BOARD {c_string(board)}\n\n#endif\n")
+        f"#define EK_TARGET_BOARD {c_string(board)}\n"
+        + "".join(f"#define {k} {v}\n" for k, v in extra_config) + "\n#endif\n")
 
 
 def _copy(src: Path, dst: Path) -> str:
@@ -236,18 +255,16 @@ def write_makefile(dest: Path, board, *, model_name: str, sources: List[str], in
 
 
 def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, name: str, sha: str,
-                          plan: Dict[str, Any]) -> Dict[str, Any]:
+                          plan: Dict[str, Any], app: AppSpec = DEFAULT_APP) -> Dict[str, Any]:
     """Everything `make` needs, copied or generated into ``stage``."""
     from edgekit.firmware.boards import write_board_files
 
     kernels = copy_runtime(stage / "runtime", graph.op_names)
     board_files = write_board_files(board, stage / "board", copy_sources=True)
-    for f in APP_FILES:
-        _copy(FIRMWARE_DIR / "app" / f, stage / "app" / f)
-    for f in PROTOCOL_FILES:
-        _copy(FIRMWARE_DIR / "protocol" / f, stage / "protocol" / f)
+    for src, dest in app.files:
+        _copy(src, stage / dest)
     write_model_files(stage / "model", model, name=name, sha=sha, arena=plan["arena_bytes"],
-                      state=plan["state_bytes"], board=board.name)
+                      state=plan["state_bytes"], board=board.name, extra_config=app.config)
     (stage / MODEL_FILE).write_bytes(model)
     rel = lambda p: str(Path(p).relative_to(stage))  # noqa: E731
     sources = sorted(rel(p) for p in stage.rglob("*") if p.suffix in (".c", ".S"))
@@ -259,7 +276,7 @@ def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, nam
 
 # --- sizes ---------------------------------------------------------------------------------------------------
 
-def measured_sizes(project: Path, board, graph: Graph, *, keep_build: bool
+def measured_sizes(project: Path, board, graph: Graph, *, keep_build: bool, boot_check: bool = True
                    ) -> Tuple[Optional[ElfSizes], Optional[StackEstimate], Dict[str, Any], Optional[Dict[str, Any]]]:
     """Link the project (its own Makefile) to read flash/RAM from the ELF; with ``keep_build`` on a QEMU board, also
     boot it once to measure the stack high-water mark. The build folder stays only with keep_build."""
@@ -277,7 +294,7 @@ def measured_sizes(project: Path, board, graph: Graph, *, keep_build: bool
                  "elf_sha256": sha256_file(elf) if keep_build else None,
                  "toolchain": toolchain_version(), "cflags": "-O2 -ffp-contract=off -ffunction-sections -fdata-sections "
                  "-fstack-usage -fcallgraph-info=su", "ldflags": "-Wl,--gc-sections --specs=nano.specs"}
-        if keep_build and board.is_qemu and shutil.which("qemu-system-arm"):
+        if keep_build and boot_check and board.is_qemu and shutil.which("qemu-system-arm"):
             from edgekit.firmware.qemu import qemu_version
 
             device = device_measurement(board, elf, graph)
@@ -364,7 +381,8 @@ def signature(model_sha: str, extra_tools: Optional[Mapping[str, str]] = None) -
 
 
 def generate_firmware(model: Union[Path, str, bytes], board_name: str = DEFAULT_BOARD, outdir: Optional[Path] = None,
-                      *, runtime: str = "edgekit", build: bool = False, source: Optional[str] = None) -> FirmwareResult:
+                      *, runtime: str = "edgekit", build: bool = False, source: Optional[str] = None,
+                      app: AppSpec = DEFAULT_APP) -> FirmwareResult:
     """Generate (and optionally build) the firmware project for ``model`` on ``board_name`` into ``outdir``."""
     from edgekit.firmware.boards import load_board
 
@@ -386,10 +404,11 @@ def generate_firmware(model: Union[Path, str, bytes], board_name: str = DEFAULT_
         from edgekit.firmware.tflm import generate_tflm_project
 
         return generate_tflm_project(data, graph, board, Path(outdir), source=source, build=build)
-    return _generate_edgekit(data, graph, board, Path(outdir), source=source, build=build)
+    return _generate_edgekit(data, graph, app.board or board, Path(outdir), source=source, build=build, app=app)
 
 
-def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source: str, build: bool) -> FirmwareResult:
+def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source: str, build: bool,
+                      app: AppSpec = DEFAULT_APP) -> FirmwareResult:
     if graph.inputs and any(graph.tensors[i].type not in ("INT8", "FLOAT32") for i in graph.inputs):
         raise UserError(f"{source}: model inputs must be int8 (or float32 feeding a QUANTIZE)")
     sha = sha256_bytes(data)
@@ -397,12 +416,15 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
     early_fit_check(len(data), plan["arena_bytes"], plan["state_bytes"], board)
     name = Path(source).name if source != "<bytes>" else "model.tflite"
     with atomic_output_dir(outdir) as stage:
-        written = write_project_sources(stage, board, graph, data, name=name, sha=sha, plan=plan)
-        sizes, stack, build_info, device = measured_sizes(stage, board, graph, keep_build=build)
+        written = write_project_sources(stage, board, graph, data, name=name, sha=sha, plan=plan, app=app)
+        sizes, stack, build_info, device = measured_sizes(stage, board, graph, keep_build=build,
+                                                          boot_check=app.boot_check)
         flash, ram = memory_figures(data, plan, board, sizes, stack, device)
         fits = fit_report(flash["bytes"], ram["bytes"], board)
         raise_if_not_fitting(fits, board, "measured from the linked ELF" if sizes else "lower bound")
         info = firmware_info(data, graph, board, plan, flash, ram, fits, written, build_info, source=source, sha=sha)
+        if app.info is not None:
+            info["app"] = dict(app.info)
         (stage / FIRMWARE_JSON).write_text(json.dumps(json_safe(info), indent=2) + "\n")
         (stage / "README.md").write_text(readme_text(info, board))
     elf = outdir / "build" / fw_build.ELF_NAME if build and sizes is not None else None

@@ -46,6 +46,14 @@ def register(subparsers) -> Dict[str, Callable]:
     r.add_argument("--delegate", choices=["xnnpack", "gpu", "nnapi", "cpu"],
                    help="with --benchmark-binary: --use_xnnpack (default) | --use_gpu | --use_nnapi | cpu (no delegate)")
     r.add_argument("-o", "--outdir", type=Path, default=Path("out/run"), help="output folder (default out/run)")
+    h = r.add_argument_group("MLPerf Tiny harness (firmware built with --harness mlperf-tiny; qemu:BOARD or serial:PORT)")
+    h.add_argument("--harness", choices=("mlperf-tiny",), help="drive the device as the MLPerf Tiny runner does")
+    h.add_argument("--mode", choices=("performance", "accuracy"), default="performance",
+                   help="performance: median throughput over 5 inputs; accuracy: top-1 / AUC over --dataset")
+    h.add_argument("--dataset", type=Path, help="dataset folder in the runner's layout (y_labels.csv + inputs)")
+    h.add_argument("--min-runtime", type=float, default=10.0, metavar="SECONDS",
+                   help="performance mode: seconds of inferences per input (MLPerf Tiny requires 10, the default)")
+    h.add_argument("--count-instructions", action="store_true", help="qemu: exact instructions per inference (plugin)")
 
     d = subparsers.add_parser("devices", help="list device profiles with their key figures")
     d.add_argument("--json", action="store_true", help="machine-readable output")
@@ -152,6 +160,10 @@ def _check_benchmark_binary(args, target) -> None:
 
 
 def cmd_run(args) -> int:
+    if args.harness:
+        from edgekit.run.mlperf_cli import cmd_run_harness
+
+        return cmd_run_harness(args)
     from edgekit.progress import progress_bars
     from edgekit.run.resolve import resolve_device
     from edgekit.run.runners import runner_class
