@@ -41,6 +41,9 @@ def register(subparsers) -> Dict[str, Callable]:
     r.add_argument("--ssh-option", action="append", default=[], metavar="KEY=VALUE", help="extra ssh -o option (repeatable)")
     r.add_argument("--arena-bytes", type=int, help="TFLM arena size for --runtime tflm")
     r.add_argument("--flash", action="store_true", help="serial:PORT boards: flash the firmware with pyocd first")
+    r.add_argument("--pipeline", type=Path, metavar="PIPELINE.yaml",
+                   help="time the whole input pipeline (decode, preprocess, inference, post-process) per phase on the "
+                        "device: the budget table (edgekit.run.pipeline); --inputs are the files as the app receives them")
     r.add_argument("-o", "--outdir", type=Path, default=Path("out/run"), help="output folder (default out/run)")
 
     d = subparsers.add_parser("devices", help="list device profiles with their key figures")
@@ -134,6 +137,10 @@ def cmd_run(args) -> int:
 
     _check_numbers(args)
     target = resolve_device(args.device, args.profile)
+    if args.pipeline is not None:
+        from edgekit.run.pipeline import cmd_pipeline
+
+        return cmd_pipeline(args, target)
     runner_cls = runner_class(target.kind)
     request, described = build_request(args, runner_cls, target)
     with progress_bars(sys.stderr.isatty() and not args.sustain) as progress:
