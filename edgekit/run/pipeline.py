@@ -44,8 +44,12 @@ PREFIX = "EKP1 "
 
 
 # ------------------------------------------------------------------ the pipeline file
-def load_pipeline(path: Path) -> Dict[str, Any]:
-    """Read and validate a pipeline file; every problem in one UserError listing the valid choices."""
+MCU_KINDS = ("qemu", "serial")
+
+
+def load_pipeline(path: Path, device_kind: str = "host") -> Dict[str, Any]:
+    """Read and validate a pipeline file for a kind of device; every problem in one UserError listing the valid
+    choices. Microcontrollers take raw frames, the generated C preprocessing and a top-k post-process."""
     import yaml
 
     from edgekit.preprocess import PreprocessSpec
@@ -73,8 +77,18 @@ def load_pipeline(path: Path) -> Dict[str, Any]:
     if library not in DECODE_LIBRARIES:
         problems.append(f"decode library {library!r} is not one of {', '.join(DECODE_LIBRARIES)}")
     pre = dict(data.get("preprocess") or {})
-    impl = pre.get("implementation", "pillow")
-    if impl not in IMPLEMENTATIONS:
+    mcu = device_kind in MCU_KINDS
+    impl = pre.get("implementation", "c" if mcu else "pillow")
+    if mcu:
+        if impl != "c":
+            problems.append(f"preprocess implementation {impl!r} does not run on a microcontroller; valid: c "
+                            "(the integer C generated from the spec)")
+        if fmt not in RAW_FORMATS:
+            problems.append(f"decode format {fmt!r}: a microcontroller receives raw sensor frames; valid: "
+                            f"{', '.join(RAW_FORMATS)}")
+        if library != "pillow" and "library" in decode:
+            problems.append("decode library does not apply to raw frames on a microcontroller")
+    elif impl not in IMPLEMENTATIONS:
         extra = " (the generated C runs in firmware: --device qemu:BOARD or serial:PORT)" if impl == "c" else ""
         problems.append(f"preprocess implementation {impl!r} is not one of {', '.join(IMPLEMENTATIONS)}{extra}")
     spec = None
@@ -93,6 +107,9 @@ def load_pipeline(path: Path) -> Dict[str, Any]:
     if spec is not None and not spec.antialias and impl == "pillow" and spec.resize != "nearest":
         problems.append("antialias: false cannot be expressed with Pillow's resize; use implementation opencv")
     post = dict(data.get("postprocess") or {"steps": ["dequantize", "softmax", "topk"]})
+    if mcu and (post.get("function") or [s for s in post.get("steps", ["topk"]) if s not in ("topk", "dequantize")]):
+        problems.append("post-processing on a microcontroller is top-k on the int8 output (steps: [topk], top_k: K); "
+                        "softmax and Python functions run on host, ssh and adb devices")
     steps = post.get("steps", [] if post.get("function") else ["dequantize", "softmax", "topk"])
     bad = [s for s in steps if s not in POSTPROCESS_STEPS]
     if bad:
@@ -370,9 +387,11 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
         raise UserError("--pipeline needs --inputs: the files as the app receives them (JPEG/PNG or raw frames)")
     if not args.artifact.exists():
         raise UserError(f"model {args.artifact} does not exist")
-    pipeline = load_pipeline(args.pipeline)
+    pipeline = load_pipeline(args.pipeline, target.kind)
     frames = list_frames(args.inputs, pipeline["decode"])[: args.input_limit]
     pipeline.update(model_facts(args.artifact, pipeline["preprocess"]["spec"]))
+    if target.kind in MCU_KINDS:
+        return cmd_mcu_pipeline(args, target, pipeline, frames)
     monitor = None
     if target.kind in ("host", "macos") and args.power_monitor:
         from edgekit.run.energy import open_monitor
@@ -398,3 +417,33 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
     print("\n".join(budget_table(result)))
     print(f"wrote {args.outdir}/pipeline.json, report.md")
     return 0
+
+
+def cmd_mcu_pipeline(args, target: DeviceTarget, pipeline: Dict[str, Any], frames: Sequence[Path]) -> int:
+    """qemu:/serial: the firmware pipeline; per-phase instructions and the bit-exactness verdict."""
+    from edgekit.atomic import atomic_output_dir
+    from edgekit.run.pipeline_mcu import mcu_budget, mcu_table, run_mcu_pipeline
+
+    raw = run_mcu_pipeline(target, args.artifact, pipeline, frames, timeout_s=args.timeout, flash=bool(args.flash))
+    board = raw["board"]
+    result = mcu_budget(raw, board.profile)
+    exact = raw["bit_exact"]
+    report = {"device": {"kind": target.kind, "name": target.name or target.kind, "board": board.name},
+              "model": str(args.artifact), "pipeline": pipeline, "frames": [p.name for p in frames], "budget": result,
+              "results": {p.name: {"device_topk": d.tolist(), "host_topk": h.tolist(), "bit_exact": e}
+                          for p, d, h, e in zip(frames, raw["device_topk"], raw["host_topk"], exact)},
+              "bit_exact": {"frames": len(exact), "identical": sum(exact),
+                            "reference": "the spec's Pillow reference on the same decoded pixels -> LiteRT on the same "
+                                         "int8 model -> top-k"},
+              "firmware_elf": raw["elf"]}
+    md = ["# Pipeline budget (microcontroller)", "", f"Model `{args.artifact}` on {board.name} ({target.kind}); "
+          f"{len(frames)} raw {pipeline['decode']['format']} frame(s) of {pipeline['decode']['width']}x"
+          f"{pipeline['decode']['height']}; top-{raw['k']} on the device.", ""] + mcu_table(result) + [
+          "", f"Device output bit-exact with the host reference on {sum(exact)} of {len(exact)} frames."]
+    with atomic_output_dir(args.outdir) as stage:
+        (stage / "pipeline.json").write_text(json.dumps(report, indent=2, default=str))
+        (stage / "report.md").write_text("\n".join(md) + "\n")
+    print("\n".join(mcu_table(result)))
+    print(f"device top-{raw['k']} bit-exact with the host reference on {sum(exact)} of {len(exact)} frames")
+    print(f"wrote {args.outdir}/pipeline.json, report.md")
+    return 0 if all(exact) else 1
