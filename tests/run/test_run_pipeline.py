@@ -155,3 +155,13 @@ def test_ssh_runs_the_phases_on_the_board(cli, tmp_path, sshd):
     assert all(r["latency_ms"]["count"] == 5 for r in report["budget"]["phases"])
     for name in PHOTO_FILES:
         assert [c for c, _ in report["results"][name]] == reference_top3(quantized_reference(PHOTOS / name))
+
+
+def test_power_samples_are_attributed_to_phase_windows():
+    from edgekit.run.pipeline import attribute_samples
+
+    samples = [(10.0, 2.0), (10.001, 2.0), (10.002, 8.0), (10.003, 8.0)]  # monotonic s, W
+    # two 1 ms windows: one where the meter read 2 W, one where it read 8 W -> mean of 2 uJ*1000 and 8 uJ*1000
+    assert attribute_samples(samples, [10.0, 10.002], [1.0, 1.0]) == pytest.approx((2000 + 8000) / 2)
+    # a window between readings takes the nearest reading
+    assert attribute_samples(samples, [10.0104], [0.1]) == pytest.approx(8.0 * 0.1e-3 * 1e6)

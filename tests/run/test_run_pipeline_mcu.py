@@ -119,3 +119,14 @@ def test_device_top_k_order_matches_the_firmware_rule():
     assert top_k(np.array([3, 7, 7, -1, 7], np.int8), 4).tolist() == [[1, 7], [2, 7], [4, 7], [0, 3]]
     white, red = (0xFFFF).to_bytes(2, "little"), (0xF800).to_bytes(2, "little")
     assert rgb565_to_rgb888(white + red, (1, 2)).tolist() == [[[255, 255, 255], [255, 0, 0]]]
+
+
+def test_real_board_phase_cycles_become_a_measured_budget():
+    from edgekit.run.pipeline_mcu import cycles_budget, mcu_table
+
+    b = cycles_budget([[300, 900, 10], [320, 880, 10]], {"clock_hz": 64_000_000})
+    assert [r["phase"] for r in b["phases"]] == ["preprocess", "inference", "postprocess"]
+    assert b["phases"][1]["latency_ms"] == {"value": pytest.approx(890 / 64e3), "method": "measured",
+                                            "source": "DWT cycles / 64 MHz (profile clock_hz)"}
+    assert b["bottleneck"]["phase"] == "inference" and "| inference | 890 |" in "\n".join(mcu_table(b))
+    assert cycles_budget([[0, 0, 0]], {"clock_hz": 1})["phases"] == []
