@@ -11,7 +11,8 @@ The device-side runner (edgekit/run/pipeline_runner.py, copied next to remote_ru
 on the device itself; the host turns the times into the budget: p50/p90/p99 per phase, share of the total,
 energy per phase (measured from RAPL read at the phase boundaries, or a host power monitor's samples
 attributed to the phase windows; else estimated from the device profile's power model and labelled),
-the bottleneck and the end-to-end figures.
+the bottleneck and the end-to-end figures. On microcontrollers (qemu:, serial:) the pipeline takes raw frames,
+``implementation: c`` and ``steps: [topk]`` and runs in firmware (edgekit.run.pipeline_mcu).
 """
 from __future__ import annotations
 

@@ -91,6 +91,8 @@ def resize_pillow(pixels, spec: dict) -> np.ndarray:
         pixels[:, :, 0] if pixels.shape[2] == 1 else pixels)
     if spec["color"] == "grayscale" and image.mode != "L":
         image = image.convert("L")
+    elif spec["color"] != "grayscale" and image.mode != "RGB":
+        image = image.convert("RGB")  # a gray sensor frame into an RGB model: Pillow's L -> RGB
     size, box = geometry(spec, (image.height, image.width))
     if size is not None:
         image = image.resize((size[1], size[0]), getattr(Image.Resampling, PIL_METHODS[spec["resize"]]))
@@ -110,6 +112,8 @@ def resize_opencv(pixels, spec: dict) -> np.ndarray:
         array = array[:, :, None]
     if spec["color"] == "grayscale" and array.shape[2] == 3:
         array = cv2.cvtColor(array, cv2.COLOR_RGB2GRAY)[:, :, None]
+    elif spec["color"] != "grayscale" and array.shape[2] == 1:
+        array = cv2.cvtColor(array, cv2.COLOR_GRAY2RGB)
     size, box = geometry(spec, array.shape[:2])
     if size is not None:
         shrinking = size[0] <= array.shape[0] and size[1] <= array.shape[1]
