@@ -10,7 +10,9 @@ A reference or candidate can be: a PreprocessSpec or a spec dict (the Pillow ref
 path to a spec file, ``"IMPL:spec.json"`` (pillow, opencv, torchvision, tf, c), a callable
 ``f(image_path: str) -> array``, a ``"package.module:function"`` string, a folder of
 ``<image stem>.npy`` tensors, or an edgekit Preprocessor. On failure an AssertionError says what
-differs, by how much, and - when one side is a spec - which known mismatch explains it.
+differs, by how much, and which known mismatch explains it: when one side is a spec by perturbing it,
+when both are black boxes (callables, tensor folders) by describing each side from its tensors and the
+decoded images (edgekit.preprocessing.blackbox), with PSNR before/after each cause.
 """
 from __future__ import annotations
 

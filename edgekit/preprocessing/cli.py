@@ -108,6 +108,10 @@ def _print_parity(report) -> None:
     if report.diagnosis:
         d = report.diagnosis
         print("diagnosis: " + (d["summary"] if d.get("available") else f"not available ({d.get('reason')})"))
+        if d.get("fix"):
+            import json
+
+            print(f"fix ({d['fix']['implementation']} spec): " + json.dumps(d["fix"]["spec"]))
     if report.passed:
         print(f"preprocessing parity PASSED on {a.get('compared', 0)} images")
     else:

@@ -425,9 +425,10 @@ def diagnose(
 ) -> dict:
     """Search for the perturbations that explain the difference; a JSON-ready result."""
     ref_state, cand_state = _state_of(reference), _state_of(candidate)
-    if ref_state is None and cand_state is None:
-        return {"available": False, "reason": "neither pipeline is driven by a spec, so there is nothing to perturb; "
-                "give the reference as a spec (e.g. --reference preprocess.json) to get a diagnosis"}
+    if ref_state is None and cand_state is None:  # both user code or tensors: describe each side instead
+        from edgekit.preprocessing.blackbox import diagnose_black_box
+
+        return diagnose_black_box(images, reference_results, candidate_results, diffs)
     chosen = _choose_images(diffs, reference_results, candidate_results)
     if not chosen:
         return {"available": False, "reason": "no image was processed by both pipelines"}

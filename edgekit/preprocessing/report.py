@@ -89,7 +89,13 @@ def markdown(report: PreprocessParityReport, prov: dict, png: Optional[str]) -> 
                 steps = [f"{s['family']} ({fmt(s['mean_abs_lsb_before'])} → {fmt(s['mean_abs_lsb_after'])})"
                          if "refit_with" not in s else f"constants refitted after the {s['refit_with']} change"
                          for s in d["steps"]]
-                lines += ["", "Search steps: " + " → ".join(steps), ""]
+                lines += ["", "Search steps: " + " → ".join(steps), ""] if steps else [""]
+            if d.get("fix"):
+                lines += ["Both sides were described from their tensors and the decoded images (black box); "
+                          "PSNR before → after each explanation:", ""]
+                lines += [f"- {c['family']}: {fmt(c['psnr_before_db']) if c['psnr_before_db'] is not None else 'shapes differ'}"
+                          f" → {fmt(c['psnr_after_db'])} dB" for c in d["causes"]]
+                lines += ["", f"Fix: {d['fix']['text']}", "", "```json", json.dumps(d["fix"]["spec"], indent=2), "```", ""]
     if report.model:
         m = report.model
         lines += ["## Model effect", "", f"Model `{m['model'].get('path')}` sha256 `{m['model'].get('sha256')}` "

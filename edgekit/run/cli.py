@@ -45,6 +45,9 @@ def register(subparsers) -> Dict[str, Callable]:
                    help="adb devices: run LiteRT's benchmark_model (built for the phone's ABI) instead of a python runner")
     r.add_argument("--delegate", choices=["xnnpack", "gpu", "nnapi", "cpu"],
                    help="with --benchmark-binary: --use_xnnpack (default) | --use_gpu | --use_nnapi | cpu (no delegate)")
+    r.add_argument("--pipeline", type=Path, metavar="PIPELINE.yaml",
+                   help="time the whole input pipeline (decode, preprocess, inference, post-process) per phase on the "
+                        "device: the budget table (edgekit.run.pipeline); --inputs are the files as the app receives them")
     r.add_argument("-o", "--outdir", type=Path, default=Path("out/run"), help="output folder (default out/run)")
     h = r.add_argument_group("MLPerf Tiny harness (firmware built with --harness mlperf-tiny; qemu:BOARD or serial:PORT)")
     h.add_argument("--harness", choices=("mlperf-tiny",), help="drive the device as the MLPerf Tiny runner does")
@@ -172,6 +175,10 @@ def cmd_run(args) -> int:
     target = resolve_device(args.device, args.profile)
     if getattr(args, "benchmark_binary", None):
         _check_benchmark_binary(args, target)
+    if args.pipeline is not None:
+        from edgekit.run.pipeline import cmd_pipeline
+
+        return cmd_pipeline(args, target)
     runner_cls = runner_class(target.kind)
     request, described = build_request(args, runner_cls, target)
     warn_if_changed(args.artifact, "run")

@@ -19,6 +19,9 @@
 #include "ek_runtime.h"
 #include "ek_serve.h"
 #include "model_data.h"
+#ifdef EK_PIPELINE
+#include "ek_pipeline.h" /* raw frame in, top-k out (edgekit run --pipeline on qemu:/serial:) */
+#endif
 
 #ifndef EK_MODEL_NAME
 #define EK_MODEL_NAME ""
@@ -101,6 +104,9 @@ int main(void) {
     for (int32_t i = 0; i < app.num_inputs; ++i) app.inputs[i] = ek_get_input(&g_rt, i);
     for (int32_t i = 0; i < app.num_outputs; ++i) app.outputs[i] = ek_get_output(&g_rt, i);
     ek_set_op_hook(&g_rt, op_hook, NULL);
+#ifdef EK_PIPELINE
+    ek_pipeline_attach(&app, &g_rt);
+#endif
   }
   ek_serve(&app);
 }

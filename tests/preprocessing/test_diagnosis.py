@@ -90,7 +90,7 @@ def test_candidate_side_is_perturbed_when_the_reference_is_a_tensor_folder(image
     assert (order["candidate"], order["reference"]) == ("BGR", "RGB")
 
 
-def test_no_spec_on_either_side_means_no_diagnosis(images, tmp_path):
+def test_two_tensor_folders_get_the_black_box_diagnosis(images, tmp_path):
     spec = PreprocessSpec.from_dict(REFERENCE)
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
@@ -99,4 +99,7 @@ def test_no_spec_on_either_side_means_no_diagnosis(images, tmp_path):
         np.save(a / f"{path.stem}.npy", t)
         np.save(b / f"{path.stem}.npy", t[::-1])
     report, _, _ = run_parity(TensorFolderPreprocessor(a), TensorFolderPreprocessor(b), images)
-    assert report.diagnosis["available"] is False and "spec" in report.diagnosis["reason"]
+    d = report.diagnosis
+    assert d["available"] and d["mode"] == "black box"
+    assert [c["family"] for c in d["causes"]] == ["channel order"], d["summary"]
+    assert (d["causes"][0]["reference"], d["causes"][0]["candidate"]) == ("RGB", "BGR") and d["explained"]

@@ -1,0 +1,450 @@
+"""`edgekit run MODEL --device D --pipeline PIPELINE.yaml --inputs IMAGES`: the per-phase latency/energy budget.
+
+A pipeline file names the phases an app runs around the model::
+
+    decode:      {format: auto | jpeg | png | rgb565 | rgb888 | gray8, width: W, height: H, library: pillow | opencv}
+    preprocess:  {spec: preprocess.json (or an inline spec), implementation: pillow | opencv}
+    inference:   {runtime: auto}
+    postprocess: {steps: [dequantize, softmax, topk], top_k: 5}   or   {function: module:function, python_path: DIR}
+
+The device-side runner (edgekit/run/pipeline_runner.py, copied next to remote_runner.py) times every phase
+on the device itself; the host turns the times into the budget: p50/p90/p99 per phase, share of the total,
+energy per phase (measured from RAPL read at the phase boundaries, or a host power monitor's samples
+attributed to the phase windows; else estimated from the device profile's power model and labelled),
+the bottleneck and the end-to-end figures. On microcontrollers (qemu:, serial:) the pipeline takes raw frames,
+``implementation: c`` and ``steps: [topk]`` and runs in firmware (edgekit.run.pipeline_mcu).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from edgekit.errors import DeviceError, UserError
+from edgekit.run.base import DeviceTarget
+from edgekit.run.stats import latency_summary
+
+log = logging.getLogger(__name__)
+
+PHASES = ("decode", "preprocess", "inference", "postprocess")
+DECODE_FORMATS = ("auto", "jpeg", "png", "rgb565", "rgb888", "gray8")
+RAW_FORMATS = {"rgb565": 2, "rgb888": 3, "gray8": 1}
+DECODE_LIBRARIES = ("pillow", "opencv")
+IMPLEMENTATIONS = ("pillow", "opencv")
+POSTPROCESS_STEPS = ("dequantize", "softmax", "topk")
+PIPELINE_RUNNER = Path(__file__).with_name("pipeline_runner.py")
+REMOTE_RUNNER = Path(__file__).with_name("remote_runner.py")
+PREFIX = "EKP1 "
+
+
+# ------------------------------------------------------------------ the pipeline file
+MCU_KINDS = ("qemu", "serial")
+
+
+def load_pipeline(path: Path, device_kind: str = "host") -> Dict[str, Any]:
+    """Read and validate a pipeline file for a kind of device; every problem in one UserError listing the valid
+    choices. Microcontrollers take raw frames, the generated C preprocessing and a top-k post-process."""
+    import yaml
+
+    from edgekit.preprocess import PreprocessSpec
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise UserError(f"cannot read pipeline file {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise UserError(f"pipeline file {path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"pipeline file {path} must be a mapping of phases ({', '.join(PHASES)})")
+    problems: List[str] = []
+    unknown = [k for k in data if k not in PHASES]
+    if unknown:
+        problems.append(f"unknown phase(s) {unknown}; valid phases: {', '.join(PHASES)}")
+    decode = dict(data.get("decode") or {})
+    fmt = decode.get("format", "auto")
+    if fmt not in DECODE_FORMATS:
+        problems.append(f"decode format {fmt!r} is not one of {', '.join(DECODE_FORMATS)}")
+    if fmt in RAW_FORMATS and not all(isinstance(decode.get(k), int) and decode[k] > 0 for k in ("width", "height")):
+        problems.append(f"decode format {fmt} needs the frame size: width and height (positive integers)")
+    library = decode.get("library", "pillow")
+    if library not in DECODE_LIBRARIES:
+        problems.append(f"decode library {library!r} is not one of {', '.join(DECODE_LIBRARIES)}")
+    pre = dict(data.get("preprocess") or {})
+    mcu = device_kind in MCU_KINDS
+    impl = pre.get("implementation", "c" if mcu else "pillow")
+    if mcu:
+        if impl != "c":
+            problems.append(f"preprocess implementation {impl!r} does not run on a microcontroller; valid: c "
+                            "(the integer C generated from the spec)")
+        if fmt not in RAW_FORMATS:
+            problems.append(f"decode format {fmt!r}: a microcontroller receives raw sensor frames; valid: "
+                            f"{', '.join(RAW_FORMATS)}")
+        if library != "pillow" and "library" in decode:
+            problems.append("decode library does not apply to raw frames on a microcontroller")
+    elif impl not in IMPLEMENTATIONS:
+        extra = " (the generated C runs in firmware: --device qemu:BOARD or serial:PORT)" if impl == "c" else ""
+        problems.append(f"preprocess implementation {impl!r} is not one of {', '.join(IMPLEMENTATIONS)}{extra}")
+    spec = None
+    if "spec" not in pre:
+        problems.append("preprocess needs spec: a preprocessing spec file (preprocess.json) or an inline mapping")
+    else:
+        try:
+            raw = pre["spec"]
+            spec = (PreprocessSpec.from_dict(raw, source=str(path)) if isinstance(raw, dict)
+                    else PreprocessSpec.load((path.parent / str(raw)) if not Path(str(raw)).is_absolute() else Path(raw)))
+        except UserError as exc:
+            problems.append(exc.message)
+    if spec is not None and spec.quantized:
+        problems.append("the pipeline's spec must produce float values (dtype float32): quantization to the model's "
+                        "input scale/zero-point is applied from the model")
+    if spec is not None and not spec.antialias and impl == "pillow" and spec.resize != "nearest":
+        problems.append("antialias: false cannot be expressed with Pillow's resize; use implementation opencv")
+    post = dict(data.get("postprocess") or {"steps": ["dequantize", "softmax", "topk"]})
+    if mcu and (post.get("function") or [s for s in post.get("steps", ["topk"]) if s not in ("topk", "dequantize")]):
+        problems.append("post-processing on a microcontroller is top-k on the int8 output (steps: [topk], top_k: K); "
+                        "softmax and Python functions run on host, ssh and adb devices")
+    steps = post.get("steps", [] if post.get("function") else ["dequantize", "softmax", "topk"])
+    bad = [s for s in steps if s not in POSTPROCESS_STEPS]
+    if bad:
+        problems.append(f"unknown post-processing step(s) {bad}; valid steps: {', '.join(POSTPROCESS_STEPS)} "
+                        "(or function: module:function)")
+    if post.get("function") and (":" not in str(post["function"])):
+        problems.append(f"post-processing function {post['function']!r} must be module:function")
+    inference = dict(data.get("inference") or {})
+    if problems:
+        raise UserError(f"invalid pipeline file {path}:\n" + "\n".join(f"  - {p}" for p in problems),
+                        fix="see the pipeline section of README.md for the phases and their options")
+    python_path = post.get("python_path")
+    if python_path:
+        python_path = str((path.parent / python_path).resolve()) if not Path(python_path).is_absolute() else python_path
+    return {
+        "decode": {"format": fmt, "library": library, "width": decode.get("width"), "height": decode.get("height")},
+        "preprocess": {"implementation": impl, "spec": spec.to_dict() | {"antialias": spec.antialias,
+                                                                         "shorter_side": spec.shorter_side,
+                                                                         "crop": list(spec.crop) if spec.crop else None}},
+        "inference": {"runtime": inference.get("runtime", "auto")},
+        "postprocess": {"steps": list(steps), "top_k": int(post.get("top_k", 5)), "function": post.get("function"),
+                        "python_path": python_path},
+        "source": str(path),
+    }
+
+
+def list_frames(inputs: Path, decode: Dict[str, Any]) -> List[Path]:
+    """The input files; raw frames must have exactly the stated size (every wrong one named)."""
+    from edgekit.preprocessing.sources import IMAGE_SUFFIXES
+
+    inputs = Path(inputs)
+    if not inputs.exists():
+        raise UserError(f"--inputs {inputs} does not exist")
+    fmt = decode["format"]
+    files = [inputs] if inputs.is_file() else sorted(p for p in inputs.iterdir() if p.is_file() and not p.name.startswith("."))
+    if fmt in RAW_FORMATS:
+        expected = decode["width"] * decode["height"] * RAW_FORMATS[fmt]
+        bad = [f"{p.name} ({p.stat().st_size} bytes)" for p in files if p.stat().st_size != expected]
+        if bad:
+            raise UserError(f"{len(bad)} frame(s) are not {fmt} at {decode['width']}x{decode['height']} "
+                            f"({expected} bytes): {', '.join(bad[:5])}",
+                            fix="give frames of the stated format and resolution, or correct decode: in the pipeline file")
+    else:
+        files = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
+    if not files:
+        raise UserError(f"no input frames in {inputs}")
+    return files
+
+
+def model_facts(artifact: Path, spec: Dict[str, Any]) -> Dict[str, Any]:
+    """The model input (shape, dtype, quantization) and output quantization; the spec must fit the input."""
+    from edgekit.run.inputs import model_file, model_inputs
+
+    model = model_file(artifact)
+    (first, *_rest) = model_inputs(artifact)
+    quant = {"scale": float(first.scale), "zero_point": int(first.zero_point)} if np.issubdtype(first.dtype, np.integer) else None
+    out_quant = None
+    if model.suffix.lower() == ".tflite":
+        from edgekit.tflite_model import TFLiteModel
+
+        out = TFLiteModel.load(model).outputs[0]
+        if out.is_quantized:
+            out_quant = {"scale": float(out.scale), "zero_point": int(out.zero_point)}
+    h, w = (spec.get("crop") or spec.get("size") or [None, None])
+    channels = 1 if spec["color"] == "grayscale" else 3
+    expected = (1, channels, h, w) if spec["layout"] == "NCHW" else (1, h, w, channels)
+    if h is not None and tuple(first.shape) != expected:
+        raise UserError(f"the preprocessing spec gives tensors of shape {expected} but the model input {first.name!r} "
+                        f"is {tuple(first.shape)}", fix="check size, crop, color and layout in the spec against the model")
+    return {"model_input": {"name": first.name, "shape": list(first.shape), "dtype": str(np.dtype(first.dtype)),
+                            "quantization": quant},
+            "output_quantization": out_quant}
+
+
+# ------------------------------------------------------------------ transports
+class Workspace:
+    """A folder on the device, files copied in, one command run to completion."""
+
+    def __init__(self, target: DeviceTarget, options: Dict[str, Any]) -> None:
+        self.target, self.options = target, options
+        self.local: Optional[tempfile.TemporaryDirectory] = None
+        self.ssh = self.adb = None
+        if target.kind in ("host", "macos"):
+            self.local = tempfile.TemporaryDirectory(prefix="edgekit-pipeline-")
+            self.root = self.local.name
+            self.python = sys.executable
+        elif target.kind == "ssh":
+            from edgekit.run.ssh import SshRunner
+
+            runner = SshRunner(target)
+            from edgekit.run.base import RunRequest
+
+            request = RunRequest(Path("."), [], options=options)
+            self.ssh = runner.connection(request)
+            self.python = runner.remote_python(request)
+            self.root = self.ssh.run(["mktemp", "-d", "/tmp/edgekit-pipeline.XXXXXXXX"], timeout_s=30,
+                                     what="creating a work folder").strip()
+        elif target.kind == "adb":
+            import secrets
+
+            from edgekit.run.adb import DEVICE_TMP, Adb
+
+            self.adb = Adb(target.address)
+            self.adb.choose_device()
+            self.python = str(options.get("remote_python") or "python3")
+            self.root = f"{DEVICE_TMP}/edgekit-pipeline-{secrets.token_hex(4)}"
+            self.adb.shell(["mkdir", "-p", self.root], what="creating a work folder")
+        else:
+            raise UserError(f"--pipeline runs on host, ssh and adb devices, not {target.kind}",
+                            fix="microcontroller pipelines (qemu:, serial:) are not available in this build")
+
+    def put(self, local: Path, name: str) -> str:
+        remote = f"{self.root}/{name}"
+        if self.local is not None:
+            (shutil.copytree if Path(local).is_dir() else shutil.copy)(local, remote)
+        elif self.ssh is not None:
+            self.ssh.upload(Path(local), remote, timeout_s=300)
+        else:
+            self.adb.call("push", str(Path(local).resolve()), remote, timeout_s=300, what=f"pushing {Path(local).name}")
+        return remote
+
+    def run(self, words: Sequence[str], timeout_s: float) -> str:
+        if self.local is not None:
+            try:
+                done = subprocess.run(list(words), capture_output=True, text=True, timeout=timeout_s, cwd=self.root)
+            except subprocess.TimeoutExpired:
+                raise DeviceError(f"the pipeline runner did not finish within {timeout_s:g} s") from None
+            if done.returncode not in (0, 3):
+                raise DeviceError(f"the pipeline runner failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+            return done.stdout
+        if self.ssh is not None:
+            return self.ssh.run(list(words), timeout_s=timeout_s, what="running the pipeline")
+        return self.adb.shell(list(words), timeout_s=timeout_s, what="running the pipeline")
+
+    def close(self) -> None:
+        if self.local is not None:
+            self.local.cleanup()
+        elif self.ssh is not None:
+            try:
+                self.ssh.run(["rm", "-rf", "--", self.root], timeout_s=30, what="removing the work folder")
+            except Exception as exc:  # noqa: BLE001 - cleanup is best effort
+                log.warning("could not remove %s: %s", self.root, exc)
+        elif self.adb is not None:
+            try:
+                self.adb.shell(["rm", "-rf", self.root], timeout_s=15)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("could not remove %s: %s", self.root, exc)
+
+
+def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any], frames: Sequence[Path], *,
+                  iterations: int, warmup: int, threads: Optional[int], timeout_s: float, options: Dict[str, Any],
+                  monitor=None) -> Dict[str, Any]:
+    """Copy runner, model, frames (and the user's post-processing module) and run; the runner's JSON."""
+    from edgekit.run.host import choose_runtime
+    from edgekit.run.inputs import model_file
+
+    model = model_file(artifact)
+    config = dict(pipeline)
+    config["inference"] = {"runtime": choose_runtime(model, pipeline["inference"]["runtime"])}
+    space = Workspace(target, options)
+    try:
+        space.put(REMOTE_RUNNER, "remote_runner.py")
+        runner = space.put(PIPELINE_RUNNER, "pipeline_runner.py")
+        remote_model = space.put(model, f"model{model.suffix.lower()}")
+        config["frames"] = [space.put(p, f"frame{i:04d}{p.suffix}") for i, p in enumerate(frames)]
+        post = dict(config["postprocess"])
+        if post.get("python_path"):
+            post["python_path"] = [space.put(Path(post["python_path"]), "user_code")]
+        else:
+            post["python_path"] = []
+        config["postprocess"] = post
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg_file = Path(tmp) / "pipeline.json"
+            cfg_file.write_text(json.dumps(config))
+            remote_cfg = space.put(cfg_file, "pipeline.json")
+        words = [space.python, "-u", runner, "--config", remote_cfg, "--model", remote_model,
+                 "--iterations", str(iterations), "--warmup", str(warmup)]
+        if threads:
+            words += ["--threads", str(threads)]
+        if monitor is not None:
+            monitor.begin()
+        try:
+            stdout = space.run(words, timeout_s=timeout_s)
+        finally:
+            if monitor is not None:
+                monitor.stop()
+    finally:
+        space.close()
+    lines = [l[len(PREFIX):] for l in stdout.splitlines() if l.startswith(PREFIX)]
+    if not lines:
+        raise DeviceError("the pipeline runner printed no result", fix="run with -v to see the runner's output")
+    out = json.loads(lines[-1])
+    if "error" in out:
+        raise DeviceError(f"the pipeline failed on the device: {out['error']}")
+    return out
+
+
+# ------------------------------------------------------------------ the budget
+def attribute_samples(samples: Sequence[tuple], starts: Sequence[float], durations_ms: Sequence[float]) -> Optional[float]:
+    """Mean energy (uJ) of one phase: power samples (monotonic t, W) inside the phase windows times their length.
+
+    Each window gets the mean of the samples inside it, or of the nearest sample when none falls inside
+    (windows much shorter than the sampling interval)."""
+    if not samples:
+        return None
+    times = np.array([t for t, _ in samples])
+    power = np.array([p for _, p in samples])
+    energies = []
+    for start, ms in zip(starts, durations_ms):
+        end = start + ms / 1e3
+        inside = (times >= start) & (times <= end)
+        p = power[inside].mean() if inside.any() else power[np.argmin(np.abs(times - (start + end) / 2))]
+        energies.append(p * ms / 1e3 * 1e6)
+    return float(np.mean(energies))
+
+
+def budget(raw: Dict[str, Any], profile: Dict[str, Any], threads: Optional[int], monitor=None) -> Dict[str, Any]:
+    """Per-phase statistics, shares, energy (measured or estimated, labelled) and the bottleneck."""
+    from edgekit.run.energy import estimate_from_profile
+
+    phases = raw["phases_ms"]
+    totals = np.sum([np.asarray(phases[p]) for p in PHASES], axis=0)
+    mean_total = float(totals.mean())
+    rows = []
+    for p in PHASES:
+        values = np.asarray(phases[p])
+        row: Dict[str, Any] = {"phase": p, "latency_ms": latency_summary(values), "share": float(values.mean()) / mean_total}
+        if raw.get("energy_uj"):
+            row["energy"] = {"value_uj": float(np.mean(raw["energy_uj"][p])), "method": "measured",
+                             "source": raw["energy_source"]}
+        elif monitor is not None and getattr(monitor, "samples", None):
+            value = attribute_samples(monitor.samples, raw["phase_start_monotonic_s"][p], phases[p])
+            row["energy"] = {"value_uj": value, "method": "measured",
+                             "source": f"{monitor.describe()}: samples attributed to the phase time windows"}
+        else:
+            est = estimate_from_profile(profile or {}, float(values.mean()) / 1e3, threads)
+            row["energy"] = ({"value_uj": est["value"], "method": "estimated", "source": est["source"]} if est else
+                             {"value_uj": None, "method": "unavailable",
+                              "source": "no power source on this device (RAPL not readable, no --power-monitor) and no "
+                                        "power model in a device profile (--profile NAME)"})
+        rows.append(row)
+    bottleneck = max(rows, key=lambda r: r["share"])
+    energies = [r["energy"]["value_uj"] for r in rows]
+    methods = sorted({r["energy"]["method"] for r in rows})
+    return {
+        "phases": rows,
+        "end_to_end_ms": latency_summary(totals),
+        "end_to_end_energy_uj": float(sum(energies)) if all(e is not None for e in energies) else None,
+        "energy_method": "/".join(methods),
+        "bottleneck": {"phase": bottleneck["phase"], "share": bottleneck["share"]},
+        "iterations": int(totals.size),
+    }
+
+
+def budget_table(b: Dict[str, Any]) -> List[str]:
+    lines = ["| phase | p50 ms | p90 ms | p99 ms | share | energy per run | energy source |", "|---|---|---|---|---|---|---|"]
+    for r in b["phases"]:
+        lat, e = r["latency_ms"], r["energy"]
+        energy = f"{e['value_uj'] / 1e3:.4g} mJ ({e['method']})" if e["value_uj"] is not None else "unavailable"
+        lines.append(f"| {r['phase']} | {lat['p50']:.4g} | {lat['p90']:.4g} | {lat['p99']:.4g} | {r['share']:.1%} | "
+                     f"{energy} | {e['source']} |")
+    t = b["end_to_end_ms"]
+    total_e = f"{b['end_to_end_energy_uj'] / 1e3:.4g} mJ ({b['energy_method']})" if b["end_to_end_energy_uj"] is not None else "unavailable"
+    lines.append(f"| **end to end** | {t['p50']:.4g} | {t['p90']:.4g} | {t['p99']:.4g} | 100% | {total_e} | |")
+    lines += ["", f"Bottleneck: **{b['bottleneck']['phase']}** ({b['bottleneck']['share']:.1%} of the mean end-to-end time "
+                  f"over {b['iterations']} runs)."]
+    return lines
+
+
+def cmd_pipeline(args, target: DeviceTarget) -> int:
+    """The `edgekit run --pipeline` command body."""
+    from edgekit.atomic import atomic_output_dir
+
+    if args.inputs is None:
+        raise UserError("--pipeline needs --inputs: the files as the app receives them (JPEG/PNG or raw frames)")
+    if not args.artifact.exists():
+        raise UserError(f"model {args.artifact} does not exist")
+    pipeline = load_pipeline(args.pipeline, target.kind)
+    frames = list_frames(args.inputs, pipeline["decode"])[: args.input_limit]
+    pipeline.update(model_facts(args.artifact, pipeline["preprocess"]["spec"]))
+    if target.kind in MCU_KINDS:
+        return cmd_mcu_pipeline(args, target, pipeline, frames)
+    monitor = None
+    if target.kind in ("host", "macos") and args.power_monitor:
+        from edgekit.run.energy import open_monitor
+
+        monitor = open_monitor(args.power_monitor)
+    options = {"remote_python": args.remote_python, "ssh_identity": str(args.ssh_identity) if args.ssh_identity else None,
+               "ssh_options": list(args.ssh_option)}
+    raw = run_on_device(target, args.artifact, pipeline, frames, iterations=args.iterations, warmup=args.warmup,
+                        threads=args.threads or 1, timeout_s=max(args.timeout * 10, 120.0),
+                        options={k: v for k, v in options.items() if v}, monitor=monitor)
+    result = budget(raw, target.profile, args.threads or 1, monitor)
+    report = {"device": {"kind": target.kind, "name": target.name or target.kind, "profile": (target.profile or {}).get("name")},
+              "model": str(args.artifact), "pipeline": {k: v for k, v in pipeline.items() if k != "frames"},
+              "frames": [p.name for p in frames], "budget": result, "runtime": raw.get("runtime"),
+              "device_python": raw.get("python"),
+              "results": dict(zip((p.name for p in frames), raw["results"])),
+              "timing": "every phase timed on the device by pipeline_runner.py (time.perf_counter_ns around each phase)"}
+    md = ["# Pipeline budget", "", f"Model `{args.artifact}` on {report['device']['name']} ({target.kind}); pipeline "
+          f"`{args.pipeline}`; {len(frames)} input file(s), {result['iterations']} timed runs.", ""] + budget_table(result)
+    with atomic_output_dir(args.outdir) as stage:
+        (stage / "pipeline.json").write_text(json.dumps(report, indent=2, default=str))
+        (stage / "report.md").write_text("\n".join(md) + "\n")
+    print("\n".join(budget_table(result)))
+    print(f"wrote {args.outdir}/pipeline.json, report.md")
+    return 0
+
+
+def cmd_mcu_pipeline(args, target: DeviceTarget, pipeline: Dict[str, Any], frames: Sequence[Path]) -> int:
+    """qemu:/serial: the firmware pipeline; per-phase instructions and the bit-exactness verdict."""
+    from edgekit.atomic import atomic_output_dir
+    from edgekit.run.pipeline_mcu import mcu_budget, mcu_table, run_mcu_pipeline
+
+    raw = run_mcu_pipeline(target, args.artifact, pipeline, frames, timeout_s=args.timeout, flash=bool(args.flash))
+    board = raw["board"]
+    result = mcu_budget(raw, board.profile)
+    exact = raw["bit_exact"]
+    report = {"device": {"kind": target.kind, "name": target.name or target.kind, "board": board.name},
+              "model": str(args.artifact), "pipeline": pipeline, "frames": [p.name for p in frames], "budget": result,
+              "results": {p.name: {"device_topk": d.tolist(), "host_topk": h.tolist(), "bit_exact": e}
+                          for p, d, h, e in zip(frames, raw["device_topk"], raw["host_topk"], exact)},
+              "bit_exact": {"frames": len(exact), "identical": sum(exact),
+                            "reference": "the spec's Pillow reference on the same decoded pixels -> LiteRT on the same "
+                                         "int8 model -> top-k"},
+              "firmware_elf": raw["elf"]}
+    md = ["# Pipeline budget (microcontroller)", "", f"Model `{args.artifact}` on {board.name} ({target.kind}); "
+          f"{len(frames)} raw {pipeline['decode']['format']} frame(s) of {pipeline['decode']['width']}x"
+          f"{pipeline['decode']['height']}; top-{raw['k']} on the device.", ""] + mcu_table(result) + [
+          "", f"Device output bit-exact with the host reference on {sum(exact)} of {len(exact)} frames."]
+    with atomic_output_dir(args.outdir) as stage:
+        (stage / "pipeline.json").write_text(json.dumps(report, indent=2, default=str))
+        (stage / "report.md").write_text("\n".join(md) + "\n")
+    print("\n".join(mcu_table(result)))
+    print(f"device top-{raw['k']} bit-exact with the host reference on {sum(exact)} of {len(exact)} frames")
+    print(f"wrote {args.outdir}/pipeline.json, report.md")
+    return 0 if all(exact) else 1
