@@ -27,9 +27,9 @@ def write_pipeline(folder: Path, **phases) -> Path:
 
 def reference_top3(tensor_q: np.ndarray) -> list:
     from edgekit.tflite_model import TFLiteModel
-    from edgekit.parity.runners import open_runner
+    from edgekit.parity.runners import TFLiteRunner
 
-    runner = open_runner(IC_INT8)
+    runner = TFLiteRunner(TFLiteModel.load(IC_INT8), kernels="reference")  # BUILTIN_REF: the bit-exact reference
     out = np.asarray(runner.run([tensor_q])[0]).reshape(-1)
     q = TFLiteModel.load(IC_INT8).outputs[0]
     return [int(i) for i in np.argsort(-((out.astype(np.float32) - q.zero_point) * np.float32(q.scale)), kind="stable")[:3]]
