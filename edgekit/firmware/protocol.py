@@ -388,7 +388,8 @@ class DeviceClient:
         extra = self.context() if self.context else ""
         if extra:
             text += f"\n{extra}"
-        fix = FIXES.get(kind, "check that the firmware runs and speaks the edgekit protocol; see the device log above")
+        protocol_fix = "check that the firmware runs and speaks the edgekit protocol; see the device log above"
+        fix = FIXES.get(kind, protocol_fix) if self.info is not None else protocol_fix  # it had been serving
         return with_fault(DeviceError(text, fix=fix), kind, message)
 
     def request(self, msg_type: Msg, payload: bytes, expect: Msg, timeout_s: Optional[float] = None) -> Frame:
