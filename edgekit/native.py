@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 STDERR_TAIL_LINES = 6
 _DISABLE_ENV = "EDGEKIT_NO_ISOLATION"  # "1": run native steps in-process (debugging with gdb)
+# A forked child of a multithreaded process (TF, JAX) can in rare cases deadlock on a lock another thread held at
+# fork time. The watchdog kills a child that runs longer than this, so such a hang becomes an error, never a stall.
+CHILD_TIMEOUT_S = float(os.environ.get("EDGEKIT_NATIVE_TIMEOUT_S", "1800"))
 
 
 class NativeCrashError(EdgekitError):
@@ -51,8 +54,10 @@ def _read_all(fd: int, sink: List[bytes]) -> None:
         sink.append(handle.read())
 
 
-def run_isolated(step: str, fn: Callable[[], T], *, fix: Optional[str] = None) -> T:
-    """``fn()`` in a forked child; its (picklable) return value, or NativeCrashError if the child dies by a signal.
+def run_isolated(step: str, fn: Callable[[], T], *, fix: Optional[str] = None,
+                 timeout_s: Optional[float] = None) -> T:
+    """``fn()`` in a forked child; its (picklable) return value, or NativeCrashError if the child dies by a signal
+    or runs longer than ``timeout_s`` (default CHILD_TIMEOUT_S; it is then killed).
 
     A Python exception in the child is re-raised as ``ChildError`` (type name, message, the child's stderr).
     """
@@ -89,9 +94,29 @@ def run_isolated(step: str, fn: Callable[[], T], *, fix: Optional[str] = None) -
                threading.Thread(target=_read_all, args=(err_r, errors), daemon=True)]
     for t in readers:
         t.start()
-    _, status = os.waitpid(pid, 0)
+    limit = CHILD_TIMEOUT_S if timeout_s is None else timeout_s
+    timed_out = threading.Event()
+
+    def kill_hung_child() -> None:
+        timed_out.set()
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    watchdog = threading.Timer(limit, kill_hung_child)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        _, status = os.waitpid(pid, 0)
+    finally:
+        watchdog.cancel()
     for t in readers:
         t.join()
+    if timed_out.is_set():
+        raise NativeCrashError(f"{step} did not finish within {limit:.0f} s and was stopped",
+                               fix=fix or "rerun with EDGEKIT_NO_ISOLATION=1 (in-process) or a larger "
+                                          "EDGEKIT_NATIVE_TIMEOUT_S; report it with the model attached")
     stderr = (errors[0] if errors else b"").decode("utf-8", "replace")
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)

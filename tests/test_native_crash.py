@@ -121,3 +121,12 @@ def test_edgekit_runtime_computes_or_refuses_tiny_scales(tmp_path, stddev):
     with pytest.raises(UnsupportedOpError) as refused:
         HostRuntime(_int8_without_the_check(tmp_path / "softmax.keras", calib), source="collapsed softmax")
     assert "SOFTMAX" in str(refused.value) and "degenerate" in refused.value.fix
+
+
+def test_a_hung_isolated_step_is_stopped_by_the_watchdog_and_named():
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(NativeCrashError, match=r"the sleeping step did not finish within 1 s"):
+        run_isolated("the sleeping step", lambda: time.sleep(60), timeout_s=1)
+    assert time.monotonic() - started < 30
