@@ -98,4 +98,4 @@ static ek_status concatenation_eval(ek_context *ctx, ek_op *op) {
 }
 
 const ek_kernel ek_kernel_concatenation = {EK_OP_CONCATENATION, "CONCATENATION", concatenation_persistent_bytes, 0,
-                                           concatenation_prepare, concatenation_eval};
+                                           concatenation_prepare, concatenation_eval, 0};

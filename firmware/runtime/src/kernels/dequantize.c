@@ -98,4 +98,4 @@ static ek_status dequantize_eval(ek_context *ctx, ek_op *op) {
 }
 
 const ek_kernel ek_kernel_dequantize = {EK_OP_DEQUANTIZE, "DEQUANTIZE", dequantize_persistent_bytes, 0, dequantize_prepare,
-                                        dequantize_eval};
+                                        dequantize_eval, 0};

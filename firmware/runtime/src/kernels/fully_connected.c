@@ -12,6 +12,7 @@
  * A non-zero weight zero point (per-tensor only) adds weight_offset * sum(x + input_offset) per row.
  */
 #include "ek_conv_common.h"
+#include "ek_stream.h"
 
 enum { FC_PATH_REFERENCE = 0, FC_PATH_BLOCKED = 1 };
 
@@ -43,8 +44,19 @@ static int32_t fc_depth(const ek_context *ctx, const ek_op *op) {
   return (f->ndim == 2 && f->dims[1] > 0) ? f->dims[1] : 0;
 }
 
+/* The smaller of the op's input and output bytes (BALANCED: a bigger scratch is not worth it). */
+static int32_t fc_io_bytes(const ek_context *ctx, const ek_op *op) {
+  const ek_tensor *in = ek_input((ek_context *)ctx, op, 0), *out = ek_output((ek_context *)ctx, op, 0);
+  if (!in || !out) return 0;
+  return in->bytes < out->bytes ? in->bytes : out->bytes;
+}
+
 static size_t fc_scratch_bytes(const ek_context *ctx, const ek_op *op) {
   const int64_t bytes = ((int64_t)fc_depth(ctx, op) + 3) / 4 * 8;
+  if (ctx->optimize == EK_OPTIMIZE_RAM) return 0; /* reference path: no scratch */
+  if (ctx->optimize == EK_OPTIMIZE_BALANCED && op->num_outputs == 1 && op->outputs[0] >= 0 &&
+      op->outputs[0] < ctx->num_tensors && bytes > (int64_t)fc_io_bytes(ctx, op))
+    return 0;
   return bytes <= EK_CONV_SCRATCH_MAX ? (size_t)bytes : 0;
 }
 
@@ -306,5 +318,16 @@ static ek_status fc_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* Kernel access contract (firmware/runtime/README.md): blocked, each input row is expanded into scratch before
+   its outputs are written (rows copied); reference, every output unit reads the whole row (rows live). */
+static int fc_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
+  (void)ctx;
+  const fc_data *d = (const fc_data *)op->user_data;
+  if (input_index != 0 || !d || d->batches < 1) return EK_OVERLAP_NONE;
+  const int ok = d->path == FC_PATH_BLOCKED ? ek_stream_rows(d->batches, d->depth, d->units, d_max)
+                                            : ek_stream_rows_live(d->batches, d->depth, d->units, d_max);
+  return ok ? EK_OVERLAP_UPTO : EK_OVERLAP_NONE;
+}
+
 const ek_kernel ek_kernel_fully_connected = {EK_OP_FULLY_CONNECTED, "FULLY_CONNECTED", fc_persistent_bytes,
-                                             fc_scratch_bytes, fc_prepare, fc_eval};
+                                             fc_scratch_bytes, fc_prepare, fc_eval, fc_overlap};

@@ -129,4 +129,4 @@ static ek_status transpose_eval(ek_context *ctx, ek_op *op) {
 }
 
 const ek_kernel ek_kernel_transpose = {EK_OP_TRANSPOSE, "TRANSPOSE", transpose_persistent_bytes, 0, transpose_prepare,
-                                       transpose_eval};
+                                       transpose_eval, 0};
