@@ -104,32 +104,74 @@ def firmware_sources_hash() -> str:
 
 # --- the plan and the early fit check ------------------------------------------------------------------------
 
-def memory_plan(model: bytes, graph: Graph, source: str) -> Dict[str, Any]:
-    """The runtime's own offline plan (same planner code as on the device), with tensor names added."""
+OPTIMIZE_MODES = ("speed", "balanced", "ram")
+DEFAULT_OPTIMIZE = "balanced"
+TENSOR_RECORD_BYTES_32 = 56     # sizeof(ek_tensor) on a 32-bit MCU (one per decoded tensor slot)
+PREPARED_OBJECT_BYTES_32 = 140  # sizeof(ek_prepared) on a 32-bit MCU, upper bound (the device reports the exact use)
+
+
+def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT_OPTIMIZE) -> Dict[str, Any]:
+    """The runtime's own plan (same planner code as on the device), prepared for ``optimize``: the overlapped plan,
+    the prepared blob (pointer-free; flash), and the plain in-place .tflite plan it replaces, with tensor names."""
     from edgekit.firmware.host_runtime import HostRuntime
 
-    rt = HostRuntime(model, source=source)
-    plan = dict(rt.plan)
+    rt = HostRuntime(model, source=source, optimize=optimize)
+    prepared = rt.prepared
+    plan = dict(prepared["plan"])
+    names = lambda i: graph.tensors[i].name if i < len(graph.tensors) else "?"  # noqa: E731
     for entry in plan["tensors"]:
-        entry["name"] = graph.tensors[entry["index"]].name if entry["index"] < len(graph.tensors) else "?"
+        entry["name"] = names(entry["index"])
     plan["op_names"] = rt.op_names
+    plan["optimize"] = optimize
+    plan["prepared_blob"] = prepared["blob"]
+    plan["prepared_bytes"] = len(prepared["blob"])
+    plan["state_slots"] = prepared["state_slots"]
+    # mutable RAM on a 32-bit device: the tensor slots + the ek_prepared object (the host's pointers are wider)
+    plan["state_bytes"] = prepared["state_slots"] * TENSOR_RECORD_BYTES_32 + 8 + PREPARED_OBJECT_BYTES_32
+    plan["overlaps"] = [dict(o, op_name=rt.op_names[o["op"]]) for o in prepared["overlaps"]]
+    plan["plain"] = {"arena_bytes": rt.plan["arena_bytes"], "state_bytes_host": rt.plan["state_bytes"],
+                     "persistent_bytes": rt.plan["persistent_bytes"]}
     return plan
 
 
-def early_fit_check(model_bytes: int, arena: int, state: int, board) -> None:
-    """Before writing anything: lower bounds (model vs flash; arena + state + stack reservation vs RAM)."""
+def plan_all_modes(model: bytes, graph: Graph, source: str) -> Dict[str, Dict[str, Any]]:
+    """memory_plan for every optimize mode (for the fit check and the reports)."""
+    return {mode: memory_plan(model, graph, source, mode) for mode in OPTIMIZE_MODES}
+
+
+def early_fit_check(model_bytes: int, arena: int, state: int, board,
+                    modes: Optional[Mapping[str, Mapping[str, int]]] = None) -> None:
+    """Before writing anything: lower bounds (model vs flash; arena + state + stack reservation vs RAM). With
+    ``modes`` ({mode: {arena_bytes, state_bytes, prepared_bytes}}), the model fails only if no mode fits, and the
+    message says by how many bytes for each mode."""
     problems = []
     if model_bytes > board.flash.bytes:
         problems.append(f"flash: the model alone is {model_bytes:,} bytes, {board.name} has {board.flash.bytes:,}: "
                         f"at least {model_bytes - board.flash.bytes:,} bytes too many")
     ram_need = arena + state + board.stack_bytes
     if ram_need > board.ram.bytes:
-        problems.append(f"RAM: arena {arena:,} + runtime state {state:,} + stack reservation {board.stack_bytes:,} = "
-                        f"{ram_need:,} bytes, {board.name} has {board.ram.bytes:,}: at least "
-                        f"{ram_need - board.ram.bytes:,} bytes too many")
+        over = {}
+        for mode, m in (modes or {}).items():
+            need = m["arena_bytes"] + m["state_bytes"] + board.stack_bytes
+            over[mode] = need - board.ram.bytes
+        if not modes or all(v > 0 for v in over.values()):
+            detail = "".join(f"\n      --optimize {mode}: arena {modes[mode]['arena_bytes']:,} + state "
+                             f"{modes[mode]['state_bytes']:,} + stack {board.stack_bytes:,}: {v:,} bytes too many"
+                             for mode, v in over.items()) if modes else ""
+            problems.append(f"RAM: arena {arena:,} + runtime state {state:,} + stack reservation {board.stack_bytes:,} = "
+                            f"{ram_need:,} bytes, {board.name} has {board.ram.bytes:,}: at least "
+                            f"{ram_need - board.ram.bytes:,} bytes too many" + detail)
+        else:
+            fitting = ", ".join(m for m, v in over.items() if v <= 0)
+            problems.append(f"RAM: with this --optimize mode the arena {arena:,} + state {state:,} + stack "
+                            f"{board.stack_bytes:,} = {ram_need:,} bytes exceed {board.name}'s {board.ram.bytes:,} "
+                            f"by {ram_need - board.ram.bytes:,}; it fits with --optimize {fitting}")
     if problems:
+        fix = "choose a board with more memory (edgekit devices) or a smaller model"
+        if any("it fits with --optimize" in p for p in problems):
+            fix = "use the --optimize mode named above, or a board with more memory"
         raise DoesNotFitError(f"the model does not fit {board.name}:\n" + "\n".join(f"  - {p}" for p in problems),
-                              fix="choose a board with more memory (edgekit devices) or a smaller model")
+                              fix=fix)
 
 
 def fit_report(flash_bytes: int, ram_bytes: int, board) -> Dict[str, Dict[str, Any]]:
@@ -150,6 +192,33 @@ def raise_if_not_fitting(fits: Dict[str, Dict[str, Any]], board, detail: str) ->
 
 
 # --- writing the project -------------------------------------------------------------------------------------
+
+def write_prepared_files(dest: Path, blob: bytes, *, slots: int, optimize: str) -> None:
+    """model/prepared_data.c + .h: the prepared model (pointer-free, checksummed; ek_prepared.c) in flash."""
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "prepared_data.h").write_text(
+        "/* The prepared model: records, plan and kernel data computed on the host (generated by edgekit). */\n"
+        "#ifndef EK_PREPARED_DATA_H\n#define EK_PREPARED_DATA_H\n\n#include <stdint.h>\n\n"
+        f"#define EK_PREPARED_BYTES {len(blob)}u\n\n"
+        "#ifdef __cplusplus\nextern \"C\" {\n#endif\n"
+        "extern const uint8_t ek_prepared_data[];\n"
+        "extern const uint32_t ek_prepared_size;\n"
+        "#ifdef __cplusplus\n}\n#endif\n\n#endif\n")
+    (dest / "prepared_data.c").write_text(
+        f"/* Prepared model (--optimize {optimize}), {len(blob)} bytes. Generated by edgekit {__version__}; do not edit. */\n"
+        '#include "prepared_data.h"\n\n'
+        f"const uint8_t ek_prepared_data[EK_PREPARED_BYTES] __attribute__((aligned({MODEL_ALIGN}))) = {{\n  "
+        + c_array(blob, "ek_prepared_data") + "\n};\n\n"
+        "const uint32_t ek_prepared_size = EK_PREPARED_BYTES;\n")
+    config = dest / "ek_config.h"
+    text = config.read_text().replace(
+        "#endif\n",
+        "#define EK_PREPARED 1  /* run model/prepared_data.c (no flatbuffer reader, no planner on the device) */\n"
+        f"#define EK_PREP_SLOTS {slots}u\n"
+        "#undef EK_STATE_BYTES\n"
+        "#define EK_STATE_BYTES (EK_PREP_SLOTS * sizeof(ek_tensor) + 8u)  /* decoded tensor records */\n\n#endif\n")
+    config.write_text(text)
+
 
 def write_model_files(dest: Path, model: bytes, *, name: str, sha: str, arena: int, state: int, board: str) -> None:
     """model/model_data.c + .h (the flatbuffer as an aligned const array) and model/ek_config.h (the plan's sizes)."""
@@ -244,6 +313,9 @@ def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, nam
         _copy(FIRMWARE_DIR / "protocol" / f, stage / "protocol" / f)
     write_model_files(stage / "model", model, name=name, sha=sha, arena=plan["arena_bytes"],
                       state=plan["state_bytes"], board=board.name)
+    if plan.get("prepared_blob") is not None:
+        write_prepared_files(stage / "model", plan["prepared_blob"], slots=plan["state_slots"],
+                             optimize=plan["optimize"])
     (stage / MODEL_FILE).write_bytes(model)
     rel = lambda p: str(Path(p).relative_to(stage))  # noqa: E731
     sources = sorted(rel(p) for p in stage.rglob("*") if p.suffix in (".c", ".S"))
@@ -359,7 +431,8 @@ def signature(model_sha: str, extra_tools: Optional[Mapping[str, str]] = None) -
 
 
 def generate_firmware(model: Union[Path, str, bytes], board_name: str = DEFAULT_BOARD, outdir: Optional[Path] = None,
-                      *, runtime: str = "edgekit", build: bool = False, source: Optional[str] = None) -> FirmwareResult:
+                      *, runtime: str = "edgekit", build: bool = False, source: Optional[str] = None,
+                      optimize: str = DEFAULT_OPTIMIZE) -> FirmwareResult:
     """Generate (and optionally build) the firmware project for ``model`` on ``board_name`` into ``outdir``."""
     from edgekit.firmware.boards import load_board
 
@@ -381,15 +454,22 @@ def generate_firmware(model: Union[Path, str, bytes], board_name: str = DEFAULT_
         from edgekit.firmware.tflm import generate_tflm_project
 
         return generate_tflm_project(data, graph, board, Path(outdir), source=source, build=build)
-    return _generate_edgekit(data, graph, board, Path(outdir), source=source, build=build)
+    if optimize not in OPTIMIZE_MODES:
+        raise UserError(f"unknown --optimize mode {optimize!r}", fix=f"use one of {', '.join(OPTIMIZE_MODES)}")
+    return _generate_edgekit(data, graph, board, Path(outdir), source=source, build=build, optimize=optimize)
 
 
-def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source: str, build: bool) -> FirmwareResult:
+def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source: str, build: bool,
+                      optimize: str = DEFAULT_OPTIMIZE) -> FirmwareResult:
     if graph.inputs and any(graph.tensors[i].type not in ("INT8", "FLOAT32") for i in graph.inputs):
         raise UserError(f"{source}: model inputs must be int8 (or float32 feeding a QUANTIZE)")
     sha = sha256_bytes(data)
-    plan = memory_plan(data, graph, source)
-    early_fit_check(len(data), plan["arena_bytes"], plan["state_bytes"], board)
+    plan = memory_plan(data, graph, source, optimize)
+    if plan["arena_bytes"] + plan["state_bytes"] + board.stack_bytes > board.ram.bytes:
+        modes = {m: {k: p[k] for k in ("arena_bytes", "state_bytes")} for m, p in
+                 ((m, memory_plan(data, graph, source, m)) for m in OPTIMIZE_MODES)}
+        early_fit_check(len(data) + plan["prepared_bytes"], plan["arena_bytes"], plan["state_bytes"], board, modes)
+    early_fit_check(len(data) + plan["prepared_bytes"], plan["arena_bytes"], plan["state_bytes"], board)
     name = Path(source).name if source != "<bytes>" else "model.tflite"
     with atomic_output_dir(outdir) as stage:
         written = write_project_sources(stage, board, graph, data, name=name, sha=sha, plan=plan)
