@@ -24,7 +24,7 @@ from edgekit import __version__
 from edgekit.atomic import atomic_output_dir
 from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
 from edgekit.firmware import build as fw_build
-from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack
+from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack, flash_split
 from edgekit.firmware.support import KERNELS_DIR, REPO, Graph, kernel_files, read_graph, require_support
 from edgekit.provenance import host_info, sha256_bytes, tool_versions, utc_now
 from edgekit.report import json_safe
@@ -107,7 +107,7 @@ def firmware_sources_hash() -> str:
 OPTIMIZE_MODES = ("speed", "balanced", "ram")
 DEFAULT_OPTIMIZE = "balanced"
 TENSOR_RECORD_BYTES_32 = 56     # sizeof(ek_tensor) on a 32-bit MCU (one per decoded tensor slot)
-PREPARED_OBJECT_BYTES_32 = 140  # sizeof(ek_prepared) on a 32-bit MCU, upper bound (the device reports the exact use)
+PREPARED_OBJECT_BYTES_32 = 148  # sizeof(ek_prepared) on a 32-bit MCU (measured on mps2-an386; the device reports it)
 
 
 def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT_OPTIMIZE) -> Dict[str, Any]:
@@ -287,7 +287,8 @@ def _run_rules(board) -> Tuple[str, str, str]:
             f"{board.connection.get('pyocd_pack', 'pyocd pack install ' + target)})", rules, "flash")
 
 
-def write_makefile(dest: Path, board, *, model_name: str, sources: List[str], includes: List[str], ldscript: str) -> None:
+def write_makefile(dest: Path, board, *, model_name: str, sources: List[str], includes: List[str], ldscript: str,
+                   defines: str = "") -> None:
     help_line, rules, phony = _run_rules(board)
     text = render((TEMPLATES / "edgekit" / "Makefile.in").read_text(), {
         "MODEL_NAME": model_name, "BOARD": board.name, "CORE": board.core, "EDGEKIT_VERSION": __version__,
@@ -296,6 +297,7 @@ def write_makefile(dest: Path, board, *, model_name: str, sources: List[str], in
         "INCLUDES": " ".join(f"-I{i}" for i in includes),
         "LDSCRIPT": ldscript,
         "SRCS": " \\\n".join(f"  {s}" for s in sources),
+        "DEFINES": defines,
     }, name="Makefile.in")
     (dest / "Makefile").write_text(text)
 
@@ -321,7 +323,8 @@ def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, nam
     sources = sorted(rel(p) for p in stage.rglob("*") if p.suffix in (".c", ".S"))
     includes = ["runtime/include", "runtime/src", "runtime/src/kernels", "board", "protocol", "app", "model"]
     write_makefile(stage, board, model_name=name, sources=sources, includes=includes,
-                   ldscript=rel(board_files.linker_script))
+                   ldscript=rel(board_files.linker_script),
+                   defines="-DEK_PREPARED_ONLY" if plan.get("prepared_blob") is not None else "")
     return {"kernels": kernels, "sources": sources}
 
 
@@ -338,12 +341,15 @@ def measured_sizes(project: Path, board, graph: Graph, *, keep_build: bool
     try:
         elf = fw_build.make_project(project, build_dir=build_dir, board=board.name)
         sizes = elf_sizes(elf)
+        map_file = project / build_dir / "firmware.map"
+        split = flash_split(map_file) if map_file.is_file() else None
         stack = estimate_stack(project / build_dir, entry="main", linked=elf_functions(elf))
         from edgekit.firmware.boards import toolchain_version
 
         build = {"built": True, "elf": f"{build_dir}/firmware.elf" if keep_build else None,
                  "toolchain": toolchain_version(), "cflags": "-O2 -ffp-contract=off -ffunction-sections -fdata-sections "
-                 "-fstack-usage -fcallgraph-info=su", "ldflags": "-Wl,--gc-sections --specs=nano.specs"}
+                 "-fstack-usage -fcallgraph-info=su", "ldflags": "-Wl,--gc-sections --specs=nano.specs",
+                 "flash_split": split}
         if keep_build and board.is_qemu and shutil.which("qemu-system-arm"):
             from edgekit.firmware.qemu import qemu_version
 
@@ -416,6 +422,42 @@ def memory_figures(model: bytes, plan: Dict[str, Any], board, sizes: Optional[El
     return flash, ram
 
 
+_OVERLAP_WHY = {
+    "CONV_2D": "raster groups of 4 output pixels (windows copied into the im2col block first on the C/DSP path)",
+    "DEPTHWISE_CONV_2D": "channel groups in place: a group's input channels are copied before its outputs are written",
+    "AVERAGE_POOL_2D": "raster, pixel by pixel", "MAX_POOL_2D": "raster, pixel by pixel",
+    "FULLY_CONNECTED": "rows: each input row is read (or expanded into scratch) before its outputs are written",
+    "ADD": "elementwise in increasing order, no broadcast",
+}
+
+
+def overlap_report(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per planned overlap: which op's output may overlap which input, by how much and why (firmware.json)."""
+    out = []
+    for o in plan.get("overlaps", []):
+        name = o.get("op_name", "?")
+        rule = "exactly in place" if o["exact"] else f"output_offset - input_offset <= {o['d_max']:,} B"
+        out.append({"op": o["op"], "op_name": name, "input": o["input"], "rule": rule,
+                    "why": _OVERLAP_WHY.get(name, "kernel access contract (firmware/runtime/README.md)")})
+    return out
+
+
+def add_splits(flash: Dict[str, Any], ram: Dict[str, Any], plan: Dict[str, Any], build_info: Dict[str, Any],
+               device: Optional[Dict[str, Any]]) -> None:
+    """Flash split from the linker map (model, prepared data, runtime code, startup/protocol/libc) and the RAM the
+    runtime needs (arena + mutable state, device-measured when the firmware ran) into firmware.json."""
+    split = build_info.get("flash_split") if build_info else None
+    if split:
+        flash["split"] = {**split, "runtime_code": split["runtime_core"] + split["runtime_kernels"],
+                          "method": "measured: input sections of the linked ELF by object file (GNU ld map); "
+                                    "runtime code = core + linked kernels"}
+    state = device["state_used"] if device else plan["state_bytes"]
+    ram["runtime"] = {"bytes": plan["arena_bytes"] + state, "arena": plan["arena_bytes"], "mutable_state": state,
+                      "method": ("measured on the device: arena + the state the runtime reported (ek_prepared object + "
+                                 "decoded tensor records)") if device else
+                                "estimated: arena + 32-bit state from the prepared model's slot count"}
+
+
 # --- the command ---------------------------------------------------------------------------------------------
 
 def describe_ops(graph: Graph) -> List[Dict[str, Any]]:
@@ -475,6 +517,7 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
         written = write_project_sources(stage, board, graph, data, name=name, sha=sha, plan=plan)
         sizes, stack, build_info, device = measured_sizes(stage, board, graph, keep_build=build)
         flash, ram = memory_figures(data, plan, board, sizes, stack, device)
+        add_splits(flash, ram, plan, build_info, device)
         fits = fit_report(flash["bytes"], ram["bytes"], board)
         raise_if_not_fitting(fits, board, "measured from the linked ELF" if sizes else "lower bound")
         info = firmware_info(data, graph, board, plan, flash, ram, fits, written, build_info, source=source, sha=sha)
@@ -515,7 +558,11 @@ def firmware_info(data: bytes, graph: Graph, board, plan: Dict[str, Any], flash:
         "macs": sum(graph.macs().values()),
         "kernels": written.get("kernels", []),
         "plan": {"tensors": plan.get("tensors", []), "scratch": plan.get("scratch", []),
-                 "persistent_bytes": plan.get("persistent_bytes")},
+                 "persistent_bytes": plan.get("persistent_bytes"), "optimize": plan.get("optimize"),
+                 "prepared_bytes": plan.get("prepared_bytes"), "overlaps": overlap_report(plan),
+                 "plain_in_place_tflite": plan.get("plain")},
+        "optimize": plan.get("optimize"),
+        "runtime_code_bytes": (flash.get("split") or {}).get("runtime_code"),
         "build": build_info,
         "signature": signature(sha, {k: v for k, v in (("arm-none-eabi-gcc", build_info.get("toolchain")),
                                                        ("qemu", build_info.get("qemu"))) if v}),
@@ -568,13 +615,15 @@ def cache_root() -> Path:
     return Path(base) / "firmware"
 
 
-def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>") -> FirmwareResult:
+def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>",
+                    optimize: str = DEFAULT_OPTIMIZE) -> FirmwareResult:
     """Generate + build once per (model, board profile, firmware sources); reuse the built project afterwards."""
     from edgekit.firmware.boards import load_board
 
     board = load_board(board_name)
     profile_text = Path(board.profile["_path"]).read_bytes() if board.profile.get("_path") else b""
-    key = hashlib.sha256(model + b"\0" + profile_text + firmware_sources_hash().encode()).hexdigest()[:24]
+    key = hashlib.sha256(model + b"\0" + profile_text + firmware_sources_hash().encode()
+                         + optimize.encode()).hexdigest()[:24]
     outdir = cache_root() / f"{board.name}-{key}"
     info_path = outdir / FIRMWARE_JSON
     elf = outdir / "build" / fw_build.ELF_NAME
@@ -584,7 +633,7 @@ def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>") -
     outdir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}-", dir=outdir.parent))
     try:
-        result = generate_firmware(model, board.name, tmp / "project", build=True, source=source)
+        result = generate_firmware(model, board.name, tmp / "project", build=True, source=source, optimize=optimize)
         if result.elf is None:
             fw_build.require_toolchain()
         try:

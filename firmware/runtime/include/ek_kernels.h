@@ -170,6 +170,18 @@ int32_t ek_type_size(int32_t type);            /* bytes per element of an EK_* t
 const ek_kernel *ek_find_kernel(int32_t opcode);
 const char *ek_op_name(int32_t opcode); /* schema name for any builtin code, "UNKNOWN" otherwise */
 
+/* Kernel table members only the host needs for a prepared model (persistent_bytes, scratch_bytes, prepare,
+   overlap): a device build with -DEK_PREPARED_ONLY runs prepared models only and leaves them (and their error
+   strings) out of flash. */
+#ifdef EK_PREPARED_ONLY
+#define EK_HOST_FN(f) 0
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+#else
+#define EK_HOST_FN(f) f
+#endif
+
 /* One object per kernel file, e.g. `const ek_kernel ek_kernel_conv_2d = {EK_OP_CONV_2D, "CONV_2D", ...};` */
 extern const ek_kernel ek_kernel_add, ek_kernel_average_pool_2d, ek_kernel_concatenation, ek_kernel_conv_2d,
     ek_kernel_depthwise_conv_2d, ek_kernel_dequantize, ek_kernel_fully_connected, ek_kernel_logistic,

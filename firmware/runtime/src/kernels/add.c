@@ -207,5 +207,4 @@ static int add_overlap(const ek_context *ctx, const ek_op *op, int input_index, 
   return EK_OVERLAP_UPTO;
 }
 
-const ek_kernel ek_kernel_add = {EK_OP_ADD, "ADD", add_persistent_bytes, 0, add_prepare, add_eval,
-                                 add_overlap};
+const ek_kernel ek_kernel_add = {EK_OP_ADD, "ADD", EK_HOST_FN(add_persistent_bytes), 0, EK_HOST_FN(add_prepare), add_eval, EK_HOST_FN(add_overlap)};

@@ -848,5 +848,4 @@ static int dw_overlap(const ek_context *ctx, const ek_op *op, int input_index, i
   return EK_OVERLAP_EXACT;
 }
 
-const ek_kernel ek_kernel_depthwise_conv_2d = {EK_OP_DEPTHWISE_CONV_2D, "DEPTHWISE_CONV_2D", dw_persistent_bytes,
-                                               dw_scratch_bytes, dw_prepare, dw_eval, dw_overlap};
+const ek_kernel ek_kernel_depthwise_conv_2d = {EK_OP_DEPTHWISE_CONV_2D, "DEPTHWISE_CONV_2D", EK_HOST_FN(dw_persistent_bytes), EK_HOST_FN(dw_scratch_bytes), EK_HOST_FN(dw_prepare), dw_eval, EK_HOST_FN(dw_overlap)};

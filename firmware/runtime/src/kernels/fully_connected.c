@@ -329,5 +329,4 @@ static int fc_overlap(const ek_context *ctx, const ek_op *op, int input_index, i
   return ok ? EK_OVERLAP_UPTO : EK_OVERLAP_NONE;
 }
 
-const ek_kernel ek_kernel_fully_connected = {EK_OP_FULLY_CONNECTED, "FULLY_CONNECTED", fc_persistent_bytes,
-                                             fc_scratch_bytes, fc_prepare, fc_eval, fc_overlap};
+const ek_kernel ek_kernel_fully_connected = {EK_OP_FULLY_CONNECTED, "FULLY_CONNECTED", EK_HOST_FN(fc_persistent_bytes), EK_HOST_FN(fc_scratch_bytes), EK_HOST_FN(fc_prepare), fc_eval, EK_HOST_FN(fc_overlap)};
