@@ -107,15 +107,22 @@ def firmware_sources_hash() -> str:
 OPTIMIZE_MODES = ("speed", "balanced", "ram")
 DEFAULT_OPTIMIZE = "balanced"
 TENSOR_RECORD_BYTES_32 = 56     # sizeof(ek_tensor) on a 32-bit MCU (one per decoded tensor slot)
-PREPARED_OBJECT_BYTES_32 = 148  # sizeof(ek_prepared) on a 32-bit MCU (measured on mps2-an386; the device reports it)
+PREPARED_OBJECT_BYTES_32 = 152  # sizeof(ek_prepared) on a 32-bit MCU (measured on mps2-an386; the device reports it)
 
 
-def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT_OPTIMIZE) -> Dict[str, Any]:
+def plans_for_mve(board) -> bool:
+    """Helium boards run kernels that read some windows in place: their overlaps are planned for that."""
+    return board is not None and any(f in ("-mcpu=cortex-m55", "-mcpu=cortex-m85") or "+mve" in f
+                                     for f in board.gcc_flags())
+
+
+def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT_OPTIMIZE,
+                board=None) -> Dict[str, Any]:
     """The runtime's own plan (same planner code as on the device), prepared for ``optimize``: the overlapped plan,
     the prepared blob (pointer-free; flash), and the plain in-place .tflite plan it replaces, with tensor names."""
     from edgekit.firmware.host_runtime import HostRuntime
 
-    rt = HostRuntime(model, source=source, optimize=optimize)
+    rt = HostRuntime(model, source=source, optimize=optimize, plan_mve=plans_for_mve(board))
     prepared = rt.prepared
     plan = dict(prepared["plan"])
     names = lambda i: graph.tensors[i].name if i < len(graph.tensors) else "?"  # noqa: E731
@@ -132,11 +139,6 @@ def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT
     plan["plain"] = {"arena_bytes": rt.plan["arena_bytes"], "state_bytes_host": rt.plan["state_bytes"],
                      "persistent_bytes": rt.plan["persistent_bytes"]}
     return plan
-
-
-def plan_all_modes(model: bytes, graph: Graph, source: str) -> Dict[str, Dict[str, Any]]:
-    """memory_plan for every optimize mode (for the fit check and the reports)."""
-    return {mode: memory_plan(model, graph, source, mode) for mode in OPTIMIZE_MODES}
 
 
 def early_fit_check(model_bytes: int, arena: int, state: int, board,
@@ -506,10 +508,10 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
     if graph.inputs and any(graph.tensors[i].type not in ("INT8", "FLOAT32") for i in graph.inputs):
         raise UserError(f"{source}: model inputs must be int8 (or float32 feeding a QUANTIZE)")
     sha = sha256_bytes(data)
-    plan = memory_plan(data, graph, source, optimize)
+    plan = memory_plan(data, graph, source, optimize, board)
     if plan["arena_bytes"] + plan["state_bytes"] + board.stack_bytes > board.ram.bytes:
         modes = {m: {k: p[k] for k in ("arena_bytes", "state_bytes")} for m, p in
-                 ((m, memory_plan(data, graph, source, m)) for m in OPTIMIZE_MODES)}
+                 ((m, memory_plan(data, graph, source, m, board)) for m in OPTIMIZE_MODES)}
         early_fit_check(len(data) + plan["prepared_bytes"], plan["arena_bytes"], plan["state_bytes"], board, modes)
     early_fit_check(len(data) + plan["prepared_bytes"], plan["arena_bytes"], plan["state_bytes"], board)
     name = Path(source).name if source != "<bytes>" else "model.tflite"

@@ -702,7 +702,7 @@ static int conv_overlap(const ek_context *ctx, const ek_op *op, int input_index,
   const ek_tensor *in = ek_input((ek_context *)ctx, op, 0), *out = ek_output((ek_context *)ctx, op, 0);
   const int blocked = d->path == CONV_PATH_BLOCKED;
   return ek_stream_raster(in, out, op->params.stride_h, op->params.stride_w, d->pad_h, d->pad_w,
-                          blocked ? CONV_COLUMNS : 1, blocked && !EK_CONV_MVE, d_max)
+                          blocked ? CONV_COLUMNS : 1, blocked && !EK_CONV_MVE && !ctx->plan_mve, d_max)
              ? EK_OVERLAP_UPTO
              : EK_OVERLAP_NONE;
 }
