@@ -592,3 +592,19 @@ class _DriverBackend:
         self._run("run", str(work), *paths)
         return [np.fromfile(work / f"output_{i}.bin", dtype=spec["dtype"]).reshape(spec["shape"])
                 for i, spec in enumerate(self.outputs)]
+
+
+def prepared_init_error(model_bytes: bytes, blob: bytes) -> Optional[str]:
+    """What ek_prepared_init says about ``blob`` for ``model_bytes`` (None if it accepts it): the device-side
+    validation (magic, version, length, checksum, model checksum, offsets), run on this host."""
+    lib = library()
+    model = _aligned_copy(bytes(model_bytes))
+    data = _aligned_copy(bytes(blob))
+    prep = ctypes.create_string_buffer(lib.ek_host_sizeof_prepared())
+    state = _aligned_zeros(max(16, lib.ek_prepared_state_bytes(data.ctypes.data, len(data))))
+    arena = _aligned_zeros(1 << 20)
+    status = lib.ek_prepared_init(prep, model.ctypes.data, len(model), data.ctypes.data, len(data),
+                                  state.ctypes.data, len(state), arena.ctypes.data, len(arena))
+    if status == 0:
+        return None
+    return (lib.ek_prepared_last_error(prep).message or b"").decode() or EK_STATUS.get(status, str(status))
