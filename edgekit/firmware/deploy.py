@@ -190,6 +190,7 @@ def deploy_report(model: str, quantized, fw: Dict[str, Any], run, board) -> Tupl
         "optimize": fw.get("optimize"), "runtime_code_bytes": fw.get("runtime_code_bytes"),
         "runtime_ram": {**(fw["ram"].get("runtime") or {}), "stack_high_water_device": run.memory.get("stack_used_bytes")},
         "flash_split": fw["flash"].get("split"), "overlaps": (fw.get("plan") or {}).get("overlaps"),
+        "vs_tflm": fw.get("vs_tflm"),
     }
     if ram_measured is not None:
         firmware["fits"] = {**fits, "ram": {**fits["ram"], "used": ram_measured,
