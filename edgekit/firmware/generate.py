@@ -142,7 +142,8 @@ def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT
 
 
 def early_fit_check(model_bytes: int, arena: int, state: int, board,
-                    modes: Optional[Mapping[str, Mapping[str, int]]] = None) -> None:
+                    modes: Optional[Mapping[str, Mapping[str, int]]] = None,
+                    plain: Optional[Mapping[str, int]] = None) -> None:
     """Before writing anything: lower bounds (model vs flash; arena + state + stack reservation vs RAM). With
     ``modes`` ({mode: {arena_bytes, state_bytes, prepared_bytes}}), the model fails only if no mode fits, and the
     message says by how many bytes for each mode."""
@@ -160,6 +161,11 @@ def early_fit_check(model_bytes: int, arena: int, state: int, board,
             detail = "".join(f"\n      --optimize {mode}: arena {modes[mode]['arena_bytes']:,} + state "
                              f"{modes[mode]['state_bytes']:,} + stack {board.stack_bytes:,}: {v:,} bytes too many"
                              for mode, v in over.items()) if modes else ""
+            if plain:
+                need = plain["arena_bytes"] + plain["state_bytes"] + board.stack_bytes
+                detail += (f"\n      in-place .tflite path (no prepared model): arena {plain['arena_bytes']:,} + state "
+                           f"{plain['state_bytes']:,} + stack {board.stack_bytes:,}: "
+                           f"{need - board.ram.bytes:,} bytes too many")
             problems.append(f"RAM: arena {arena:,} + runtime state {state:,} + stack reservation {board.stack_bytes:,} = "
                             f"{ram_need:,} bytes, {board.name} has {board.ram.bytes:,}: at least "
                             f"{ram_need - board.ram.bytes:,} bytes too many" + detail)
@@ -530,11 +536,13 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
         raise UserError(f"{source}: model inputs must be int8 (or float32 feeding a QUANTIZE)")
     sha = sha256_bytes(data)
     plan = memory_plan(data, graph, source, optimize, board)
+    # the model alone against the flash (the prepared data and the code are measured at link time)
     if plan["arena_bytes"] + plan["state_bytes"] + board.stack_bytes > board.ram.bytes:
         modes = {m: {k: p[k] for k in ("arena_bytes", "state_bytes")} for m, p in
                  ((m, memory_plan(data, graph, source, m, board)) for m in OPTIMIZE_MODES)}
-        early_fit_check(len(data) + plan["prepared_bytes"], plan["arena_bytes"], plan["state_bytes"], board, modes)
-    early_fit_check(len(data) + plan["prepared_bytes"], plan["arena_bytes"], plan["state_bytes"], board)
+        plain = {"arena_bytes": plan["plain"]["arena_bytes"], "state_bytes": plan["plain"]["state_bytes_host"]}
+        early_fit_check(len(data), plan["arena_bytes"], plan["state_bytes"], board, modes, plain)
+    early_fit_check(len(data), plan["arena_bytes"], plan["state_bytes"], board)
     name = Path(source).name if source != "<bytes>" else "model.tflite"
     with atomic_output_dir(outdir) as stage:
         written = write_project_sources(stage, board, graph, data, name=name, sha=sha, plan=plan)
