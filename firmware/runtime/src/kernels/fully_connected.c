@@ -63,9 +63,12 @@ static int fc_packed_shape(const ek_context *ctx, const ek_op *op, int32_t *unit
   return 1;
 }
 
-static size_t fc_packed_bytes(int32_t units, int32_t depth, int32_t num_scales) {
+/* Helium builds (and prepared models planned for them) dot the original int8 weights: no int16 copy. */
+static int fc_keeps_packed_weights(const ek_context *ctx) { return !EK_CONV_MVE && !ctx->plan_mve; }
+
+static size_t fc_packed_bytes(int32_t units, int32_t depth, int32_t num_scales, int with_weights) {
   const size_t quads = ((size_t)units + 3u) / 4u;
-  return (size_t)num_scales * sizeof(ek_dfast) + quads * 16u + quads * (size_t)(depth / 4) * 32u;
+  return (size_t)num_scales * sizeof(ek_dfast) + quads * 16u + (with_weights ? quads * (size_t)(depth / 4) * 32u : 0u);
 }
 
 static ek_dscale *fc_scales(void *user_data) { return (ek_dscale *)((uint8_t *)user_data + FC_ALIGN8(sizeof(fc_data))); }
@@ -77,7 +80,9 @@ static ek_dfast *fc_fast(void *user_data, int32_t num_scales) {
 static size_t fc_persistent_bytes(const ek_context *ctx, const ek_op *op) {
   int32_t units = 0, depth = 0;
   const size_t base = FC_ALIGN8(sizeof(fc_data)) + (size_t)fc_num_scales(ctx, op) * sizeof(ek_dscale);
-  return fc_packed_shape(ctx, op, &units, &depth) ? base + fc_packed_bytes(units, depth, fc_num_scales(ctx, op)) : base;
+  return fc_packed_shape(ctx, op, &units, &depth)
+             ? base + fc_packed_bytes(units, depth, fc_num_scales(ctx, op), fc_keeps_packed_weights(ctx))
+             : base;
 }
 
 static ek_status fc_prepare(ek_context *ctx, ek_op *op) {
@@ -171,7 +176,7 @@ static ek_status fc_prepare(ek_context *ctx, ek_op *op) {
     const int64_t acc_bound = fold_bound + (int64_t)depth * 16384;
     for (int32_t i = 0; i < d->num_scales; ++i)
       ek_dfast_init(&fast[i], &ds[i], acc_bound < ((int64_t)1 << 31) ? acc_bound : -1);
-    for (int32_t q = 0; q < quads; ++q) {
+    for (int32_t q = 0; q < quads && fc_keeps_packed_weights(ctx); ++q) {
       for (int32_t g = 0; g < chunks; ++g) {
         uint32_t *dst = packed + ((int64_t)q * chunks + g) * 8;
         for (int32_t j = 0; j < 4; ++j) {
