@@ -631,7 +631,7 @@ static ek_tensor tensors[3];
 static int8_t in_a[1024], in_b[1024], out8[2048];
 static float in_f[1024], out_f[256];
 static int32_t axes[2];
-static uint64_t user_data[64];
+static uint64_t user_data[1024]; /* ADD keeps 2 x 256 int32 tables in its per-op data */
 
 static void set1d(int i, int32_t type, void *data, int32_t n, float scale, int32_t zero_point) {
   ek_tensor *t = &tensors[i];
