@@ -114,10 +114,12 @@ def build_pipeline_firmware(model: bytes, board_name: str, spec_q: PreprocessSpe
         makefile = (project / "Makefile").read_text()
         ldscript = re.search(r"^LDSCRIPT := (.+)$", makefile, re.M).group(1).strip()
         includes = re.search(r"^INCLUDES := (.+)$", makefile, re.M).group(1).split()
+        defines = re.search(r"^DEFINES :=(.*)$", makefile, re.M)  # e.g. -DEK_PREPARED_ONLY (prepared model)
         sources = sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.suffix in (".c", ".S")
                          and "build" not in p.relative_to(project).parts)
         write_makefile(project, board, model_name=Path(source).name, sources=sources,
-                       includes=[i[2:] for i in includes] + ["preprocess"], ldscript=ldscript)
+                       includes=[i[2:] for i in includes] + ["preprocess"], ldscript=ldscript,
+                       defines=defines.group(1).strip() if defines else "")
         shutil.rmtree(project / "build", ignore_errors=True)
         fw_build.make_project(project, board=board.name)
         try:

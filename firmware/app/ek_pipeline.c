@@ -25,7 +25,7 @@ static uint8_t g_scratch[EK_PP_PIPELINE_SCRATCH_BYTES > 0 ? EK_PP_PIPELINE_SCRAT
 static int32_t g_topk[EK_PIPE_TOPK * 2];
 static uint32_t g_phase_cycles[3];
 static ek_tensor g_frame_tensor, g_topk_tensor;
-static ek_runtime *g_rt;
+static ek_app_runtime *g_rt;
 
 #if EK_PIPE_FRAME_FORMAT == EK_PIPE_RGB565
 /* Little-endian RGB565 -> RGB888, each field's bits replicated into the low bits (r << 3 | r >> 2). */
@@ -67,8 +67,8 @@ static void top_k(const ek_tensor *out) {
 }
 
 static int32_t pipeline_infer(ek_app *app, int32_t *op_index, const char **message) {
-  ek_tensor *in = ek_get_input(g_rt, 0);
-  const ek_tensor *out = ek_get_output(g_rt, 0);
+  ek_tensor *in = ek_app_input(g_rt, 0);
+  const ek_tensor *out = ek_app_output(g_rt, 0);
   const uint32_t start = ek_cycles();
   ek_marker_infer_begin();
 
@@ -91,12 +91,12 @@ static int32_t pipeline_infer(ek_app *app, int32_t *op_index, const char **messa
   }
 
   ek_marker_op_begin(); /* phase 2: inference */
-  const ek_status status = ek_invoke(g_rt);
+  const ek_status status = ek_app_invoke(g_rt);
   ek_marker_op_end();
   const uint32_t t2 = ek_cycles();
   if (status != EK_OK) {
     ek_marker_infer_end();
-    ek_error error = ek_last_error(g_rt);
+    ek_error error = ek_app_last_error(g_rt);
     *op_index = error.op_index;
     *message = error.message;
     return (int32_t)status;
@@ -115,9 +115,9 @@ static int32_t pipeline_infer(ek_app *app, int32_t *op_index, const char **messa
   return 0;
 }
 
-void ek_pipeline_attach(ek_app *app, ek_runtime *rt) {
+void ek_pipeline_attach(ek_app *app, ek_app_runtime *rt) {
   g_rt = rt;
-  ek_set_op_hook(rt, NULL, NULL); /* the op markers delimit phases now */
+  ek_app_set_op_hook(rt, NULL, NULL); /* the op markers delimit phases now */
   memset(&g_frame_tensor, 0, sizeof g_frame_tensor);
   g_frame_tensor.data = g_frame;
   g_frame_tensor.ndim = 3;

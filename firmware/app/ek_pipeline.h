@@ -16,7 +16,7 @@
 #ifndef EK_PIPELINE_H
 #define EK_PIPELINE_H
 
-#include "ek_runtime.h"
+#include "ek_app_runtime.h"
 #include "ek_serve.h"
 
 #ifdef __cplusplus
@@ -27,7 +27,7 @@ extern "C" {
 #define EK_PIPE_RGB888 1
 #define EK_PIPE_RGB565 2
 
-void ek_pipeline_attach(ek_app *app, ek_runtime *rt);
+void ek_pipeline_attach(ek_app *app, ek_app_runtime *rt);
 
 #ifdef __cplusplus
 }

@@ -30,7 +30,7 @@
 
 #include "ek_board.h"
 #include "ek_config.h"
-#include "ek_runtime.h"
+#include "ek_app_runtime.h" /* the prepared model or the in-place .tflite path, as the generator chose */
 #include "ek_timestamp.h"
 #include "model_data.h"
 
@@ -47,7 +47,7 @@
 #define VENDOR_NAME "edgekit"  /* TH_VENDOR_NAME_STRING */
 #define MAX_RESULTS 64u
 
-static ek_runtime g_rt;
+static ek_app_runtime g_rt;
 static uint8_t g_state[EK_STATE_BYTES > 0 ? EK_STATE_BYTES : 1] __attribute__((aligned(16)));
 static uint8_t g_arena[EK_ARENA_BYTES > 0 ? EK_ARENA_BYTES : 1] __attribute__((aligned(EK_ARENA_ALIGN)));
 
@@ -199,7 +199,7 @@ static void load_tensor(void) {
 static int infer_once(void) {
   memcpy(g_in->data, g_staged, (size_t)g_in->bytes);
   ek_marker_infer_begin();
-  ek_status status = ek_invoke(&g_rt);
+  ek_status status = ek_app_invoke(&g_rt);
   ek_marker_infer_end();
   return status == EK_OK;
 }
@@ -381,7 +381,7 @@ static void cmd_infer(char **tok, int n) {
   timestamp();
   puts_raw("m-infer-done\r\n");
   if (!ok) {
-    ek_error error = ek_last_error(&g_rt);
+    ek_error error = ek_app_last_error(&g_rt);
     error_begin();
     puts_raw("inference failed: ");
     put_sanitized(error.message, 120);
@@ -446,15 +446,14 @@ int main(void) {
 #if EK_MLPERF_ENERGY_MODE
   ek_timestamp_pin_init();
 #endif
-  ek_status status = ek_init(&g_rt, ek_model_data, (size_t)ek_model_size, g_state, sizeof g_state, g_arena,
-                             sizeof g_arena);
+  ek_status status = ek_app_init(&g_rt, g_state, sizeof g_state, g_arena, sizeof g_arena);
   if (status != EK_OK) {
-    g_init_error = ek_last_error(&g_rt).message;
-  } else if (ek_num_inputs(&g_rt) != 1 || ek_num_outputs(&g_rt) != 1) {
+    g_init_error = ek_app_last_error(&g_rt).message;
+  } else if (ek_app_num_inputs(&g_rt) != 1 || ek_app_num_outputs(&g_rt) != 1) {
     g_init_error = "the MLPerf Tiny harness needs one input and one output tensor";
   } else {
-    g_in = ek_get_input(&g_rt, 0);
-    g_out = ek_get_output(&g_rt, 0);
+    g_in = ek_app_input(&g_rt, 0);
+    g_out = ek_app_output(&g_rt, 0);
     uint32_t expect = EK_MLPERF_TASK == TASK_AD ? (uint32_t)g_in->bytes * 4u : (uint32_t)g_in->bytes;
     if (g_in->type != EK_INT8 || g_out->type != EK_INT8) g_init_error = "model input and output must be int8";
     else if (expect != EK_MLPERF_DB_BYTES) g_init_error = "the input size differs from the task's";

@@ -75,17 +75,19 @@ def dw_model(rng, *, h, w, c, k=3, stride=1, dilation=1, padding="SAME", act="RE
          "dilation_w_factor": dilation, "depth_multiplier": mult, "fused_activation_function": act})
 
 
-def fc_model(rng, *, depth, units, act="NONE", out_zp=3):
+def fc_model(rng, *, depth, units, act="NONE", out_zp=3, per_tensor=False, batches=1):
     from tests.firmware.opmodels import T, build_model
 
     wt = rng.integers(-127, 128, size=(units, depth)).astype(np.int8)
     ws = [float(v) for v in (10 ** rng.uniform(-2.5, -1.5, size=units))]
-    bscale = [float(np.float32(0.05) * np.float32(s)) for s in ws]
+    if per_tensor:
+        ws = ws[0]
+    bscale = float(np.float32(0.05) * np.float32(ws)) if per_tensor else [float(np.float32(0.05) * np.float32(s)) for s in ws]
     return build_model("FULLY_CONNECTED", [
-        T((1, depth), scale=0.05, zero_point=int(rng.integers(-100, 100))),
+        T((batches, depth), scale=0.05, zero_point=int(rng.integers(-100, 100))),
         T((units, depth), scale=ws, data=wt),
         T((units,), "int32", scale=bscale, data=rng.integers(-5000, 5000, units).astype(np.int32))],
-        [T((1, units), scale=0.02 * np.sqrt(depth) / 2, zero_point=out_zp)],
+        [T((batches, units), scale=0.02 * np.sqrt(depth) / 2, zero_point=out_zp)],
         {"fused_activation_function": act})
 
 
@@ -120,6 +122,12 @@ def cases(rng):
         dw_model(rng, h=12, w=10, c=3, mult=3, act="RELU6", out_zp=5), 12 * 10 * 9 * 9
     yield "dw 3x3 60x60 1->6 (m6) s2 NONE (ring rows, broadcast)", \
         dw_model(rng, h=60, w=60, c=1, mult=6, stride=2, act="NONE", out_zp=-5), 30 * 30 * 6 * 9
+    # FULLY_CONNECTED per-tensor scale: the packed quad assembly with its in-register requantization
+    yield "fc 640->128 per-tensor NONE (AD layer)", fc_model(rng, depth=640, units=128, per_tensor=True), 640 * 128
+    yield "fc 128->66 per-tensor RELU6 zp5 (clamp, partial quad)", \
+        fc_model(rng, depth=128, units=66, act="RELU6", out_zp=5, per_tensor=True), 128 * 66
+    yield "fc 2x 37->9 per-tensor RELU zp-128 (tail, batches)", \
+        fc_model(rng, depth=37, units=9, act="RELU", out_zp=-128, per_tensor=True, batches=2), 2 * 37 * 9
 
 
 def run_case(path: Path, board: str, samples: int, seed: int) -> dict:

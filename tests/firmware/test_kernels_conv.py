@@ -8,6 +8,7 @@ firmware/runtime (edgekit.firmware.host_runtime); the oracle is tests/firmware/o
 """
 from __future__ import annotations
 
+import itertools
 import math
 import subprocess
 import textwrap
@@ -22,6 +23,9 @@ from tests.firmware.opmodels import T, build_graph, build_model, random_input, r
 
 ACTIVATIONS = ["NONE", "RELU", "RELU6", "RELU_N1_TO_1"]
 KERNELS = RUNTIME_DIR / "src" / "kernels"
+# Every case runs on the in-place .tflite path and on a prepared model with the overlapped plan, alternating the
+# kernel variants of --optimize speed and ram between cases (the fuzzer and the benchmark cover all modes too).
+PREPARED_MODES = itertools.cycle(("speed", "ram"))
 
 
 def out_size(padding: str, size: int, k: int, stride: int, dilation: int) -> int:
@@ -32,12 +36,15 @@ def out_size(padding: str, size: int, k: int, stride: int, dilation: int) -> int
 
 def assert_bit_exact(model: bytes, inputs, what: str, runtime_model: bytes | None = None) -> None:
     expected = reference(model, inputs)
-    got = HostRuntime(runtime_model or model).invoke(inputs)
-    for e, g in zip(expected, got):
-        assert g.shape == e.shape and g.dtype == e.dtype, what
-        differing = int(np.count_nonzero(g != e))
-        assert differing == 0, f"{what}: {differing} of {e.size} elements differ (max |d| " \
-                               f"{int(np.max(np.abs(g.astype(np.int32) - e.astype(np.int32))))})"
+    # the in-place .tflite path, then the prepared model with the overlapped plan forced on (the graph input dies
+    # at op 0, so the output overlaps it as the kernel declares) for both kernel variants (speed / ram)
+    for optimize in (None, next(PREPARED_MODES)):
+        got = HostRuntime(runtime_model or model, optimize=optimize).invoke(inputs)
+        for e, g in zip(expected, got):
+            assert g.shape == e.shape and g.dtype == e.dtype, what
+            differing = int(np.count_nonzero(g != e))
+            assert differing == 0, f"{what} (optimize={optimize}): {differing} of {e.size} elements differ (max |d| " \
+                                   f"{int(np.max(np.abs(g.astype(np.int32) - e.astype(np.int32))))})"
 
 
 def output_scale(rng, in_scale: float, w_scale: float, depth: int) -> float:
@@ -472,7 +479,7 @@ static double any_scale(void) {
 }
 
 int main(void) {
-  long bad_round = 0, bad_requant = 0, checked_requant = 0;
+  long bad_round = 0, bad_requant = 0, checked_requant = 0, fast_used = 0;
   for (long i = 0; i < 3000000; ++i) {
     const int32_t acc = any_int32();
     const double eff = any_scale();
@@ -482,6 +489,26 @@ int main(void) {
     const int32_t want = (v >= -2147483648.0 && v < 2147483648.0) ? (int32_t)v : INT32_MIN;
     if (ek_dround_mul(acc, &d) != want) {
       if (bad_round < 5) printf("dround acc=%d eff=%.17g got %d want %d\n", acc, eff, ek_dround_mul(acc, &d), want);
+      ++bad_round;
+    }
+    ek_dfast f;
+    ek_dfast_init(&f, &d, (next() & 1) ? 2147483647 : (acc < 0 ? -(int64_t)acc : (int64_t)acc));
+    fast_used += f.sh != 0;
+    if (ek_dround_fast(acc, &f, &d) != want) {
+      if (bad_round < 5) printf("dround_fast acc=%d eff=%.17g got %d want %d\n", acc, eff, ek_dround_fast(acc, &f, &d), want);
+      ++bad_round;
+    }
+    /* short mantissas: many products land exactly on .5 or just beside it */
+    const double eff2 = ldexp((double)(next() % 4096 + 1), -(int)(next() % 40) - 12);
+    ek_dscale d2;
+    ek_dscale_init(&d2, eff2);
+    const int32_t acc2 = (int32_t)(next() % 2000001) - 1000000;
+    ek_dfast f2;
+    ek_dfast_init(&f2, &d2, (next() & 1) ? 1000000 : (acc2 < 0 ? -(int64_t)acc2 : (int64_t)acc2));
+    const double v2 = round((double)acc2 * eff2);
+    const int32_t want2 = (v2 >= -2147483648.0 && v2 < 2147483648.0) ? (int32_t)v2 : INT32_MIN;
+    if (ek_dround_fast(acc2, &f2, &d2) != want2) {
+      if (bad_round < 5) printf("dround_fast acc=%d eff=%.17g want %d\n", acc2, eff2, want2);
       ++bad_round;
     }
     ek_conv_channel ch;
@@ -495,24 +522,25 @@ int main(void) {
       }
     }
   }
-  printf("%ld %ld %ld\n", bad_round, bad_requant, checked_requant);
+  printf("%ld %ld %ld %ld\n", bad_round, bad_requant, checked_requant, fast_used);
   return 0;
 }
 """
 
 
 def test_integer_rounding_helpers_match_their_definitions(tmp_path: Path):
-    """ek_dround_mul == (int32)round((double)acc * eff) and the branch-free requantization == ek_mbqm,
-    over 3 million (accumulator, scale) pairs including int32 edges."""
+    """ek_dround_mul and ek_dround_fast == (int32)round((double)acc * eff) and the branch-free requantization ==
+    ek_mbqm, over 3 million (accumulator, scale) pairs including int32 edges (plus 3 million short-mantissa
+    scales whose products land on or beside .5)."""
     src = tmp_path / "arith.c"
     src.write_text(textwrap.dedent(_ARITH_TEST))
     exe = tmp_path / "arith"
     subprocess.run(["gcc", "-std=c99", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-I", str(RUNTIME_DIR / "include"),
                     "-I", str(KERNELS), "-o", str(exe), str(src), "-lm"], check=True, capture_output=True)
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.strip().splitlines()
-    bad_round, bad_requant, checked = (int(v) for v in out[-1].split())
+    bad_round, bad_requant, checked, fast_used = (int(v) for v in out[-1].split())
     assert bad_round == 0 and bad_requant == 0, "\n".join(out)
-    assert checked > 1_000_000
+    assert checked > 1_000_000 and fast_used > 1_000_000
 
 
 _ZP_FOLD_TEST = r"""

@@ -18,6 +18,7 @@
  * equivalent of ek_conv_common.h when every channel's shift is a right shift.
  */
 #include "ek_conv_common.h"
+#include "ek_stream.h"
 
 enum { CONV_PATH_REFERENCE = 0, CONV_PATH_BLOCKED = 1 };
 #define CONV_COLUMNS 4
@@ -693,5 +694,17 @@ static ek_status conv_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_conv_2d = {EK_OP_CONV_2D, "CONV_2D", conv_persistent_bytes, conv_scratch_bytes,
-                                     conv_prepare, conv_eval};
+/* Kernel access contract (firmware/runtime/README.md): raster groups. Blocked: 4 pixels, their windows copied
+   into the im2col block first on the C/DSP path, read in place on Helium. Reference: pixel by pixel. */
+static int conv_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
+  const conv_data *d = (const conv_data *)op->user_data;
+  if (input_index != 0 || !d) return EK_OVERLAP_NONE;
+  const ek_tensor *in = ek_input((ek_context *)ctx, op, 0), *out = ek_output((ek_context *)ctx, op, 0);
+  const int blocked = d->path == CONV_PATH_BLOCKED;
+  return ek_stream_raster(in, out, op->params.stride_h, op->params.stride_w, d->pad_h, d->pad_w,
+                          blocked ? CONV_COLUMNS : 1, blocked && !EK_CONV_MVE && !ctx->plan_mve, d_max)
+             ? EK_OVERLAP_UPTO
+             : EK_OVERLAP_NONE;
+}
+
+const ek_kernel ek_kernel_conv_2d = {EK_OP_CONV_2D, "CONV_2D", EK_HOST_FN(conv_persistent_bytes), EK_HOST_FN(conv_scratch_bytes), EK_HOST_FN(conv_prepare), conv_eval, EK_HOST_FN(conv_overlap)};

@@ -23,6 +23,7 @@
  *    filled from its output channel's input channel (a broadcast of one byte when the group reads one).
  */
 #include "ek_conv_common.h"
+#include "ek_stream.h"
 
 enum { DW_PATH_REFERENCE = 0, DW_PATH_BLOCKED = 1 };
 
@@ -68,7 +69,7 @@ static int dw_geometry_of(const ek_context *ctx, const ek_op *op, dw_geometry *g
   if (op->num_inputs < 2 || op->inputs[0] < 0 || op->inputs[1] < 0 || op->inputs[0] >= ctx->num_tensors ||
       op->inputs[1] >= ctx->num_tensors)
     return 0;
-  const ek_tensor *in = &ctx->tensors[op->inputs[0]], *f = &ctx->tensors[op->inputs[1]];
+  const ek_tensor *in = ek_input((ek_context *)ctx, op, 0), *f = ek_input((ek_context *)ctx, op, 1);
   if (in->ndim != 4 || f->ndim != 4 || in->dims[3] < 1 || f->dims[3] < 1 || f->dims[3] % in->dims[3] != 0 ||
       f->dims[1] < 1 || f->dims[2] < 1)
     return 0;
@@ -87,7 +88,11 @@ static int dw_geometry_of(const ek_context *ctx, const ek_op *op, dw_geometry *g
   if (wp > limit || hp > limit) return 0;
   g->wp = (int32_t)wp;
   g->hp = (int32_t)hp;
-  if (2 * hp * wp + table <= limit) {
+  const int64_t ring_words = 4 * kh * wp + kh + table, plane_words = 2 * hp * wp + table;
+  const ek_tensor *out = ek_output((ek_context *)ctx, op, 0);
+  const int small = ctx->optimize == EK_OPTIMIZE_RAM ||
+                    (ctx->optimize == EK_OPTIMIZE_BALANCED && out && in && plane_words * 4 > (int64_t)(out->bytes < in->bytes ? out->bytes : in->bytes));
+  if (plane_words <= limit && !(small && ring_words < plane_words && ring_words <= limit)) {
     g->plane = 1;
     g->words = (int32_t)(2 * hp * wp + table);
     return 1;
@@ -816,5 +821,31 @@ static ek_status dw_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_depthwise_conv_2d = {EK_OP_DEPTHWISE_CONV_2D, "DEPTHWISE_CONV_2D", dw_persistent_bytes,
-                                               dw_scratch_bytes, dw_prepare, dw_eval};
+/* Kernel access contract (firmware/runtime/README.md). Blocked, multiplier 1: channel groups in place (the group's
+   plane, or a ring of rows ahead of the output row, is copied before its outputs are written), so the output may
+   sit exactly on the input. Reference: raster, pixel by pixel. */
+static int dw_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
+  const dw_data *d = (const dw_data *)op->user_data;
+  if (input_index != 0 || !d) return EK_OVERLAP_NONE;
+  const ek_tensor *in = ek_input((ek_context *)ctx, op, 0), *out = ek_output((ek_context *)ctx, op, 0);
+  const ek_op_params *p = &op->params;
+  if (d->path != DW_PATH_BLOCKED)
+    return ek_stream_raster(in, out, p->stride_h, p->stride_w, d->pad_h, d->pad_w, 1, 0, d_max) ? EK_OVERLAP_UPTO
+                                                                                                 : EK_OVERLAP_NONE;
+  dw_geometry g;
+  if (d->multiplier != 1 || !dw_geometry_of(ctx, op, &g) || in->ndim != 4 || out->ndim != 4) return EK_OVERLAP_NONE;
+  if (!g.plane) { /* ring: every input row an output row overwrites must already be in the ring */
+    if (p->dilation_h != 1) return EK_OVERLAP_NONE;
+    const int64_t h = in->dims[1], w = in->dims[2], oh = out->dims[1], ow = out->dims[2];
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      const int64_t last_row = ((oy + 1) * ow - 1) / w;
+      int64_t loaded = oy * p->stride_h - d->pad_h + (g.kh - 1);
+      if (loaded > h - 1) loaded = h - 1;
+      if (last_row > loaded) return EK_OVERLAP_NONE;
+    }
+  }
+  *d_max = 0;
+  return EK_OVERLAP_EXACT;
+}
+
+const ek_kernel ek_kernel_depthwise_conv_2d = {EK_OP_DEPTHWISE_CONV_2D, "DEPTHWISE_CONV_2D", EK_HOST_FN(dw_persistent_bytes), EK_HOST_FN(dw_scratch_bytes), EK_HOST_FN(dw_prepare), dw_eval, EK_HOST_FN(dw_overlap)};

@@ -356,6 +356,49 @@ static inline int32_t ek_dround_mul(int32_t acc, const ek_dscale *d) {
   return acc < 0 ? -(int32_t)r : (int32_t)r;
 }
 
+/* The same result in a few instructions for the common case, exactly. With m31 = mant >> 22 (31 bits) and
+ * s = -(exp + 22) in [33, 63], p = acc * m31 is the product in units of 2^22 (mant units), truncated toward zero:
+ * the exact product P / 2^22 lies within |acc| of p on the side of acc's sign, and rounding P to 53 bits (the
+ * double multiply) moves it by at most 2^8 in those units. So with t = p + 2^(s-1), floor(t / 2^s) is round()
+ * unless t mod 2^s lies within |acc| + 512 of a multiple of 2^s (then the exact value may round the other way,
+ * or be a tie, which round() takes away from zero): there bits [32, s) of t are all zeros or all ones, and
+ * ek_dround_mul decides (about 2 / 2^(s-32) of the values). |acc| * eff < 2^30 (s >= 33): no overflow case.
+ * ek_dfast_init sets sh = 0 (always ek_dround_mul) outside that range. */
+typedef struct ek_dfast {
+  int32_t m31;   /* mant >> 22 */
+  int32_t half;  /* 2^(s - 33): the high word of 2^(s - 1) */
+  uint32_t mask; /* 2^(s - 32) - 1 */
+  int32_t sh;    /* s - 32 in [1, 31]; 0: not applicable */
+  int32_t pre;   /* the accumulator is shifted left by this first (exact: see ek_dfast_init) */
+} ek_dfast;
+
+/* acc_bound: a bound on |acc| the caller guarantees. round(acc * eff) == round((acc << L) * (eff / 2^L)) exactly
+ * (a power of two changes no mantissa bit), so the accumulator is pre-shifted by the largest L that keeps
+ * |acc << L| < 2^31 and s <= 63: the more bits between 32 and s, the rarer the undecided case. */
+static inline void ek_dfast_init(ek_dfast *f, const ek_dscale *d, int64_t acc_bound) {
+  int32_t pre = 0;
+  int32_t s = -(d->exp + 22);
+  while (s < 63 && acc_bound >= 0 && (acc_bound << (pre + 1)) < ((int64_t)1 << 31)) {
+    ++pre;
+    ++s;
+  }
+  const int ok = d->mant != 0 && s >= 33 && s <= 63;
+  f->m31 = ok ? (int32_t)(d->mant >> 22) : 0; /* not ok: hi = 0 and mask 1, so the edge test always fires */
+  f->sh = ok ? s - 32 : 0;
+  f->half = ok ? (int32_t)(1u << (s - 33)) : 0;
+  f->mask = ok ? (1u << (s - 32)) - 1u : 1u;
+  f->pre = ok ? pre : 0;
+}
+
+/* Nonzero when t's high word `hi` leaves the fast result undecided (always for sh = 0). */
+static inline int ek_dfast_edge(int32_t hi, uint32_t mask) { return ((((uint32_t)hi & mask) + 1u) & mask) <= 1u; }
+
+static inline int32_t ek_dround_fast(int32_t acc, const ek_dfast *f, const ek_dscale *d) {
+  const int32_t hi = (int32_t)((uint64_t)((int64_t)(int32_t)((uint32_t)acc << f->pre) * f->m31) >> 32) + f->half;
+  if (ek_dfast_edge(hi, f->mask)) return ek_dround_mul(acc, d);
+  return hi >> f->sh;
+}
+
 /* ---------- DSP building blocks (ACLE on Cortex-M with the DSP extension, exact C elsewhere) ----------
  * The blocked kernels are written once against these, so the host build runs (and the host tests check)
  * the same loop structure, im2col layout and border handling that the Cortex-M build runs. */

@@ -5,15 +5,27 @@
  * Bit-exact with LiteRT BUILTIN_REF, whose int8 reference FullyConnected(PerChannel) rescales the int32
  * accumulator with round(double(acc) * s_in * s_w / s_out), not with the fixed-point multiplier that
  * TFLite Micro uses (see ek_dround_mul in ek_conv_common.h: that is why TFLM and BUILTIN_REF disagree by
- * up to 3 LSB on the MLPerf AD autoencoder; we match BUILTIN_REF).
+ * up to 3 LSB on the MLPerf AD autoencoder; we match BUILTIN_REF). ek_dround_fast gives the same result in
+ * a few instructions for almost every accumulator.
  *
- * Blocked path: each input row is expanded once (int8 + input offset -> int16 pairs in SMLAD order) into
- * scratch, then two units at a time take one weight word each per 4 inputs (SXTB16 + 2 SMLAD per unit).
- * A non-zero weight zero point (per-tensor only) adds weight_offset * sum(x + input_offset) per row.
+ * Paths (chosen from the model only, so host and device plan the same sizes):
+ *  - packed (constant weights with zero points 0, optional constant bias): prepare folds the input offset
+ *    into the bias (fold = bias + input_offset * sum of the unit's weights: exact in wrap-around int32) and
+ *    re-lays the weights, once, as int16 pairs in SMLAD order, four units interleaved per 4 inputs
+ *    (per-op data: 2 bytes per weight; the prepared model keeps it in flash). The Cortex-M4 loop then reads
+ *    the raw int8 input straight from the arena, one word per 4 inputs (two SXTB16), and per 4 units one LDM
+ *    of 4 weight words (2 units) twice and 8 SMLAD: 13 instructions per 16 multiply-accumulates, no scratch.
+ *    Helium (M55) dots the raw int8 input with the original int8 weights (VMLADAVA.S8, 16 MACs each) from the
+ *    same fold. The last depth % 4 inputs come from the original weights.
+ *  - reference: TFLite's loop (non-constant weights or bias, a non-zero weight zero point, huge layers).
  */
 #include "ek_conv_common.h"
+#include "ek_stream.h"
 
-enum { FC_PATH_REFERENCE = 0, FC_PATH_BLOCKED = 1 };
+enum { FC_PATH_REFERENCE = 0, FC_PATH_PACKED = 1 };
+
+/* Largest weight tensor the packed path re-lays (its int16 copy is twice this). */
+#define FC_PACK_MAX_WEIGHTS (1 << 24)
 
 typedef struct fc_data {
   int32_t act_min, act_max;
@@ -22,10 +34,12 @@ typedef struct fc_data {
   int32_t path;
   int32_t num_scales; /* ek_dscale entries: 1 or units */
 } fc_data;
+/* followed (8-byte aligned) by ek_dscale[num_scales]; on the packed path then ek_dfast[num_scales] (the
+   ek_dround_fast parameters of each scale), the folds (int32 bias + input_offset * sum of the unit's weights, per
+   unit rounded up to 4, 0 for padding units) and the packed weights: per quad of units, per 4 inputs, 8 words
+   (unit j: (w0,w2), (w1,w3) as int16 pairs). */
 
-static ek_dscale *fc_scales(void *user_data) {
-  return (ek_dscale *)((uint8_t *)user_data + ((sizeof(fc_data) + 7u) & ~(size_t)7u));
-}
+#define FC_ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 
 static int32_t fc_num_scales(const ek_context *ctx, const ek_op *op) {
   if (op->num_inputs < 2 || op->inputs[1] < 0 || op->inputs[1] >= ctx->num_tensors) return 0;
@@ -33,19 +47,42 @@ static int32_t fc_num_scales(const ek_context *ctx, const ek_op *op) {
   return s > 0 ? s : 0;
 }
 
-static size_t fc_persistent_bytes(const ek_context *ctx, const ek_op *op) {
-  return ((sizeof(fc_data) + 7u) & ~(size_t)7u) + (size_t)fc_num_scales(ctx, op) * sizeof(ek_dscale);
-}
-
-static int32_t fc_depth(const ek_context *ctx, const ek_op *op) {
+/* Units and depth when the packed path applies (constant int8 2-D weights, zero points 0, a bounded size,
+   a constant bias or none), else 0. Decided from the model only. */
+static int fc_packed_shape(const ek_context *ctx, const ek_op *op, int32_t *units, int32_t *depth) {
   if (op->num_inputs < 2 || op->inputs[1] < 0 || op->inputs[1] >= ctx->num_tensors) return 0;
   const ek_tensor *f = &ctx->tensors[op->inputs[1]];
-  return (f->ndim == 2 && f->dims[1] > 0) ? f->dims[1] : 0;
+  if (f->type != EK_INT8 || f->ndim != 2 || !f->is_constant || f->dims[0] < 1 || f->dims[1] < 1 ||
+      (int64_t)f->dims[0] * f->dims[1] > FC_PACK_MAX_WEIGHTS || !ek_conv_zero_points_zero(f))
+    return 0;
+  if (op->num_inputs > 2 && op->inputs[2] >= 0) {
+    if (op->inputs[2] >= ctx->num_tensors || !ctx->tensors[op->inputs[2]].is_constant) return 0;
+  }
+  *units = f->dims[0];
+  *depth = f->dims[1];
+  return 1;
 }
 
-static size_t fc_scratch_bytes(const ek_context *ctx, const ek_op *op) {
-  const int64_t bytes = ((int64_t)fc_depth(ctx, op) + 3) / 4 * 8;
-  return bytes <= EK_CONV_SCRATCH_MAX ? (size_t)bytes : 0;
+/* Helium builds (and prepared models planned for them) dot the original int8 weights: no int16 copy. */
+static int fc_keeps_packed_weights(const ek_context *ctx) { return !EK_CONV_MVE && !ctx->plan_mve; }
+
+static size_t fc_packed_bytes(int32_t units, int32_t depth, int32_t num_scales, int with_weights) {
+  const size_t quads = ((size_t)units + 3u) / 4u;
+  return (size_t)num_scales * sizeof(ek_dfast) + quads * 16u + (with_weights ? quads * (size_t)(depth / 4) * 32u : 0u);
+}
+
+static ek_dscale *fc_scales(void *user_data) { return (ek_dscale *)((uint8_t *)user_data + FC_ALIGN8(sizeof(fc_data))); }
+
+static ek_dfast *fc_fast(void *user_data, int32_t num_scales) {
+  return (ek_dfast *)(void *)((uint8_t *)fc_scales(user_data) + (size_t)num_scales * sizeof(ek_dscale));
+}
+
+static size_t fc_persistent_bytes(const ek_context *ctx, const ek_op *op) {
+  int32_t units = 0, depth = 0;
+  const size_t base = FC_ALIGN8(sizeof(fc_data)) + (size_t)fc_num_scales(ctx, op) * sizeof(ek_dscale);
+  return fc_packed_shape(ctx, op, &units, &depth)
+             ? base + fc_packed_bytes(units, depth, fc_num_scales(ctx, op), fc_keeps_packed_weights(ctx))
+             : base;
 }
 
 static ek_status fc_prepare(ek_context *ctx, ek_op *op) {
@@ -116,7 +153,43 @@ static ek_status fc_prepare(ek_context *ctx, ek_op *op) {
     const double eff = (double)in->scale * (double)ek_conv_scale_at(f, i) / (double)out->scale;
     ek_dscale_init(&ds[i], eff);
   }
-  d->path = (op->scratch && fc_scratch_bytes(ctx, op) > 0) ? FC_PATH_BLOCKED : FC_PATH_REFERENCE;
+  int32_t pu = 0, pd = 0;
+  d->path = FC_PATH_REFERENCE;
+  if (fc_packed_shape(ctx, op, &pu, &pd) && pu == units && pd == depth && (!bias || bias->is_constant)) {
+    d->path = FC_PATH_PACKED;
+    ek_dfast *fast = fc_fast(op->user_data, d->num_scales);
+    const int32_t quads = (units + 3) / 4, chunks = depth / 4;
+    int32_t *folds = (int32_t *)(void *)(fast + d->num_scales);
+    uint32_t *packed = (uint32_t *)(void *)(folds + 4 * quads);
+    const int8_t *wt = (const int8_t *)f->data;
+    const int32_t *b = bias ? (const int32_t *)bias->data : (const int32_t *)0;
+    int64_t fold_bound = 0;
+    for (int32_t u = 0; u < 4 * quads; ++u) {
+      uint32_t sum = 0;
+      for (int32_t k = 0; u < units && k < depth; ++k) sum += (uint32_t)(int32_t)wt[(int64_t)u * depth + k];
+      folds[u] = u < units ? (int32_t)(sum * (uint32_t)d->input_offset + (b ? (uint32_t)b[u] : 0u)) : 0;
+      const int64_t m = folds[u] < 0 ? -(int64_t)folds[u] : (int64_t)folds[u];
+      if (m > fold_bound) fold_bound = m;
+    }
+    /* the accumulator starts at the fold and adds |w * x| <= 128 * 128 per input; beyond int32 it may wrap
+       (as TFLite's does), and then no pre-shift is safe: a bound of -1 disables it */
+    const int64_t acc_bound = fold_bound + (int64_t)depth * 16384;
+    for (int32_t i = 0; i < d->num_scales; ++i)
+      ek_dfast_init(&fast[i], &ds[i], acc_bound < ((int64_t)1 << 31) ? acc_bound : -1);
+    for (int32_t q = 0; q < quads && fc_keeps_packed_weights(ctx); ++q) {
+      for (int32_t g = 0; g < chunks; ++g) {
+        uint32_t *dst = packed + ((int64_t)q * chunks + g) * 8;
+        for (int32_t j = 0; j < 4; ++j) {
+          const int32_t u = 4 * q + j;
+          dst[2 * j] = dst[2 * j + 1] = 0u; /* padding units */
+          if (u >= units) continue;
+          const int8_t *w = wt + (int64_t)u * depth + 4 * g;
+          dst[2 * j] = (uint32_t)(uint16_t)(int16_t)w[0] | (uint32_t)(uint16_t)(int16_t)w[2] << 16;
+          dst[2 * j + 1] = (uint32_t)(uint16_t)(int16_t)w[1] | (uint32_t)(uint16_t)(int16_t)w[3] << 16;
+        }
+      }
+    }
+  }
   return EK_OK;
 }
 
@@ -140,171 +213,298 @@ static void fc_reference(const fc_data *d, const ek_dscale *ds, const int8_t *x,
   }
 }
 
-#if !EK_CONV_MVE /* the DSP (and portable) blocked path */
-/* Dot product of one weight row with the expanded input row (groups of 4 as (x0,x2),(x1,x3), tail natural). */
-static void fc_blocked(const fc_data *d, const ek_dscale *ds, const int8_t *x, const int8_t *wt, const int32_t *bias,
-                       int8_t *y, uint32_t *row) {
-  const int32_t depth = d->depth, groups = depth >> 2, tail = depth & 3;
-  const uint32_t off2 = ek_offset2(d->input_offset);
-  for (int32_t b = 0; b < d->batches; ++b) {
-    const int8_t *xr = x + (int64_t)b * depth;
-    uint32_t sum = 0; /* sum(x + input_offset), for a non-zero weight zero point */
-    for (int32_t g = 0; g < groups; ++g) ek_expand4(ek_load32(xr + 4 * g), off2, &row[2 * g], &row[2 * g + 1]);
-    int16_t *row_tail = (int16_t *)(void *)(row + 2 * groups);
-    for (int32_t i = 0; i < tail; ++i) row_tail[i] = (int16_t)(xr[4 * groups + i] + d->input_offset);
-    if (d->weight_offset) {
-      for (int32_t k = 0; k < depth; ++k) sum += (uint32_t)(xr[k] + d->input_offset);
-    }
-    const uint32_t correction = sum * (uint32_t)d->weight_offset;
-    int8_t *yr = y + (int64_t)b * d->units;
-    int32_t u = 0;
-    for (; u + 4 <= d->units; u += 4) { /* four units share each expanded input pair */
-      const int8_t *w0 = wt + (int64_t)u * depth, *w1 = w0 + depth, *w2 = w1 + depth, *w3 = w2 + depth;
-      int32_t a0 = (int32_t)((bias ? (uint32_t)bias[u] : 0u) + correction);
-      int32_t a1 = (int32_t)((bias ? (uint32_t)bias[u + 1] : 0u) + correction);
-      int32_t a2 = (int32_t)((bias ? (uint32_t)bias[u + 2] : 0u) + correction);
-      int32_t a3 = (int32_t)((bias ? (uint32_t)bias[u + 3] : 0u) + correction);
-      const uint32_t *r = row;
-      for (int32_t g = 0; g < groups; ++g, r += 2, w0 += 4, w1 += 4, w2 += 4, w3 += 4) {
-        const uint32_t r02 = r[0], r13 = r[1];
-        uint32_t v = ek_load32(w0);
-        a0 = ek_smlad(r02, ek_sxtb16(v), a0);
-        a0 = ek_smlad(r13, ek_sxtb16_ror8(v), a0);
-        v = ek_load32(w1);
-        a1 = ek_smlad(r02, ek_sxtb16(v), a1);
-        a1 = ek_smlad(r13, ek_sxtb16_ror8(v), a1);
-        v = ek_load32(w2);
-        a2 = ek_smlad(r02, ek_sxtb16(v), a2);
-        a2 = ek_smlad(r13, ek_sxtb16_ror8(v), a2);
-        v = ek_load32(w3);
-        a3 = ek_smlad(r02, ek_sxtb16(v), a3);
-        a3 = ek_smlad(r13, ek_sxtb16_ror8(v), a3);
-      }
-      for (int32_t i = 0; i < tail; ++i) {
-        a0 = ek_wrap_add(a0, w0[i] * row_tail[i]);
-        a1 = ek_wrap_add(a1, w1[i] * row_tail[i]);
-        a2 = ek_wrap_add(a2, w2[i] * row_tail[i]);
-        a3 = ek_wrap_add(a3, w3[i] * row_tail[i]);
-      }
-      yr[u] = fc_output(d, ds, u, a0);
-      yr[u + 1] = fc_output(d, ds, u + 1, a1);
-      yr[u + 2] = fc_output(d, ds, u + 2, a2);
-      yr[u + 3] = fc_output(d, ds, u + 3, a3);
-    }
-    for (; u < d->units; ++u) {
-      const int8_t *w0 = wt + (int64_t)u * depth;
-      int32_t a0 = (int32_t)((bias ? (uint32_t)bias[u] : 0u) + correction);
-      const uint32_t *r = row;
-      for (int32_t g = 0; g < groups; ++g) {
-        const uint32_t v0 = ek_load32(w0);
-        a0 = ek_smlad(r[0], ek_sxtb16(v0), a0);
-        a0 = ek_smlad(r[1], ek_sxtb16_ror8(v0), a0);
-        r += 2;
-        w0 += 4;
-      }
-      for (int32_t i = 0; i < tail; ++i) a0 = ek_wrap_add(a0, w0[i] * row_tail[i]);
-      yr[u] = fc_output(d, ds, u, a0);
-    }
-  }
-}
-
-#endif /* !EK_CONV_MVE */
-
-#if EK_CONV_MVE
-/* Helium: acc[j] += sum over k < n of w_j[k] * x[k], int8 weights (widened on load) against the int16 row
- * x + input_offset; tail-predicated loop, per 8 inputs one row load, four weight loads, four VMLADAVA. */
-#if defined(__OPTIMIZE__) && !defined(EK_CONV_NO_ASM) /* fixed registers: r7 is the frame pointer at -O0 */
-static inline void fc_mve_dot4(const int16_t *x, const int8_t *w0, const int8_t *w1, const int8_t *w2,
-                               const int8_t *w3, int32_t n, int32_t *acc) {
-  register int32_t a0 __asm__("r0") = acc[0], a1 __asm__("r2") = acc[1], a2 __asm__("r4") = acc[2],
-                                      a3 __asm__("r6") = acc[3];
-  register const int8_t *p0 __asm__("r1") = w0, *p1 __asm__("r3") = w1, *p2 __asm__("r5") = w2,
-                                    *p3 __asm__("r7") = w3; /* widening loads want r0-r7 */
-  register const int16_t *px __asm__("r8") = x;
-  register int32_t count __asm__("r12") = n;
+#if !EK_CONV_MVE
+/* acc[j] += the packed quad's weights . the raw int8 input, over `chunks` groups of 4 inputs. */
+#if EK_CONV_DSP && defined(__OPTIMIZE__) && defined(__thumb2__) && !defined(EK_CONV_NO_ASM)
+#define FC_QUAD_STEP                               \
+  "ldr r0, [%[px]], #4\n\t"                        \
+  "sxtb16 r1, r0, ror #8\n\t"                      \
+  "sxtb16 r0, r0\n\t"                              \
+  "ldmia %[pw]!, {r2, r3, r4, r5}\n\t"             \
+  "smlad %[a0], r0, r2, %[a0]\n\t"                 \
+  "smlad %[a0], r1, r3, %[a0]\n\t"                 \
+  "smlad %[a1], r0, r4, %[a1]\n\t"                 \
+  "smlad %[a1], r1, r5, %[a1]\n\t"                 \
+  "ldmia %[pw]!, {r2, r3, r4, r5}\n\t"             \
+  "smlad %[a2], r0, r2, %[a2]\n\t"                 \
+  "smlad %[a2], r1, r3, %[a2]\n\t"                 \
+  "smlad %[a3], r0, r4, %[a3]\n\t"                 \
+  "smlad %[a3], r1, r5, %[a3]\n\t"
+static inline void fc_dot_quad(const int8_t *x, const uint32_t *w, int32_t chunks, int32_t *acc) {
+  if (chunks <= 0) return;
+  register int32_t a0 __asm__("r6") = acc[0], a1 __asm__("r8") = acc[1], a2 __asm__("r9") = acc[2],
+                                      a3 __asm__("r10") = acc[3];
+  register const int8_t *px __asm__("r11") = x;
+  register const uint32_t *pw __asm__("r12") = w;
+  register int32_t n __asm__("lr") = chunks & 3; /* single chunks first, then groups of four */
   __asm__ volatile(
-      "dlstp.16 lr, %[n]\n"
-      "1:\n"
-      "vldrh.16 q0, [%[px]], #16\n"
-      "vldrb.s16 q1, [%[p0]], #8\n"
-      "vmladava.s16 %[a0], q1, q0\n"
-      "vldrb.s16 q1, [%[p1]], #8\n"
-      "vmladava.s16 %[a1], q1, q0\n"
-      "vldrb.s16 q1, [%[p2]], #8\n"
-      "vmladava.s16 %[a2], q1, q0\n"
-      "vldrb.s16 q1, [%[p3]], #8\n"
-      "vmladava.s16 %[a3], q1, q0\n"
-      "letp lr, 1b\n"
-      : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [p0] "+r"(p0), [p1] "+r"(p1), [p2] "+r"(p2),
-        [p3] "+r"(p3), [px] "+r"(px)
-      : [n] "r"(count)
-      : "lr", "d0", "d1", "d2", "d3", "memory");
+      "cmp %[n], #0\n\t"
+      "beq 2f\n\t"
+      "1:\n\t"
+      FC_QUAD_STEP
+      "subs %[n], %[n], #1\n\t"
+      "bne 1b\n\t"
+      "2:\n\t"
+      "lsrs %[n], %[chunks], #2\n\t"
+      "beq 3f\n\t"
+      "4:\n\t"
+      FC_QUAD_STEP
+      FC_QUAD_STEP
+      FC_QUAD_STEP
+      FC_QUAD_STEP
+      "subs %[n], %[n], #1\n\t"
+      "bne 4b\n\t"
+      "3:\n\t"
+      : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [px] "+r"(px), [pw] "+r"(pw), [n] "+r"(n)
+      : [chunks] "r"(chunks)
+      : "r0", "r1", "r2", "r3", "r4", "r5", "cc", "memory");
   acc[0] = a0;
   acc[1] = a1;
   acc[2] = a2;
   acc[3] = a3;
 }
+#undef FC_QUAD_STEP
+
+/* One full quad of a per-tensor-scale layer, all in registers: the dot products as in fc_dot_quad, then per
+ * output ek_dround_fast's fast path (SMULL, ADD, the edge test, ASR), + zero point, SSAT (and the activation
+ * clamp when it is narrower than int8), STRB. Returns a bit per output whose value the edge test left undecided;
+ * the raw accumulators are in acc[] for the caller to finish those with ek_dround_mul. */
+#define FC_QUAD_ASM 1
+typedef struct fc_quad_args { /* offsets used by the assembly below */
+  const int8_t *x;            /*  0: input row */
+  const uint32_t *w;          /*  4: packed weights of this quad (advanced to the next quad) */
+  int32_t chunks;             /*  8 */
+  const int32_t *folds;       /* 12: folds of this quad (advanced to the next quad) */
+  int8_t *y;                  /* 16: output of the quad's first unit */
+  int32_t clamp;              /* 20: nonzero when [lo, hi] is narrower than [-128, 127] */
+  int32_t m31, half;          /* 24, 28: ek_dfast */
+  uint32_t mask;              /* 32 */
+  int32_t sh;                 /* 36 */
+  int32_t zp, lo, hi;         /* 40, 44, 48 */
+  int32_t acc[4];             /* 52: raw accumulators (out) */
+  int32_t pre;                /* 68: ek_dfast pre-shift */
+} fc_quad_args;
+typedef char fc_quad_args_is_72_bytes[sizeof(fc_quad_args) == 72 ? 1 : -1];
+uint32_t ek_fc_quad_dsp(fc_quad_args *args);
+#define FC_STEP                         \
+  "  ldr r0, [r11], #4\n"               \
+  "  sxtb16 r1, r0, ror #8\n"           \
+  "  sxtb16 r0, r0\n"                   \
+  "  ldmia r12!, {r2, r3, r4, r5}\n"    \
+  "  smlad r6, r0, r2, r6\n"            \
+  "  smlad r6, r1, r3, r6\n"            \
+  "  smlad r8, r0, r4, r8\n"            \
+  "  smlad r8, r1, r5, r8\n"            \
+  "  ldmia r12!, {r2, r3, r4, r5}\n"    \
+  "  smlad r9, r0, r2, r9\n"            \
+  "  smlad r9, r1, r3, r9\n"            \
+  "  smlad r10, r0, r4, r10\n"          \
+  "  smlad r10, r1, r5, r10\n"
+#define FC_OUT(ra, bit)                 \
+  "  lsl r11, " ra ", lr\n"             \
+  "  smull r11, r12, r11, r1\n"         \
+  "  add r12, r12, r2\n"                \
+  "  and r11, r12, r3\n"                \
+  "  add r11, r11, #1\n"                \
+  "  and r11, r11, r3\n"                \
+  "  cmp r11, #1\n"                     \
+  "  it ls\n"                           \
+  "  orrls r7, r7, #" bit "\n"          \
+  "  asr r12, r12, r4\n"                \
+  "  add r12, r12, r5\n"                \
+  "  ssat " ra ", #8, r12\n"
+#define FC_CLAMP(ra)                    \
+  "  cmp " ra ", r1\n"                  \
+  "  it lt\n"                           \
+  "  movlt " ra ", r1\n"                \
+  "  cmp " ra ", r2\n"                  \
+  "  it gt\n"                           \
+  "  movgt " ra ", r2\n"
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_fc_quad_dsp, \"ax\", %progbits\n"
+    "  .global ek_fc_quad_dsp\n"
+    "  .type ek_fc_quad_dsp, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_fc_quad_dsp:\n"
+    "  push {r0, r4-r11, lr}\n"
+    "  ldmia r0, {r11, r12, lr}\n"          /* x, w, chunks */
+    "  ldr r1, [r0, #12]\n"
+    "  ldmia r1!, {r6, r8, r9, r10}\n"      /* folds */
+    "  str r1, [r0, #12]\n"
+    "  ands r7, lr, #3\n"
+    "  beq 2f\n"
+    "1:\n"
+    FC_STEP
+    "  subs r7, r7, #1\n"
+    "  bne 1b\n"
+    "2:\n"
+    "  lsrs lr, lr, #2\n"
+    "  beq 3f\n"
+    "4:\n"
+    FC_STEP FC_STEP FC_STEP FC_STEP
+    "  subs lr, lr, #1\n"
+    "  bne 4b\n"
+    "3:\n"
+    "  ldr r0, [sp]\n"
+    "  str r12, [r0, #4]\n"                 /* the next quad's weights follow */
+    "  add r1, r0, #52\n"
+    "  stmia r1, {r6, r8, r9, r10}\n"       /* raw accumulators for the undecided outputs */
+    "  add r1, r0, #24\n"
+    "  ldmia r1, {r1, r2, r3, r4, r5}\n"    /* m31, half, mask, sh, zp */
+    "  ldr lr, [r0, #68]\n"                 /* pre-shift */
+    "  movs r7, #0\n"
+    FC_OUT("r6", "1") FC_OUT("r8", "2") FC_OUT("r9", "4") FC_OUT("r10", "8")
+    "  ldr r1, [r0, #20]\n"
+    "  cbz r1, 5f\n"
+    "  ldr r1, [r0, #44]\n"
+    "  ldr r2, [r0, #48]\n"
+    FC_CLAMP("r6") FC_CLAMP("r8") FC_CLAMP("r9") FC_CLAMP("r10")
+    "5:\n"
+    "  ldr r1, [r0, #16]\n"
+    "  strb r6, [r1]\n"
+    "  strb r8, [r1, #1]\n"
+    "  strb r9, [r1, #2]\n"
+    "  strb r10, [r1, #3]\n"
+    "  mov r0, r7\n"
+    "  pop {r1, r4-r11, pc}\n"
+    "  .size ek_fc_quad_dsp, . - ek_fc_quad_dsp\n"
+    "  .text\n");
+#undef FC_STEP
+#undef FC_OUT
+#undef FC_CLAMP
 #else
-static inline void fc_mve_dot4(const int16_t *x, const int8_t *w0, const int8_t *w1, const int8_t *w2,
-                               const int8_t *w3, int32_t n, int32_t *acc) {
-  for (; n > 0; n -= 8, x += 8, w0 += 8, w1 += 8, w2 += 8, w3 += 8) {
-    const mve_pred16_t p = vctp16q((uint32_t)n);
-    const int16x8_t xv = vldrhq_z_s16(x, p); /* inactive lanes are 0 */
-    acc[0] = vmladavaq_s16(acc[0], vldrbq_z_s16(w0, p), xv);
-    acc[1] = vmladavaq_s16(acc[1], vldrbq_z_s16(w1, p), xv);
-    acc[2] = vmladavaq_s16(acc[2], vldrbq_z_s16(w2, p), xv);
-    acc[3] = vmladavaq_s16(acc[3], vldrbq_z_s16(w3, p), xv);
+static inline void fc_dot_quad(const int8_t *x, const uint32_t *w, int32_t chunks, int32_t *acc) {
+  int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+  for (int32_t g = 0; g < chunks; ++g, x += 4, w += 8) {
+    const uint32_t v = ek_load32(x);
+    const uint32_t x02 = ek_sxtb16(v), x13 = ek_sxtb16_ror8(v);
+    a0 = ek_smlad(x02, w[0], a0);
+    a0 = ek_smlad(x13, w[1], a0);
+    a1 = ek_smlad(x02, w[2], a1);
+    a1 = ek_smlad(x13, w[3], a1);
+    a2 = ek_smlad(x02, w[4], a2);
+    a2 = ek_smlad(x13, w[5], a2);
+    a3 = ek_smlad(x02, w[6], a3);
+    a3 = ek_smlad(x13, w[7], a3);
   }
+  acc[0] = a0;
+  acc[1] = a1;
+  acc[2] = a2;
+  acc[3] = a3;
+}
+#endif
+#else
+/* Helium: the raw int8 input against four int8 weight rows (VMLADAVA.S8, exact), rows clamped to the last unit. */
+static inline void fc_dot_quad_mve(const int8_t *x, const int8_t *wt, int32_t u, int32_t units, int32_t depth,
+                                   int32_t *acc) {
+  const int8_t *rows[4];
+  for (int32_t j = 0; j < 4; ++j) rows[j] = wt + (int64_t)(u + j < units ? u + j : units - 1) * depth;
+  ek_mve_dot4_s8(x, rows[0], rows[1], rows[2], rows[3], depth, acc);
 }
 #endif
 
-/* The blocked path on Helium: the input row as int16 (x + input_offset) in natural order (the scratch holds
-   2 bytes per input), four units per pass (the last pass repeats a unit instead of reading past the weights). */
-static void fc_blocked_mve(const fc_data *d, const ek_dscale *ds, const int8_t *x, const int8_t *wt,
-                           const int32_t *bias, int8_t *y, int16_t *row) {
-  const int32_t depth = d->depth, units = d->units;
+#ifndef FC_QUAD_ASM
+#define FC_QUAD_ASM 0
+#endif
+
+#if defined(__GNUC__)
+#define FC_NOINLINE __attribute__((noinline))
+#else
+#define FC_NOINLINE
+#endif
+
+/* The rare accumulators ek_dround_fast cannot decide, out of line so the fast path keeps its registers. */
+static FC_NOINLINE int32_t fc_round_exact(int32_t acc, const ek_dscale *d) { return ek_dround_mul(acc, d); }
+
+static inline int8_t fc_out(int32_t acc, const ek_dfast *f, const ek_dscale *d, int32_t zp, int32_t lo, int32_t hi) {
+  const int32_t h = (int32_t)((uint64_t)((int64_t)(int32_t)((uint32_t)acc << f->pre) * f->m31) >> 32) + f->half;
+  const int32_t v = ek_dfast_edge(h, f->mask) ? fc_round_exact(acc, d) : h >> f->sh;
+  return ek_conv_clamp8(ek_wrap_add(v, zp), lo, hi);
+}
+
+static void fc_packed(const fc_data *d, const ek_dscale *ds, const ek_dfast *fast, const int8_t *x, const int8_t *wt,
+                      int8_t *y) {
+  const int32_t depth = d->depth, units = d->units, quads = (units + 3) / 4;
+  const int32_t per_unit = d->num_scales > 1;
+  const int32_t zp = d->output_offset, lo = d->act_min, hi = d->act_max;
+  const int32_t *folds = (const int32_t *)(const void *)(fast + d->num_scales);
+  const ek_dfast tensor_fast = fast[0]; /* per-tensor scale: kept in registers */
+#if !EK_CONV_MVE
+  const int32_t chunks = depth >> 2, tail = depth & 3;
+  const uint32_t *packed = (const uint32_t *)(const void *)(folds + 4 * quads);
+#endif
   for (int32_t b = 0; b < d->batches; ++b) {
     const int8_t *xr = x + (int64_t)b * depth;
-    uint32_t sum = 0; /* sum(x + input_offset), for a non-zero weight zero point */
-    for (int32_t k = 0; k < depth; ++k) {
-      row[k] = (int16_t)(xr[k] + d->input_offset);
-      sum += (uint32_t)row[k];
-    }
-    const uint32_t correction = d->weight_offset ? sum * (uint32_t)d->weight_offset : 0u;
     int8_t *yr = y + (int64_t)b * units;
-    for (int32_t u = 0; u < units; u += 4) {
-      int32_t idx[4], acc[4];
-      for (int32_t j = 0; j < 4; ++j) {
-        idx[j] = u + j < units ? u + j : units - 1;
-        acc[j] = (int32_t)((bias ? (uint32_t)bias[idx[j]] : 0u) + correction);
+#if FC_QUAD_ASM
+    fc_quad_args qa = {xr, packed, chunks, folds, yr, lo > -128 || hi < 127, tensor_fast.m31, tensor_fast.half,
+                       tensor_fast.mask, tensor_fast.sh, zp, lo, hi, {0, 0, 0, 0}, tensor_fast.pre};
+    const int32_t full = (!per_unit && !tail && tensor_fast.sh != 0) ? units / 4 : 0;
+    for (int32_t q = 0; q < full; ++q, qa.y += 4) {
+      const uint32_t edges = ek_fc_quad_dsp(&qa);
+      for (int32_t j = 0; edges && j < 4; ++j)
+        if ((edges >> j) & 1u) qa.y[j] = ek_conv_clamp8(ek_wrap_add(fc_round_exact(qa.acc[j], ds), zp), lo, hi);
+    }
+#else
+    const int32_t full = 0;
+#endif
+    for (int32_t q = full; q < quads; ++q) {
+      const int32_t u = 4 * q;
+      int32_t acc[4] = {folds[u], folds[u + 1], folds[u + 2], folds[u + 3]};
+#if EK_CONV_MVE
+      fc_dot_quad_mve(xr, wt, u, units, depth, acc);
+#else
+      fc_dot_quad(xr, packed + (int64_t)q * chunks * 8, chunks, acc);
+      if (tail) {
+        for (int32_t k = depth - tail; k < depth; ++k) {
+          const int32_t xv = xr[k];
+          for (int32_t j = 0; j < 4 && u + j < units; ++j)
+            acc[j] = ek_wrap_add(acc[j], wt[(int64_t)(u + j) * depth + k] * xv);
+        }
       }
-      fc_mve_dot4(row, wt + (int64_t)idx[0] * depth, wt + (int64_t)idx[1] * depth, wt + (int64_t)idx[2] * depth,
-                  wt + (int64_t)idx[3] * depth, depth, acc);
-      for (int32_t j = 0; j < 4 && u + j < units; ++j) yr[u + j] = fc_output(d, ds, u + j, acc[j]);
+#endif
+      int8_t *yq = yr + u;
+      if (per_unit) {
+        const int32_t live = units - u < 4 ? units - u : 4;
+        for (int32_t j = 0; j < live; ++j) yq[j] = fc_out(acc[j], &fast[u + j], &ds[u + j], zp, lo, hi);
+      } else if (units - u >= 4) {
+        yq[0] = fc_out(acc[0], &tensor_fast, ds, zp, lo, hi);
+        yq[1] = fc_out(acc[1], &tensor_fast, ds, zp, lo, hi);
+        yq[2] = fc_out(acc[2], &tensor_fast, ds, zp, lo, hi);
+        yq[3] = fc_out(acc[3], &tensor_fast, ds, zp, lo, hi);
+      } else {
+        for (int32_t j = 0; j < units - u; ++j) yq[j] = fc_out(acc[j], &tensor_fast, ds, zp, lo, hi);
+      }
     }
   }
 }
-#endif
 
 static ek_status fc_eval(ek_context *ctx, ek_op *op) {
   const fc_data *d = (const fc_data *)op->user_data;
   const ek_dscale *ds = fc_scales(op->user_data);
   const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias = ek_input(ctx, op, 2);
   ek_tensor *out = ek_output(ctx, op, 0);
-  const int32_t *bias_data = bias ? (const int32_t *)bias->data : (const int32_t *)0;
-  if (d->path == FC_PATH_BLOCKED) {
-#if EK_CONV_MVE
-    fc_blocked_mve(d, ds, (const int8_t *)in->data, (const int8_t *)f->data, bias_data, (int8_t *)out->data,
-                   (int16_t *)op->scratch);
-#else
-    fc_blocked(d, ds, (const int8_t *)in->data, (const int8_t *)f->data, bias_data, (int8_t *)out->data,
-               (uint32_t *)op->scratch);
-#endif
+  if (d->path == FC_PATH_PACKED) {
+    fc_packed(d, ds, fc_fast(op->user_data, d->num_scales), (const int8_t *)in->data, (const int8_t *)f->data,
+              (int8_t *)out->data);
   } else {
-    fc_reference(d, ds, (const int8_t *)in->data, (const int8_t *)f->data, bias_data, (int8_t *)out->data);
+    fc_reference(d, ds, (const int8_t *)in->data, (const int8_t *)f->data, bias ? (const int32_t *)bias->data : 0,
+                 (int8_t *)out->data);
   }
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_fully_connected = {EK_OP_FULLY_CONNECTED, "FULLY_CONNECTED", fc_persistent_bytes,
-                                             fc_scratch_bytes, fc_prepare, fc_eval};
+/* Kernel access contract (firmware/runtime/README.md): every path reads the whole input row for each group of
+   output units (rows live): output row b may only overlap input rows before b. */
+static int fc_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
+  (void)ctx;
+  const fc_data *d = (const fc_data *)op->user_data;
+  if (input_index != 0 || !d || d->batches < 1) return EK_OVERLAP_NONE;
+  return ek_stream_rows_live(d->batches, d->depth, d->units, d_max) ? EK_OVERLAP_UPTO : EK_OVERLAP_NONE;
+}
+
+const ek_kernel ek_kernel_fully_connected = {EK_OP_FULLY_CONNECTED, "FULLY_CONNECTED", EK_HOST_FN(fc_persistent_bytes),
+                                             0, EK_HOST_FN(fc_prepare), fc_eval, EK_HOST_FN(fc_overlap)};
