@@ -24,7 +24,7 @@ from edgekit import __version__
 from edgekit.atomic import atomic_output_dir
 from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
 from edgekit.firmware import build as fw_build
-from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack
+from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack, flash_split
 from edgekit.firmware.support import KERNELS_DIR, REPO, Graph, kernel_files, read_graph, require_support
 from edgekit.provenance import host_info, sha256_bytes, tool_versions, utc_now
 from edgekit.report import json_safe
@@ -104,32 +104,74 @@ def firmware_sources_hash() -> str:
 
 # --- the plan and the early fit check ------------------------------------------------------------------------
 
-def memory_plan(model: bytes, graph: Graph, source: str) -> Dict[str, Any]:
-    """The runtime's own offline plan (same planner code as on the device), with tensor names added."""
+OPTIMIZE_MODES = ("speed", "balanced", "ram")
+DEFAULT_OPTIMIZE = "balanced"
+TENSOR_RECORD_BYTES_32 = 56     # sizeof(ek_tensor) on a 32-bit MCU (one per decoded tensor slot)
+PREPARED_OBJECT_BYTES_32 = 148  # sizeof(ek_prepared) on a 32-bit MCU (measured on mps2-an386; the device reports it)
+
+
+def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT_OPTIMIZE) -> Dict[str, Any]:
+    """The runtime's own plan (same planner code as on the device), prepared for ``optimize``: the overlapped plan,
+    the prepared blob (pointer-free; flash), and the plain in-place .tflite plan it replaces, with tensor names."""
     from edgekit.firmware.host_runtime import HostRuntime
 
-    rt = HostRuntime(model, source=source)
-    plan = dict(rt.plan)
+    rt = HostRuntime(model, source=source, optimize=optimize)
+    prepared = rt.prepared
+    plan = dict(prepared["plan"])
+    names = lambda i: graph.tensors[i].name if i < len(graph.tensors) else "?"  # noqa: E731
     for entry in plan["tensors"]:
-        entry["name"] = graph.tensors[entry["index"]].name if entry["index"] < len(graph.tensors) else "?"
+        entry["name"] = names(entry["index"])
     plan["op_names"] = rt.op_names
+    plan["optimize"] = optimize
+    plan["prepared_blob"] = prepared["blob"]
+    plan["prepared_bytes"] = len(prepared["blob"])
+    plan["state_slots"] = prepared["state_slots"]
+    # mutable RAM on a 32-bit device: the tensor slots + the ek_prepared object (the host's pointers are wider)
+    plan["state_bytes"] = prepared["state_slots"] * TENSOR_RECORD_BYTES_32 + 8 + PREPARED_OBJECT_BYTES_32
+    plan["overlaps"] = [dict(o, op_name=rt.op_names[o["op"]]) for o in prepared["overlaps"]]
+    plan["plain"] = {"arena_bytes": rt.plan["arena_bytes"], "state_bytes_host": rt.plan["state_bytes"],
+                     "persistent_bytes": rt.plan["persistent_bytes"]}
     return plan
 
 
-def early_fit_check(model_bytes: int, arena: int, state: int, board) -> None:
-    """Before writing anything: lower bounds (model vs flash; arena + state + stack reservation vs RAM)."""
+def plan_all_modes(model: bytes, graph: Graph, source: str) -> Dict[str, Dict[str, Any]]:
+    """memory_plan for every optimize mode (for the fit check and the reports)."""
+    return {mode: memory_plan(model, graph, source, mode) for mode in OPTIMIZE_MODES}
+
+
+def early_fit_check(model_bytes: int, arena: int, state: int, board,
+                    modes: Optional[Mapping[str, Mapping[str, int]]] = None) -> None:
+    """Before writing anything: lower bounds (model vs flash; arena + state + stack reservation vs RAM). With
+    ``modes`` ({mode: {arena_bytes, state_bytes, prepared_bytes}}), the model fails only if no mode fits, and the
+    message says by how many bytes for each mode."""
     problems = []
     if model_bytes > board.flash.bytes:
         problems.append(f"flash: the model alone is {model_bytes:,} bytes, {board.name} has {board.flash.bytes:,}: "
                         f"at least {model_bytes - board.flash.bytes:,} bytes too many")
     ram_need = arena + state + board.stack_bytes
     if ram_need > board.ram.bytes:
-        problems.append(f"RAM: arena {arena:,} + runtime state {state:,} + stack reservation {board.stack_bytes:,} = "
-                        f"{ram_need:,} bytes, {board.name} has {board.ram.bytes:,}: at least "
-                        f"{ram_need - board.ram.bytes:,} bytes too many")
+        over = {}
+        for mode, m in (modes or {}).items():
+            need = m["arena_bytes"] + m["state_bytes"] + board.stack_bytes
+            over[mode] = need - board.ram.bytes
+        if not modes or all(v > 0 for v in over.values()):
+            detail = "".join(f"\n      --optimize {mode}: arena {modes[mode]['arena_bytes']:,} + state "
+                             f"{modes[mode]['state_bytes']:,} + stack {board.stack_bytes:,}: {v:,} bytes too many"
+                             for mode, v in over.items()) if modes else ""
+            problems.append(f"RAM: arena {arena:,} + runtime state {state:,} + stack reservation {board.stack_bytes:,} = "
+                            f"{ram_need:,} bytes, {board.name} has {board.ram.bytes:,}: at least "
+                            f"{ram_need - board.ram.bytes:,} bytes too many" + detail)
+        else:
+            fitting = ", ".join(m for m, v in over.items() if v <= 0)
+            problems.append(f"RAM: with this --optimize mode the arena {arena:,} + state {state:,} + stack "
+                            f"{board.stack_bytes:,} = {ram_need:,} bytes exceed {board.name}'s {board.ram.bytes:,} "
+                            f"by {ram_need - board.ram.bytes:,}; it fits with --optimize {fitting}")
     if problems:
+        fix = "choose a board with more memory (edgekit devices) or a smaller model"
+        if any("it fits with --optimize" in p for p in problems):
+            fix = "use the --optimize mode named above, or a board with more memory"
         raise DoesNotFitError(f"the model does not fit {board.name}:\n" + "\n".join(f"  - {p}" for p in problems),
-                              fix="choose a board with more memory (edgekit devices) or a smaller model")
+                              fix=fix)
 
 
 def fit_report(flash_bytes: int, ram_bytes: int, board) -> Dict[str, Dict[str, Any]]:
@@ -150,6 +192,33 @@ def raise_if_not_fitting(fits: Dict[str, Dict[str, Any]], board, detail: str) ->
 
 
 # --- writing the project -------------------------------------------------------------------------------------
+
+def write_prepared_files(dest: Path, blob: bytes, *, slots: int, optimize: str) -> None:
+    """model/prepared_data.c + .h: the prepared model (pointer-free, checksummed; ek_prepared.c) in flash."""
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "prepared_data.h").write_text(
+        "/* The prepared model: records, plan and kernel data computed on the host (generated by edgekit). */\n"
+        "#ifndef EK_PREPARED_DATA_H\n#define EK_PREPARED_DATA_H\n\n#include <stdint.h>\n\n"
+        f"#define EK_PREPARED_BYTES {len(blob)}u\n\n"
+        "#ifdef __cplusplus\nextern \"C\" {\n#endif\n"
+        "extern const uint8_t ek_prepared_data[];\n"
+        "extern const uint32_t ek_prepared_size;\n"
+        "#ifdef __cplusplus\n}\n#endif\n\n#endif\n")
+    (dest / "prepared_data.c").write_text(
+        f"/* Prepared model (--optimize {optimize}), {len(blob)} bytes. Generated by edgekit {__version__}; do not edit. */\n"
+        '#include "prepared_data.h"\n\n'
+        f"const uint8_t ek_prepared_data[EK_PREPARED_BYTES] __attribute__((aligned({MODEL_ALIGN}))) = {{\n  "
+        + c_array(blob, "ek_prepared_data") + "\n};\n\n"
+        "const uint32_t ek_prepared_size = EK_PREPARED_BYTES;\n")
+    config = dest / "ek_config.h"
+    text = config.read_text().replace(
+        "#endif\n",
+        "#define EK_PREPARED 1  /* run model/prepared_data.c (no flatbuffer reader, no planner on the device) */\n"
+        f"#define EK_PREP_SLOTS {slots}u\n"
+        "#undef EK_STATE_BYTES\n"
+        "#define EK_STATE_BYTES (EK_PREP_SLOTS * sizeof(ek_tensor) + 8u)  /* decoded tensor records */\n\n#endif\n")
+    config.write_text(text)
+
 
 def write_model_files(dest: Path, model: bytes, *, name: str, sha: str, arena: int, state: int, board: str) -> None:
     """model/model_data.c + .h (the flatbuffer as an aligned const array) and model/ek_config.h (the plan's sizes)."""
@@ -218,7 +287,8 @@ def _run_rules(board) -> Tuple[str, str, str]:
             f"{board.connection.get('pyocd_pack', 'pyocd pack install ' + target)})", rules, "flash")
 
 
-def write_makefile(dest: Path, board, *, model_name: str, sources: List[str], includes: List[str], ldscript: str) -> None:
+def write_makefile(dest: Path, board, *, model_name: str, sources: List[str], includes: List[str], ldscript: str,
+                   defines: str = "") -> None:
     help_line, rules, phony = _run_rules(board)
     text = render((TEMPLATES / "edgekit" / "Makefile.in").read_text(), {
         "MODEL_NAME": model_name, "BOARD": board.name, "CORE": board.core, "EDGEKIT_VERSION": __version__,
@@ -227,6 +297,7 @@ def write_makefile(dest: Path, board, *, model_name: str, sources: List[str], in
         "INCLUDES": " ".join(f"-I{i}" for i in includes),
         "LDSCRIPT": ldscript,
         "SRCS": " \\\n".join(f"  {s}" for s in sources),
+        "DEFINES": defines,
     }, name="Makefile.in")
     (dest / "Makefile").write_text(text)
 
@@ -244,12 +315,16 @@ def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, nam
         _copy(FIRMWARE_DIR / "protocol" / f, stage / "protocol" / f)
     write_model_files(stage / "model", model, name=name, sha=sha, arena=plan["arena_bytes"],
                       state=plan["state_bytes"], board=board.name)
+    if plan.get("prepared_blob") is not None:
+        write_prepared_files(stage / "model", plan["prepared_blob"], slots=plan["state_slots"],
+                             optimize=plan["optimize"])
     (stage / MODEL_FILE).write_bytes(model)
     rel = lambda p: str(Path(p).relative_to(stage))  # noqa: E731
     sources = sorted(rel(p) for p in stage.rglob("*") if p.suffix in (".c", ".S"))
     includes = ["runtime/include", "runtime/src", "runtime/src/kernels", "board", "protocol", "app", "model"]
     write_makefile(stage, board, model_name=name, sources=sources, includes=includes,
-                   ldscript=rel(board_files.linker_script))
+                   ldscript=rel(board_files.linker_script),
+                   defines="-DEK_PREPARED_ONLY" if plan.get("prepared_blob") is not None else "")
     return {"kernels": kernels, "sources": sources}
 
 
@@ -266,12 +341,15 @@ def measured_sizes(project: Path, board, graph: Graph, *, keep_build: bool
     try:
         elf = fw_build.make_project(project, build_dir=build_dir, board=board.name)
         sizes = elf_sizes(elf)
+        map_file = project / build_dir / "firmware.map"
+        split = flash_split(map_file) if map_file.is_file() else None
         stack = estimate_stack(project / build_dir, entry="main", linked=elf_functions(elf))
         from edgekit.firmware.boards import toolchain_version
 
         build = {"built": True, "elf": f"{build_dir}/firmware.elf" if keep_build else None,
                  "toolchain": toolchain_version(), "cflags": "-O2 -ffp-contract=off -ffunction-sections -fdata-sections "
-                 "-fstack-usage -fcallgraph-info=su", "ldflags": "-Wl,--gc-sections --specs=nano.specs"}
+                 "-fstack-usage -fcallgraph-info=su", "ldflags": "-Wl,--gc-sections --specs=nano.specs",
+                 "flash_split": split}
         if keep_build and board.is_qemu and shutil.which("qemu-system-arm"):
             from edgekit.firmware.qemu import qemu_version
 
@@ -344,6 +422,42 @@ def memory_figures(model: bytes, plan: Dict[str, Any], board, sizes: Optional[El
     return flash, ram
 
 
+_OVERLAP_WHY = {
+    "CONV_2D": "raster groups of 4 output pixels (windows copied into the im2col block first on the C/DSP path)",
+    "DEPTHWISE_CONV_2D": "channel groups in place: a group's input channels are copied before its outputs are written",
+    "AVERAGE_POOL_2D": "raster, pixel by pixel", "MAX_POOL_2D": "raster, pixel by pixel",
+    "FULLY_CONNECTED": "rows: each input row is read (or expanded into scratch) before its outputs are written",
+    "ADD": "elementwise in increasing order, no broadcast",
+}
+
+
+def overlap_report(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per planned overlap: which op's output may overlap which input, by how much and why (firmware.json)."""
+    out = []
+    for o in plan.get("overlaps", []):
+        name = o.get("op_name", "?")
+        rule = "exactly in place" if o["exact"] else f"output_offset - input_offset <= {o['d_max']:,} B"
+        out.append({"op": o["op"], "op_name": name, "input": o["input"], "rule": rule,
+                    "why": _OVERLAP_WHY.get(name, "kernel access contract (firmware/runtime/README.md)")})
+    return out
+
+
+def add_splits(flash: Dict[str, Any], ram: Dict[str, Any], plan: Dict[str, Any], build_info: Dict[str, Any],
+               device: Optional[Dict[str, Any]]) -> None:
+    """Flash split from the linker map (model, prepared data, runtime code, startup/protocol/libc) and the RAM the
+    runtime needs (arena + mutable state, device-measured when the firmware ran) into firmware.json."""
+    split = build_info.get("flash_split") if build_info else None
+    if split:
+        flash["split"] = {**split, "runtime_code": split["runtime_core"] + split["runtime_kernels"],
+                          "method": "measured: input sections of the linked ELF by object file (GNU ld map); "
+                                    "runtime code = core + linked kernels"}
+    state = device["state_used"] if device else plan["state_bytes"]
+    ram["runtime"] = {"bytes": plan["arena_bytes"] + state, "arena": plan["arena_bytes"], "mutable_state": state,
+                      "method": ("measured on the device: arena + the state the runtime reported (ek_prepared object + "
+                                 "decoded tensor records)") if device else
+                                "estimated: arena + 32-bit state from the prepared model's slot count"}
+
+
 # --- the command ---------------------------------------------------------------------------------------------
 
 def describe_ops(graph: Graph) -> List[Dict[str, Any]]:
@@ -359,7 +473,8 @@ def signature(model_sha: str, extra_tools: Optional[Mapping[str, str]] = None) -
 
 
 def generate_firmware(model: Union[Path, str, bytes], board_name: str = DEFAULT_BOARD, outdir: Optional[Path] = None,
-                      *, runtime: str = "edgekit", build: bool = False, source: Optional[str] = None) -> FirmwareResult:
+                      *, runtime: str = "edgekit", build: bool = False, source: Optional[str] = None,
+                      optimize: str = DEFAULT_OPTIMIZE) -> FirmwareResult:
     """Generate (and optionally build) the firmware project for ``model`` on ``board_name`` into ``outdir``."""
     from edgekit.firmware.boards import load_board
 
@@ -381,20 +496,28 @@ def generate_firmware(model: Union[Path, str, bytes], board_name: str = DEFAULT_
         from edgekit.firmware.tflm import generate_tflm_project
 
         return generate_tflm_project(data, graph, board, Path(outdir), source=source, build=build)
-    return _generate_edgekit(data, graph, board, Path(outdir), source=source, build=build)
+    if optimize not in OPTIMIZE_MODES:
+        raise UserError(f"unknown --optimize mode {optimize!r}", fix=f"use one of {', '.join(OPTIMIZE_MODES)}")
+    return _generate_edgekit(data, graph, board, Path(outdir), source=source, build=build, optimize=optimize)
 
 
-def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source: str, build: bool) -> FirmwareResult:
+def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source: str, build: bool,
+                      optimize: str = DEFAULT_OPTIMIZE) -> FirmwareResult:
     if graph.inputs and any(graph.tensors[i].type not in ("INT8", "FLOAT32") for i in graph.inputs):
         raise UserError(f"{source}: model inputs must be int8 (or float32 feeding a QUANTIZE)")
     sha = sha256_bytes(data)
-    plan = memory_plan(data, graph, source)
-    early_fit_check(len(data), plan["arena_bytes"], plan["state_bytes"], board)
+    plan = memory_plan(data, graph, source, optimize)
+    if plan["arena_bytes"] + plan["state_bytes"] + board.stack_bytes > board.ram.bytes:
+        modes = {m: {k: p[k] for k in ("arena_bytes", "state_bytes")} for m, p in
+                 ((m, memory_plan(data, graph, source, m)) for m in OPTIMIZE_MODES)}
+        early_fit_check(len(data) + plan["prepared_bytes"], plan["arena_bytes"], plan["state_bytes"], board, modes)
+    early_fit_check(len(data) + plan["prepared_bytes"], plan["arena_bytes"], plan["state_bytes"], board)
     name = Path(source).name if source != "<bytes>" else "model.tflite"
     with atomic_output_dir(outdir) as stage:
         written = write_project_sources(stage, board, graph, data, name=name, sha=sha, plan=plan)
         sizes, stack, build_info, device = measured_sizes(stage, board, graph, keep_build=build)
         flash, ram = memory_figures(data, plan, board, sizes, stack, device)
+        add_splits(flash, ram, plan, build_info, device)
         fits = fit_report(flash["bytes"], ram["bytes"], board)
         raise_if_not_fitting(fits, board, "measured from the linked ELF" if sizes else "lower bound")
         info = firmware_info(data, graph, board, plan, flash, ram, fits, written, build_info, source=source, sha=sha)
@@ -435,7 +558,11 @@ def firmware_info(data: bytes, graph: Graph, board, plan: Dict[str, Any], flash:
         "macs": sum(graph.macs().values()),
         "kernels": written.get("kernels", []),
         "plan": {"tensors": plan.get("tensors", []), "scratch": plan.get("scratch", []),
-                 "persistent_bytes": plan.get("persistent_bytes")},
+                 "persistent_bytes": plan.get("persistent_bytes"), "optimize": plan.get("optimize"),
+                 "prepared_bytes": plan.get("prepared_bytes"), "overlaps": overlap_report(plan),
+                 "plain_in_place_tflite": plan.get("plain")},
+        "optimize": plan.get("optimize"),
+        "runtime_code_bytes": (flash.get("split") or {}).get("runtime_code"),
         "build": build_info,
         "signature": signature(sha, {k: v for k, v in (("arm-none-eabi-gcc", build_info.get("toolchain")),
                                                        ("qemu", build_info.get("qemu"))) if v}),
@@ -488,13 +615,15 @@ def cache_root() -> Path:
     return Path(base) / "firmware"
 
 
-def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>") -> FirmwareResult:
+def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>",
+                    optimize: str = DEFAULT_OPTIMIZE) -> FirmwareResult:
     """Generate + build once per (model, board profile, firmware sources); reuse the built project afterwards."""
     from edgekit.firmware.boards import load_board
 
     board = load_board(board_name)
     profile_text = Path(board.profile["_path"]).read_bytes() if board.profile.get("_path") else b""
-    key = hashlib.sha256(model + b"\0" + profile_text + firmware_sources_hash().encode()).hexdigest()[:24]
+    key = hashlib.sha256(model + b"\0" + profile_text + firmware_sources_hash().encode()
+                         + optimize.encode()).hexdigest()[:24]
     outdir = cache_root() / f"{board.name}-{key}"
     info_path = outdir / FIRMWARE_JSON
     elf = outdir / "build" / fw_build.ELF_NAME
@@ -504,7 +633,7 @@ def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>") -
     outdir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}-", dir=outdir.parent))
     try:
-        result = generate_firmware(model, board.name, tmp / "project", build=True, source=source)
+        result = generate_firmware(model, board.name, tmp / "project", build=True, source=source, optimize=optimize)
         if result.elf is None:
             fw_build.require_toolchain()
         try:

@@ -176,6 +176,14 @@ class _PlanEntry(ctypes.Structure):
                 ("last_op", ctypes.c_int32), ("alias_of", ctypes.c_int32)]
 
 
+class _OverlapInfo(ctypes.Structure):
+    _fields_ = [("op", ctypes.c_int32), ("input", ctypes.c_int32), ("d_max", ctypes.c_int32), ("exact", ctypes.c_int32)]
+
+
+OPTIMIZE_MODES = {"speed": 0, "balanced": 1, "ram": 2}
+DEFAULT_OPTIMIZE = "balanced"
+
+
 class _Error(ctypes.Structure):
     _fields_ = [("status", ctypes.c_int), ("op_index", ctypes.c_int32), ("message", ctypes.c_char_p)]
 
@@ -203,6 +211,17 @@ def _load(path: str) -> ctypes.CDLL:
         "ek_host_scratch_plan": (ctypes.POINTER(_PlanEntry), [vp]),
         "ek_host_opcode": (i32, [vp, i32]),
         "ek_host_input_index": (i32, [vp, i32]), "ek_host_output_index": (i32, [vp, i32]),
+        "ek_init_opt": (ctypes.c_int, [vp, vp, size_t, vp, size_t, vp, size_t, i32]),
+        "ek_plan_overlapped_work_bytes": (size_t, [vp]),
+        "ek_plan_overlapped": (ctypes.c_int, [vp, vp, size_t, ctypes.POINTER(_OverlapInfo), i32]),
+        "ek_export_prepared": (ctypes.c_int, [vp, vp, size_t, ctypes.POINTER(size_t)]),
+        "ek_prepared_state_bytes": (size_t, [vp, size_t]),
+        "ek_prepared_init": (ctypes.c_int, [vp, vp, size_t, vp, size_t, vp, size_t, vp, size_t]),
+        "ek_prepared_invoke": (ctypes.c_int, [vp]),
+        "ek_prepared_input": (ctypes.POINTER(_Tensor), [vp, i32]),
+        "ek_prepared_output": (ctypes.POINTER(_Tensor), [vp, i32]),
+        "ek_prepared_last_error": (_Error, [vp]),
+        "ek_host_sizeof_prepared": (size_t, []),
     }
     for name, (restype, argtypes) in sig.items():
         fn = getattr(lib, name)
@@ -309,10 +328,17 @@ def _tensor_dict(t: _Tensor, index: int) -> Dict:
 class HostRuntime:
     """One model loaded into the C runtime (ctypes, or a sanitizer-built subprocess with sanitize=True)."""
 
-    def __init__(self, model_bytes: bytes, *, sanitize: bool = False, source: str = "<bytes>") -> None:
+    def __init__(self, model_bytes: bytes, *, sanitize: bool = False, source: str = "<bytes>",
+                 optimize: Optional[str] = None) -> None:
+        """optimize=None runs the .tflite in place with the plain plan (what a device loading the model at run
+        time does); "speed" / "balanced" / "ram" prepares the model as the firmware generator does (kernel
+        variants for that mode, overlapped plan, prepared blob) and invokes through the prepared path."""
+        if optimize is not None and optimize not in OPTIMIZE_MODES:
+            raise InvalidModelError(f"unknown optimize mode {optimize!r}", fix=f"use one of {', '.join(OPTIMIZE_MODES)}")
         self.source = source
         self.model_bytes = bytes(model_bytes)
         self.sanitize = sanitize
+        self.optimize = optimize
         check_supported(self.model_bytes, source=source)
         self._backend = _DriverBackend(self) if sanitize else _CtypesBackend(self)
         names = _tensor_names(self.model_bytes)
@@ -331,6 +357,12 @@ class HostRuntime:
     @property
     def op_names(self) -> List[str]:
         return list(self._backend.op_names)
+
+    @property
+    def prepared(self) -> Optional[Dict]:
+        """With optimize: {blob (bytes), arena_bytes, state_slots, optimize, overlaps [{op, input, d_max, exact}],
+        plan (the overlapped plan, as .plan)}; None otherwise."""
+        return getattr(self._backend, "prepared", None)
 
     @property
     def plan(self) -> Dict:
@@ -417,11 +449,47 @@ class _CtypesBackend:
                         for i in range(lib.ek_num_outputs(self.rt))]
         self.op_names = [op_name(lib.ek_host_opcode(self.rt, i)) for i in range(self._info()["num_ops"])]
         self.plan = self._plan()
+        self.prepared = self._prepare() if owner.optimize is not None else None
 
     def _init(self, state_len: int, arena_len: int) -> int:
-        return self.lib.ek_init(self.rt, self.model.ctypes.data, len(self.model),
-                                self.state.ctypes.data if state_len else None, state_len,
-                                self.arena.ctypes.data if arena_len else None, arena_len)
+        mode = OPTIMIZE_MODES[self.owner.optimize] if self.owner.optimize is not None else 0
+        return self.lib.ek_init_opt(self.rt, self.model.ctypes.data, len(self.model),
+                                    self.state.ctypes.data if state_len else None, state_len,
+                                    self.arena.ctypes.data if arena_len else None, arena_len, mode)
+
+    def _prepare(self) -> Dict:
+        """Overlapped plan, prepared blob, and a prepared runtime over it (used by invoke)."""
+        lib = self.lib
+        work = _aligned_zeros(lib.ek_plan_overlapped_work_bytes(self.rt))
+        max_info = 8 * max(1, self._info()["num_ops"]) + 1
+        info = (_OverlapInfo * max_info)()
+        if lib.ek_plan_overlapped(self.rt, work.ctypes.data, len(work), info, max_info) != 0:
+            self._fail()
+        overlaps = []
+        for e in info:
+            if e.op < 0 or len(overlaps) >= max_info - 1:
+                break
+            overlaps.append({"op": e.op, "input": e.input, "d_max": e.d_max, "exact": bool(e.exact)})
+        plan = self._plan()
+        size = ctypes.c_size_t(0)
+        lib.ek_export_prepared(self.rt, None, 0, ctypes.byref(size))
+        blob = _aligned_zeros(size.value)
+        if lib.ek_export_prepared(self.rt, blob.ctypes.data, len(blob), ctypes.byref(size)) != 0:
+            self._fail()
+        self.blob = blob
+        self.prep = ctypes.create_string_buffer(lib.ek_host_sizeof_prepared())
+        self.prep_state = _aligned_zeros(max(1, lib.ek_prepared_state_bytes(blob.ctypes.data, len(blob))))
+        self.prep_arena = _aligned_zeros(max(1, plan["arena_bytes"]))
+        status = lib.ek_prepared_init(self.prep, self.model.ctypes.data, len(self.model), blob.ctypes.data, len(blob),
+                                      self.prep_state.ctypes.data, len(self.prep_state),
+                                      self.prep_arena.ctypes.data, len(self.prep_arena))
+        if status != 0:
+            err = lib.ek_prepared_last_error(self.prep)
+            raise InternalError(f"{self.owner.source}: the prepared model was rejected: {(err.message or b'').decode()}")
+        header = np.frombuffer(blob[:4 * 21].tobytes(), dtype="<u4")
+        slots = int(header[16]) + 1 + int(header[9]) + int(header[10])
+        return {"blob": blob.tobytes(), "arena_bytes": plan["arena_bytes"], "state_slots": slots,
+                "optimize": self.owner.optimize, "overlaps": overlaps, "plan": plan}
 
     def _info(self) -> Dict[str, int]:
         values = (ctypes.c_int64 * 7)()
@@ -450,14 +518,21 @@ class _CtypesBackend:
 
     def invoke(self, arrays: List[np.ndarray]) -> List[np.ndarray]:
         lib = self.lib
+        prepared = self.prepared is not None
+        get_input = (lambda i: lib.ek_prepared_input(self.prep, i)) if prepared else (lambda i: lib.ek_get_input(self.rt, i))
+        get_output = (lambda i: lib.ek_prepared_output(self.prep, i)) if prepared else (lambda i: lib.ek_get_output(self.rt, i))
         for i, x in enumerate(arrays):
-            t = lib.ek_get_input(self.rt, i).contents
+            t = get_input(i).contents
             ctypes.memmove(t.data, x.ctypes.data, t.bytes)
-        if lib.ek_invoke(self.rt) != 0:
+        if prepared:
+            if lib.ek_prepared_invoke(self.prep) != 0:
+                err = lib.ek_prepared_last_error(self.prep)
+                self.owner._raise(err.status, err.op_index, (err.message or b"").decode())
+        elif lib.ek_invoke(self.rt) != 0:
             self._fail()
         outs = []
         for i, spec in enumerate(self.outputs):
-            t = lib.ek_get_output(self.rt, i).contents
+            t = get_output(i).contents
             raw = ctypes.string_at(t.data, t.bytes) if t.bytes else b""
             outs.append(np.frombuffer(raw, dtype=spec["dtype"]).reshape(spec["shape"]).copy())
         return outs

@@ -245,3 +245,55 @@ def estimate_stack(build_dir: Path, entry: str = "main", *, linked: Optional[Set
     bounded = not recursion and not (set(chain) & dynamic)
     return StackEstimate(total + EXCEPTION_FRAME_BYTES if bounded else None, chain, method, sorted(unknown),
                          sorted(set(chain) & dynamic), recursion)
+
+
+# --- flash split from the linker map -------------------------------------------------------------------------
+
+_MAP_ENTRY = re.compile(r"^ (\S+)?\s*0x([0-9a-fA-F]+)\s+0x([0-9a-fA-F]+)\s+(\S+)$")
+_FLASH_OUTPUT = (".vectors", ".isr_vector", ".text", ".rodata", ".data", ".ARM.exidx", ".ARM.extab", ".init_array",
+                 ".fini_array", ".preinit_array", ".init", ".fini")
+
+
+def flash_split(map_path: Path) -> Dict[str, int]:
+    """Flash bytes by role from a GNU ld map (-Wl,-Map): model, prepared model data, runtime core, kernels,
+    startup + protocol + board, C library. Input sections of allocated, loaded output sections only."""
+    text = Path(map_path).read_text(errors="replace")
+    start = text.find("Linker script and memory map")
+    lines = text[start:].splitlines() if start >= 0 else []
+    split = {"model": 0, "prepared": 0, "runtime_core": 0, "runtime_kernels": 0, "startup_protocol": 0, "libc": 0}
+    output = ""
+    pending: Optional[str] = None
+    for line in lines:
+        if line and not line[0].isspace():
+            output = line.split()[0]
+            pending = None
+            continue
+        if output not in _FLASH_OUTPUT:
+            continue
+        stripped = line.strip()
+        if stripped.startswith(".") and len(stripped.split()) == 1:
+            pending = stripped  # long input-section name: address, size and file follow on the next line
+            continue
+        m = _MAP_ENTRY.match(line if pending is None else f" {pending} {stripped}")
+        pending = None
+        if not m or "*fill*" in line:
+            continue
+        size, origin = int(m.group(3), 16), m.group(4)
+        if size == 0 or origin.startswith("0x"):
+            continue
+        split[_role(origin)] += size
+    return split
+
+
+def _role(origin: str) -> str:
+    if origin.endswith("model/model_data.c.o"):
+        return "model"
+    if origin.endswith("model/prepared_data.c.o"):
+        return "prepared"
+    if "/runtime/src/kernels/" in origin:
+        return "runtime_kernels"
+    if "/runtime/src/" in origin:
+        return "runtime_core"
+    if origin.endswith(".o") and not ".a(" in origin:
+        return "startup_protocol"
+    return "libc"

@@ -42,6 +42,12 @@ enum {
   EK_OP_QUANTIZE = 114, EK_OP_HARD_SWISH = 117
 };
 
+/* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
+   variant when the fast one's scratch would exceed the smaller of the op's input and output bytes; RAM = the smallest scratch everywhere. */
+enum { EK_OPTIMIZE_SPEED = 0, EK_OPTIMIZE_BALANCED = 1, EK_OPTIMIZE_RAM = 2 };
+
+enum { EK_OVERLAP_NONE = 0, EK_OVERLAP_UPTO = 1, EK_OVERLAP_EXACT = 2 };
+
 /* Fused activations: the TFLite schema's ActivationFunctionType numbers. */
 enum { EK_ACT_NONE = 0, EK_ACT_RELU = 1, EK_ACT_RELU_N1_TO_1 = 2, EK_ACT_RELU6 = 3, EK_ACT_TANH = 4, EK_ACT_SIGN_BIT = 5 };
 
@@ -106,8 +112,17 @@ typedef struct ek_op {
 } ek_op;
 
 typedef struct ek_context {
-  ek_tensor *tensors;
+  ek_tensor *tensors;         /* one record per tensor (.tflite path); NULL for a prepared model (below) */
   int32_t num_tensors;
+  /* Prepared model (ek_prepared.c): tensor records stay in flash; ek_input/ek_output decode the ones an op
+     asks for into `slots` (inputs at 0.., the output at out_slot). */
+  const uint8_t *prep_tensors; /* ekp_tensor records in the prepared blob, or NULL */
+  const uint8_t *prep_blob;
+  const uint8_t *prep_model;
+  uint8_t *prep_arena;
+  ek_tensor *slots;
+  int32_t out_slot;
+  int32_t optimize;           /* EK_OPTIMIZE_*: which kernel variants prepare picks where RAM and speed trade */
   /* error reporting: first failure wins */
   ek_status status;
   int32_t error_op;           /* op index or -1 */
@@ -126,15 +141,25 @@ typedef struct ek_kernel {
   ek_status (*prepare)(ek_context *ctx, ek_op *op);
   /* Compute. Must not fail for inputs that passed prepare (the data values cannot make it misbehave). */
   ek_status (*eval)(ek_context *ctx, ek_op *op);
+  /* Optional (NULL: never overlap). Called after prepare. Returns 1 and sets *d_max when the output may be placed
+     at output_offset - input_offset <= *d_max bytes over input `input_index` if that input dies at this op
+     (the kernel access contract in firmware/runtime/README.md; helpers in kernels/ek_stream.h). */
+  int (*overlap)(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max);
+  /* Returns EK_OVERLAP_NONE, EK_OVERLAP_UPTO (any difference <= *d_max) or EK_OVERLAP_EXACT (only exactly on the
+     input: difference 0, e.g. in-place depthwise by channel groups). */
 } ek_kernel;
 
 /* Implemented by the core. */
 ek_status ek_fail(ek_context *ctx, const ek_op *op, ek_status status, const char *message);
+/* Decodes tensor `index` of a prepared model into ctx->slots[slot] (ek_prepared.c). */
+ek_tensor *ek_prepared_tensor(const ek_context *ctx, int32_t index, int32_t slot);
 static inline ek_tensor *ek_input(ek_context *ctx, const ek_op *op, int i) {
-  return (i < op->num_inputs && op->inputs[i] >= 0) ? &ctx->tensors[op->inputs[i]] : (ek_tensor *)0;
+  if (i >= op->num_inputs || op->inputs[i] < 0) return (ek_tensor *)0;
+  return ctx->tensors ? &ctx->tensors[op->inputs[i]] : ek_prepared_tensor(ctx, op->inputs[i], i);
 }
 static inline ek_tensor *ek_output(ek_context *ctx, const ek_op *op, int i) {
-  return (i < op->num_outputs && op->outputs[i] >= 0) ? &ctx->tensors[op->outputs[i]] : (ek_tensor *)0;
+  if (i >= op->num_outputs || op->outputs[i] < 0) return (ek_tensor *)0;
+  return ctx->tensors ? &ctx->tensors[op->outputs[i]] : ek_prepared_tensor(ctx, op->outputs[i], ctx->out_slot + i);
 }
 int32_t ek_num_elements(const ek_tensor *t);   /* product of dims (0 if any dim is 0), saturating */
 int ek_same_shape(const ek_tensor *a, const ek_tensor *b);
@@ -144,6 +169,18 @@ int32_t ek_type_size(int32_t type);            /* bytes per element of an EK_* t
    the kernel files of the ops its model uses, and ek_find_kernel() returns NULL for the rest. */
 const ek_kernel *ek_find_kernel(int32_t opcode);
 const char *ek_op_name(int32_t opcode); /* schema name for any builtin code, "UNKNOWN" otherwise */
+
+/* Kernel table members only the host needs for a prepared model (persistent_bytes, scratch_bytes, prepare,
+   overlap): a device build with -DEK_PREPARED_ONLY runs prepared models only and leaves them (and their error
+   strings) out of flash. */
+#ifdef EK_PREPARED_ONLY
+#define EK_HOST_FN(f) 0
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+#else
+#define EK_HOST_FN(f) f
+#endif
 
 /* One object per kernel file, e.g. `const ek_kernel ek_kernel_conv_2d = {EK_OP_CONV_2D, "CONV_2D", ...};` */
 extern const ek_kernel ek_kernel_add, ek_kernel_average_pool_2d, ek_kernel_concatenation, ek_kernel_conv_2d,

@@ -109,6 +109,10 @@ typedef struct ek_runtime {
 ek_status ek_init(ek_runtime *rt, const void *model, size_t model_len, void *state, size_t state_len, void *arena,
                   size_t arena_len);
 
+/* ek_init choosing kernel variants for EK_OPTIMIZE_SPEED (what ek_init does), _BALANCED or _RAM. */
+ek_status ek_init_opt(ek_runtime *rt, const void *model, size_t model_len, void *state, size_t state_len, void *arena,
+                      size_t arena_len, int32_t optimize);
+
 /* Sizes query: runs ek_init on `work` (used as scratch state; any size, bigger is faster to converge)
    without an arena. On success sets *state_bytes and *arena_bytes (the sizes ek_init needs). Returns
    EK_ERR_MEMORY with *state_bytes set to the work bytes needed to plan when work_len is smaller than
@@ -131,6 +135,54 @@ int32_t ek_num_outputs(const ek_runtime *rt);
 ek_tensor *ek_get_input(ek_runtime *rt, int32_t i);   /* NULL if out of range */
 ek_tensor *ek_get_output(ek_runtime *rt, int32_t i);  /* NULL if out of range */
 ek_tensor *ek_get_tensor(ek_runtime *rt, int32_t i);  /* NULL if out of range */
+
+/* ---- host tools: overlapped plan and prepared models (ek_plan.c, ek_prepared.c) ---- */
+
+/* One planned overlap: op `op`'s output may start d_max bytes after its input `input` (op -1 ends the list). */
+typedef struct ek_overlap_info {
+  int32_t op, input, d_max, exact;
+} ek_overlap_info;
+
+/* Work bytes ek_plan_overlapped needs for this (initialised) runtime. */
+size_t ek_plan_overlapped_work_bytes(const ek_runtime *rt);
+/* Re-plans an initialised runtime (initialised with state >= state_with_plan) letting outputs overlap the inputs
+   that die at their op as the kernels allow (ek_kernel.overlap), and moves activations and scratch to the new
+   offsets in the same arena. rt->arena_required becomes the new, smaller or equal, size. Fills up to max_info
+   entries of info (may be NULL). */
+ek_status ek_plan_overlapped(ek_runtime *rt, void *work, size_t work_len, ek_overlap_info *info, int32_t max_info);
+
+/* Writes the prepared form of an initialised runtime (usually after ek_plan_overlapped) into out: a pointer-free,
+   versioned, checksummed blob (see ek_prepared.c and README "Prepared models"). *len receives its size; with
+   out NULL or cap too small, returns EK_ERR_MEMORY after setting *len. */
+ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len);
+
+/* ---- device: run a prepared model (no flatbuffer reader, no planner) ---- */
+
+typedef struct ek_prepared {
+  ek_context ctx;               /* tensor records decoded on demand into the caller's state (ctx.slots) */
+  const uint8_t *blob;
+  uint8_t *arena;
+  uint32_t arena_bytes;
+  int32_t num_ops, num_inputs, num_outputs;
+  ek_op op;                     /* the operator being run */
+  ek_op_hook hook;
+  void *hook_user;
+  int32_t ready;
+} ek_prepared;
+
+/* State bytes ek_prepared_init needs for this blob (a few tensor records), 0 if it is not a prepared model. */
+size_t ek_prepared_state_bytes(const void *blob, size_t blob_len);
+/* Validates the blob (magic, version, length, checksum, the model's length and checksum, every offset, index and
+   size; a corrupt blob is rejected, never run) and binds it to model, state and arena. The model and the blob
+   must be 16-byte aligned and stay unchanged. */
+ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, const void *blob, size_t blob_len,
+                           void *state, size_t state_len, void *arena, size_t arena_len);
+ek_status ek_prepared_invoke(ek_prepared *p);
+/* Input/output records (data points into the arena). Each stays valid while p is. */
+ek_tensor *ek_prepared_input(ek_prepared *p, int32_t i);
+ek_tensor *ek_prepared_output(ek_prepared *p, int32_t i);
+void ek_prepared_set_op_hook(ek_prepared *p, ek_op_hook hook, void *user);
+ek_error ek_prepared_last_error(const ek_prepared *p);
 
 /* Lists the builtin code of every operator (max(deprecated_builtin_code, builtin_code), 32 = CUSTOM)
    without needing kernels, so a host tool can report all unsupported ops at once. Writes up to

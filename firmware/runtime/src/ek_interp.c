@@ -111,11 +111,17 @@ static ek_status bind_memory(ek_runtime *rt, uint8_t *arena_base, uint8_t *persi
 
 ek_status ek_init(ek_runtime *rt, const void *model, size_t model_len, void *state, size_t state_len, void *arena,
                   size_t arena_len) {
+  return ek_init_opt(rt, model, model_len, state, state_len, arena, arena_len, EK_OPTIMIZE_SPEED);
+}
+
+ek_status ek_init_opt(ek_runtime *rt, const void *model, size_t model_len, void *state, size_t state_len, void *arena,
+                      size_t arena_len, int32_t optimize) {
   ek_model_view mv;
   ek_read_error err = {EK_OK, -1, (const char *)0};
   ek_status st;
   if (!rt) return EK_ERR_INTERNAL;
   memset(rt, 0, sizeof *rt);
+  rt->ctx.optimize = optimize;
   rt->ctx.error_op = -1;
   rt->ctx.error_message = "";
   rt->model = (const uint8_t *)model;

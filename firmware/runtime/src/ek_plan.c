@@ -101,24 +101,90 @@ static void sort_indices(int32_t *ix, int32_t n, const pbuf *bufs, pbuf_before b
 
 static int overlap_in_time(const pbuf *a, const pbuf *b) { return !(a->last < b->first || b->last < a->first); }
 
+/* Overlap pairs (ek_plan_overlapped): buffer `out` may start at most `d_max` bytes (a multiple of
+   EK_ARENA_ALIGN) after buffer `in` starts although both are alive at the same op; with `exact`, only exactly at
+   the input's start (d = 0). */
+typedef struct ppair {
+  int32_t out, in; /* buffer indices */
+  int32_t d_max;
+  int32_t exact;
+} ppair;
+
+typedef struct pbounds { /* start s of the buffer being placed is forbidden when lo < s < hi */
+  int64_t lo, hi;
+} pbounds;
+
+/* Forbidden start intervals (1 or 2) of b against placed p (time-overlapping), relaxed by a pair between them. */
+static int32_t forbidden(const pbuf *b, int32_t bi, const pbuf *p, int32_t pi, const ppair *pairs, int32_t npairs,
+                         pbounds *f) {
+  f[0].lo = (int64_t)p->offset - b->size;
+  f[0].hi = (int64_t)p->offset + p->size;
+  for (int32_t k = 0; k < npairs; ++k) {
+    const ppair *q = &pairs[k];
+    const int b_out = q->out == bi && q->in == pi, b_in = q->out == pi && q->in == bi;
+    if (!b_out && !b_in) continue;
+    if (q->exact) { /* the same start is fine: split the interval around p's start */
+      f[1].lo = p->offset;
+      f[1].hi = f[0].hi;
+      f[0].hi = p->offset;
+      return 2;
+    }
+    if (b_out) { /* b is the output: b.start <= p.start + d_max is fine */
+      const int64_t lo = (int64_t)p->offset + q->d_max;
+      if (lo > f[0].lo) f[0].lo = lo;
+    } else { /* b is the input: b.start >= p.start - d_max is fine */
+      const int64_t hi = (int64_t)p->offset - q->d_max;
+      if (hi < f[0].hi) f[0].hi = hi;
+    }
+    return 1;
+  }
+  return 1;
+}
+
 /* Places buffers in `order`; returns the arena size, or stops early (returning a value >= limit) once it
-   cannot beat `limit`. `placed` holds the placed buffers sorted by offset. */
-static int64_t pack(pbuf *bufs, const int32_t *order, int32_t n, int best_fit, int32_t *placed, int64_t limit) {
+   cannot beat `limit`. `placed` holds the placed buffers sorted by offset; `iv` is work memory for n intervals. */
+static int64_t pack(pbuf *bufs, const int32_t *order, int32_t n, int best_fit, int32_t *placed, int64_t limit,
+                    const ppair *pairs, int32_t npairs, pbounds *iv) {
   int64_t total = 0;
   int32_t m = 0;
   for (int32_t k = 0; k < n; ++k) {
     pbuf *b = &bufs[order[k]];
     int64_t cand = 0, chosen = -1, chosen_gap = INT64_MAX;
-    for (int32_t j = 0; j < m; ++j) {
-      const pbuf *p = &bufs[placed[j]];
-      if (!overlap_in_time(b, p)) continue;
-      if ((int64_t)p->offset >= cand + b->size) {
-        const int64_t gap = (int64_t)p->offset - cand;
-        if (!best_fit) { chosen = cand; break; }
-        if (gap < chosen_gap) { chosen_gap = gap; chosen = cand; }
+    if (npairs == 0) {
+      for (int32_t j = 0; j < m; ++j) {
+        const pbuf *p = &bufs[placed[j]];
+        if (!overlap_in_time(b, p)) continue;
+        if ((int64_t)p->offset >= cand + b->size) {
+          const int64_t gap = (int64_t)p->offset - cand;
+          if (!best_fit) { chosen = cand; break; }
+          if (gap < chosen_gap) { chosen_gap = gap; chosen = cand; }
+        }
+        const int64_t end = (int64_t)p->offset + p->size;
+        if (end > cand) cand = end;
       }
-      const int64_t end = (int64_t)p->offset + p->size;
-      if (end > cand) cand = end;
+    } else {
+      /* forbidden start intervals, sorted by lo (insertion: nearly sorted, placed is by offset) */
+      int32_t c = 0;
+      for (int32_t j = 0; j < m; ++j) {
+        const pbuf *p = &bufs[placed[j]];
+        if (!overlap_in_time(b, p)) continue;
+        pbounds f[2];
+        const int32_t nf = forbidden(b, order[k], p, placed[j], pairs, npairs, f);
+        for (int32_t e = 0; e < nf; ++e) {
+          if (f[e].lo >= f[e].hi) continue;
+          int32_t at = c++;
+          while (at > 0 && iv[at - 1].lo > f[e].lo) { iv[at] = iv[at - 1]; --at; }
+          iv[at] = f[e];
+        }
+      }
+      for (int32_t j = 0; j < c; ++j) {
+        if (iv[j].lo >= cand) { /* any start in [cand, lo] is free */
+          const int64_t gap = iv[j].lo - cand;
+          if (!best_fit) { chosen = cand; break; }
+          if (gap < chosen_gap) { chosen_gap = gap; chosen = cand; }
+        }
+        if (iv[j].hi > cand) cand = iv[j].hi;
+      }
     }
     if (chosen < 0) chosen = cand;
     if (chosen + b->size > INT32_MAX) return INT64_MAX; /* cannot be addressed with int32 offsets */
@@ -208,23 +274,20 @@ static void alias_reshapes(ek_runtime *rt) {
 
 /* ---- entry ---------------------------------------------------------------- */
 
-ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len) {
+/* Fills bufs with every activation tensor (alias roots only) and every op scratch; returns the count or -1. */
+static int32_t collect(ek_runtime *rt, pbuf *bufs) {
   const int32_t T = rt->ctx.num_tensors, N = rt->num_ops;
-  int32_t cap = N; /* buffers: every activation tensor and every scratch at most */
-  for (int32_t t = 0; t < T; ++t) cap += !rt->ctx.tensors[t].is_constant;
-  if (work_len < ek_plan_work_bytes(cap)) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_INTERNAL, "planner work memory too small");
-  pbuf *bufs = (pbuf *)work;
-  int32_t *order = (int32_t *)(void *)(bufs + cap);
-  int32_t *placed = order + cap;
   int32_t n = 0;
-
   compute_lifetimes(rt);
   alias_reshapes(rt);
   for (int32_t t = 0; t < T; ++t) {
     const ek_plan_entry *e = &rt->tensor_plan[t];
     if (rt->ctx.tensors[t].is_constant || e->first_op == UNUSED_OP || e->alias_of >= 0) continue;
     const int64_t padded = ((int64_t)e->bytes + (EK_ARENA_ALIGN - 1)) & ~(int64_t)(EK_ARENA_ALIGN - 1);
-    if (padded > INT32_MAX) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "a tensor is too large for the arena");
+    if (padded > INT32_MAX) {
+      ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "a tensor is too large for the arena");
+      return -1;
+    }
     if (padded == 0) { rt->tensor_plan[t].offset = 0; continue; } /* empty: needs no memory */
     bufs[n].id = t;
     bufs[n].size = (int32_t)padded;
@@ -234,7 +297,10 @@ ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len) {
   }
   for (int32_t i = 0; i < N; ++i) {
     const int64_t padded = ((int64_t)rt->scratch_plan[i].bytes + (EK_ARENA_ALIGN - 1)) & ~(int64_t)(EK_ARENA_ALIGN - 1);
-    if (padded > INT32_MAX) return ek_fail(&rt->ctx, &rt->ops[i], EK_ERR_MEMORY, "operator scratch too large for the arena");
+    if (padded > INT32_MAX) {
+      ek_fail(&rt->ctx, &rt->ops[i], EK_ERR_MEMORY, "operator scratch too large for the arena");
+      return -1;
+    }
     if (padded == 0) continue;
     bufs[n].id = T + i;
     bufs[n].size = (int32_t)padded;
@@ -242,16 +308,22 @@ ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len) {
     bufs[n].last = i;
     ++n;
   }
+  return n;
+}
 
+/* Tries the order x fit combinations and writes the best offsets into the plan. */
+static ek_status place(ek_runtime *rt, pbuf *bufs, int32_t n, int32_t *order, int32_t *placed, const ppair *pairs,
+                       int32_t npairs, pbounds *iv) {
+  const int32_t T = rt->ctx.num_tensors;
   const int all = n <= MAX_BUFFERS_ALL_STRATEGIES;
-  const int64_t bound = all ? lower_bound(bufs, n) : 0;
+  const int64_t bound = all && npairs == 0 ? lower_bound(bufs, n) : 0;
   int64_t best = INT64_MAX;
   for (int o = 0; o < (all ? NUM_ORDERS : 1) && best > bound; ++o) {
     for (int32_t k = 0; k < n; ++k) order[k] = k;
     sort_indices(order, n, bufs, orders[o]);
     for (int fit = 0; fit < NUM_FITS && best > bound; ++fit) {
       if (!all && fit == 1) continue;
-      const int64_t total = pack(bufs, order, n, fit, placed, best);
+      const int64_t total = pack(bufs, order, n, fit, placed, best, pairs, npairs, iv);
       if (total < best) {
         best = total;
         for (int32_t k = 0; k < n; ++k) bufs[k].best = bufs[k].offset;
@@ -270,5 +342,100 @@ ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len) {
     if (root >= 0) rt->tensor_plan[t].offset = rt->tensor_plan[root].offset;
   }
   rt->arena_required = (size_t)best;
+  return EK_OK;
+}
+
+static int32_t num_buffers(const ek_runtime *rt) {
+  int32_t cap = rt->num_ops; /* buffers: every activation tensor and every scratch at most */
+  for (int32_t t = 0; t < rt->ctx.num_tensors; ++t) cap += !rt->ctx.tensors[t].is_constant;
+  return cap;
+}
+
+ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len) {
+  const int32_t cap = num_buffers(rt);
+  if (work_len < ek_plan_work_bytes(cap)) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_INTERNAL, "planner work memory too small");
+  pbuf *bufs = (pbuf *)work;
+  int32_t *order = (int32_t *)(void *)(bufs + cap);
+  int32_t *placed = order + cap;
+  const int32_t n = collect(rt, bufs);
+  if (n < 0) return rt->ctx.status;
+  return place(rt, bufs, n, order, placed, (const ppair *)0, 0, (pbounds *)0);
+}
+
+/* ---- overlapped plan (host, after prepare) --------------------------------------------------------- */
+
+size_t ek_plan_overlapped_work_bytes(const ek_runtime *rt) {
+  const size_t cap = (size_t)num_buffers(rt);
+  return ek_plan_work_bytes((int32_t)cap) + 2u * cap * sizeof(pbounds) +
+         (size_t)rt->num_ops * EK_MAX_OP_INPUTS * sizeof(ppair) + (size_t)rt->ctx.num_tensors * sizeof(int32_t) + 16u;
+}
+
+static int32_t floor_align(int32_t v) {
+  const int32_t a = EK_ARENA_ALIGN;
+  return v >= 0 ? v - v % a : -(((-v) + a - 1) / a * a);
+}
+
+ek_status ek_plan_overlapped(ek_runtime *rt, void *work, size_t work_len, ek_overlap_info *info, int32_t max_info) {
+  if (!rt || !rt->ready || !rt->tensor_plan || !rt->scratch_plan)
+    return EK_ERR_INTERNAL;
+  if (work_len < ek_plan_overlapped_work_bytes(rt))
+    return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_INTERNAL, "planner work memory too small");
+  const int32_t cap = num_buffers(rt), T = rt->ctx.num_tensors;
+  pbuf *bufs = (pbuf *)work;
+  int32_t *order = (int32_t *)(void *)(bufs + cap);
+  int32_t *placed = order + cap;
+  pbounds *iv = (pbounds *)(void *)(((uintptr_t)(placed + cap) + 7u) & ~(uintptr_t)7u);
+  ppair *pairs = (ppair *)(void *)(iv + 2 * cap);
+  int32_t *buf_of = (int32_t *)(void *)(pairs + (size_t)rt->num_ops * EK_MAX_OP_INPUTS);
+  const int32_t n = collect(rt, bufs);
+  if (n < 0) return rt->ctx.status;
+  for (int32_t t = 0; t < T; ++t) buf_of[t] = -1;
+  for (int32_t k = 0; k < n; ++k)
+    if (bufs[k].id < T) buf_of[bufs[k].id] = k;
+  int32_t npairs = 0;
+  for (int32_t i = 0; i < rt->num_ops; ++i) {
+    const ek_op *op = &rt->ops[i];
+    const ek_kernel *kern = rt->kernels[i];
+    if (!kern->overlap || op->num_outputs != 1 || op->outputs[0] < 0 || op->opcode == EK_OP_RESHAPE) continue;
+    const int32_t out_t = op->outputs[0];
+    const int32_t out_root = rt->tensor_plan[out_t].alias_of >= 0 ? rt->tensor_plan[out_t].alias_of : out_t;
+    if (buf_of[out_root] < 0) continue;
+    for (int32_t k = 0; k < op->num_inputs; ++k) {
+      const int32_t t = op->inputs[k];
+      if (t < 0 || rt->ctx.tensors[t].is_constant) continue;
+      const int32_t root = rt->tensor_plan[t].alias_of >= 0 ? rt->tensor_plan[t].alias_of : t;
+      if (root == out_root || buf_of[root] < 0 || rt->tensor_plan[root].last_op != i) continue; /* must die here */
+      int32_t d_max = 0;
+      const int kind = kern->overlap(&rt->ctx, op, k, &d_max);
+      if (kind == 0) continue;
+      pairs[npairs].out = buf_of[out_root];
+      pairs[npairs].in = buf_of[root];
+      pairs[npairs].exact = kind == EK_OVERLAP_EXACT;
+      pairs[npairs].d_max = kind == EK_OVERLAP_EXACT ? 0 : floor_align(d_max);
+      if (info && npairs < max_info) {
+        info[npairs].op = i;
+        info[npairs].input = k;
+        info[npairs].d_max = pairs[npairs].d_max;
+        info[npairs].exact = pairs[npairs].exact;
+      }
+      ++npairs;
+    }
+  }
+  if (info && npairs < max_info) info[npairs].op = -1;
+  const size_t before = rt->arena_required;
+  ek_status st = place(rt, bufs, n, order, placed, pairs, npairs, iv);
+  if (st == EK_OK && rt->arena_required > before) { /* never worse than the plain plan */
+    (void)collect(rt, bufs);
+    st = place(rt, bufs, n, order, placed, pairs, 0, iv);
+    if (info && max_info > 0) info[0].op = -1;
+  }
+  if (st != EK_OK) return st;
+  /* rebind: activations and scratch at the new offsets (prepare's results do not depend on them) */
+  for (int32_t t = 0; t < T; ++t) {
+    ek_tensor *x = &rt->ctx.tensors[t];
+    if (!x->is_constant && rt->tensor_plan[t].offset >= 0) x->data = rt->arena + rt->tensor_plan[t].offset;
+  }
+  for (int32_t i = 0; i < rt->num_ops; ++i)
+    rt->ops[i].scratch = rt->scratch_plan[i].bytes > 0 ? (void *)(rt->arena + rt->scratch_plan[i].offset) : (void *)0;
   return EK_OK;
 }

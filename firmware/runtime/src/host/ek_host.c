@@ -29,3 +29,5 @@ int32_t ek_host_input_index(const ek_runtime *rt, int32_t i) { return i >= 0 && 
 int32_t ek_host_output_index(const ek_runtime *rt, int32_t i) {
   return i >= 0 && i < rt->num_outputs ? rt->outputs[i] : -1;
 }
+
+size_t ek_host_sizeof_prepared(void) { return sizeof(ek_prepared); }

@@ -220,4 +220,13 @@ static ek_status add_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_add = {EK_OP_ADD, "ADD", add_persistent_bytes, 0, add_prepare, add_eval};
+/* Kernel access contract (firmware/runtime/README.md): elementwise in increasing order when nothing broadcasts. */
+static int add_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
+  const ek_tensor *a = ek_input((ek_context *)ctx, op, 0), *b = ek_input((ek_context *)ctx, op, 1);
+  const ek_tensor *out = ek_output((ek_context *)ctx, op, 0);
+  if (input_index > 1 || !a || !b || !out || !ek_same_shape(a, out) || !ek_same_shape(b, out)) return EK_OVERLAP_NONE;
+  *d_max = 0;
+  return EK_OVERLAP_UPTO;
+}
+
+const ek_kernel ek_kernel_add = {EK_OP_ADD, "ADD", EK_HOST_FN(add_persistent_bytes), 0, EK_HOST_FN(add_prepare), add_eval, EK_HOST_FN(add_overlap)};

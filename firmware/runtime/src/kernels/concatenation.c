@@ -97,5 +97,4 @@ static ek_status concatenation_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_concatenation = {EK_OP_CONCATENATION, "CONCATENATION", concatenation_persistent_bytes, 0,
-                                           concatenation_prepare, concatenation_eval};
+const ek_kernel ek_kernel_concatenation = {EK_OP_CONCATENATION, "CONCATENATION", EK_HOST_FN(concatenation_persistent_bytes), 0, EK_HOST_FN(concatenation_prepare), concatenation_eval, 0};

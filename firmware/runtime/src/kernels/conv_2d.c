@@ -18,6 +18,7 @@
  * equivalent of ek_conv_common.h when every channel's shift is a right shift.
  */
 #include "ek_conv_common.h"
+#include "ek_stream.h"
 
 enum { CONV_PATH_REFERENCE = 0, CONV_PATH_BLOCKED = 1 };
 #define CONV_COLUMNS 4
@@ -137,6 +138,7 @@ static ek_status conv_prepare(ek_context *ctx, ek_op *op) {
   }
   d->zp_fold = 1;
   for (int32_t o = 0; o < oc; ++o) d->zp_fold = d->zp_fold && ek_conv_exponent(&ch[o]) <= EK_CONV_ZP_FOLD_MAX_E;
+  for (int32_t o = 0; o < oc; ++o) ch[o].half_zp = d->zp_fold ? ek_conv_half_zp(&ch[o], d->output_offset) : 0;
   d->pad_ = 0;
   return EK_OK;
 }
@@ -379,7 +381,7 @@ typedef struct conv_block_args { /* offsets used by the assembly below (32-bit t
   int32_t clamp;                 /* 44: nonzero when [lo, hi] is narrower than [-128, 127] */
 } conv_block_args;
 typedef char conv_block_args_is_48_bytes[sizeof(conv_block_args) == 48 ? 1 : -1];
-typedef char conv_channel_is_12_bytes[sizeof(ek_conv_channel) == 12 ? 1 : -1];
+typedef char conv_channel_is_16_bytes[sizeof(ek_conv_channel) == 16 ? 1 : -1];
 void ek_conv_block4_dsp(conv_block_args *args);
 __asm__(
     "  .syntax unified\n"
@@ -401,8 +403,8 @@ __asm__(
     "  mov r7, r4\n"
     "  ldr r10, [lr, #0]\n"
     "  ldr r12, [lr, #8]\n"
-    "  tst r12, #1\n"
-    "  beq .Lek_cb_pairs\n"
+    "  tst r12, #1\n"                      /* groups % 4 single groups first, then four per pass */
+    "  beq .Lek_cb_two\n"
     "  ldr r8, [r11], #4\n"
     "  ldmia r10!, {r0-r3}\n"
     "  sxtb16 r9, r8, ror #8\n"
@@ -416,10 +418,65 @@ __asm__(
     "  smlad r6, r1, r9, r6\n"
     "  smlad r7, r2, r8, r7\n"
     "  smlad r7, r3, r9, r7\n"
-    ".Lek_cb_pairs:\n"
-    "  lsrs r12, r12, #1\n"
+    ".Lek_cb_two:\n"
+    "  tst r12, #2\n"
+    "  beq .Lek_cb_quads\n"
+    "  ldr r8, [r11], #4\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  sxtb16 r9, r8, ror #8\n"
+    "  sxtb16 r8, r8\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    "  ldr r8, [r11], #4\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  sxtb16 r9, r8, ror #8\n"
+    "  sxtb16 r8, r8\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    ".Lek_cb_quads:\n"
+    "  lsrs r12, r12, #2\n"
     "  beq .Lek_cb_requant\n"
     ".Lek_cb_loop:\n"
+    "  ldr r8, [r11], #4\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  sxtb16 r9, r8, ror #8\n"
+    "  sxtb16 r8, r8\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    "  ldr r8, [r11], #4\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  sxtb16 r9, r8, ror #8\n"
+    "  sxtb16 r8, r8\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
     "  ldr r8, [r11], #4\n"
     "  ldmia r10!, {r0-r3}\n"
     "  sxtb16 r9, r8, ror #8\n"
@@ -453,15 +510,10 @@ __asm__(
     "  sub r11, r11, r0\n"
     "  ldr r0, [lr, #16]\n"                 /* multiplier, shifts (exponent e in bits 0-7) */
     "  ldmia r0, {r1, r3}\n"
-    "  adds r0, r0, #12\n"
+    "  ldr r2, [r0, #12]\n"                 /* half + zp << e: the zero point folded in (ek_conv_requant_zp2) */
+    "  adds r0, r0, #16\n"
     "  str r0, [lr, #16]\n"
     "  and r3, r3, #255\n"                  /* e */
-    "  subs r2, r3, #1\n"                   /* half = 1 << (e - 1) */
-    "  movs r0, #1\n"
-    "  lsl r2, r0, r2\n"
-    "  ldr r8, [lr, #28]\n"                 /* + zp << e: the zero point folded in (ek_conv_requant_zp2) */
-    "  lsl r8, r8, r3\n"
-    "  add r2, r2, r8\n"
     "  ldr r10, [lr, #20]\n"                /* dst */
     "  ldr r12, [lr, #24]\n"                /* stride */
 #define CONV_OUT(ra)                  \
@@ -693,5 +745,17 @@ static ek_status conv_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_conv_2d = {EK_OP_CONV_2D, "CONV_2D", conv_persistent_bytes, conv_scratch_bytes,
-                                     conv_prepare, conv_eval};
+/* Kernel access contract (firmware/runtime/README.md): raster groups. Blocked: 4 pixels, their windows copied
+   into the im2col block first on the C/DSP path, read in place on Helium. Reference: pixel by pixel. */
+static int conv_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
+  const conv_data *d = (const conv_data *)op->user_data;
+  if (input_index != 0 || !d) return EK_OVERLAP_NONE;
+  const ek_tensor *in = ek_input((ek_context *)ctx, op, 0), *out = ek_output((ek_context *)ctx, op, 0);
+  const int blocked = d->path == CONV_PATH_BLOCKED;
+  return ek_stream_raster(in, out, op->params.stride_h, op->params.stride_w, d->pad_h, d->pad_w,
+                          blocked ? CONV_COLUMNS : 1, blocked && !EK_CONV_MVE, d_max)
+             ? EK_OVERLAP_UPTO
+             : EK_OVERLAP_NONE;
+}
+
+const ek_kernel ek_kernel_conv_2d = {EK_OP_CONV_2D, "CONV_2D", EK_HOST_FN(conv_persistent_bytes), EK_HOST_FN(conv_scratch_bytes), EK_HOST_FN(conv_prepare), conv_eval, EK_HOST_FN(conv_overlap)};

@@ -23,6 +23,7 @@
  *    filled from its output channel's input channel (a broadcast of one byte when the group reads one).
  */
 #include "ek_conv_common.h"
+#include "ek_stream.h"
 
 enum { DW_PATH_REFERENCE = 0, DW_PATH_BLOCKED = 1 };
 
@@ -68,7 +69,7 @@ static int dw_geometry_of(const ek_context *ctx, const ek_op *op, dw_geometry *g
   if (op->num_inputs < 2 || op->inputs[0] < 0 || op->inputs[1] < 0 || op->inputs[0] >= ctx->num_tensors ||
       op->inputs[1] >= ctx->num_tensors)
     return 0;
-  const ek_tensor *in = &ctx->tensors[op->inputs[0]], *f = &ctx->tensors[op->inputs[1]];
+  const ek_tensor *in = ek_input((ek_context *)ctx, op, 0), *f = ek_input((ek_context *)ctx, op, 1);
   if (in->ndim != 4 || f->ndim != 4 || in->dims[3] < 1 || f->dims[3] < 1 || f->dims[3] % in->dims[3] != 0 ||
       f->dims[1] < 1 || f->dims[2] < 1)
     return 0;
@@ -87,7 +88,11 @@ static int dw_geometry_of(const ek_context *ctx, const ek_op *op, dw_geometry *g
   if (wp > limit || hp > limit) return 0;
   g->wp = (int32_t)wp;
   g->hp = (int32_t)hp;
-  if (2 * hp * wp + table <= limit) {
+  const int64_t ring_words = 4 * kh * wp + kh + table, plane_words = 2 * hp * wp + table;
+  const ek_tensor *out = ek_output((ek_context *)ctx, op, 0);
+  const int small = ctx->optimize == EK_OPTIMIZE_RAM ||
+                    (ctx->optimize == EK_OPTIMIZE_BALANCED && out && in && plane_words * 4 > (int64_t)(out->bytes < in->bytes ? out->bytes : in->bytes));
+  if (plane_words <= limit && !(small && ring_words < plane_words && ring_words <= limit)) {
     g->plane = 1;
     g->words = (int32_t)(2 * hp * wp + table);
     return 1;
@@ -295,6 +300,48 @@ void ek_dw_pass3x3_dsp(dw_pass *ps);
   "  cmp " ra ", r5\n"                    \
   "  it gt\n"                             \
   "  movgt " ra ", r5\n"
+/* The row and pixel loops, twice: with the activation clamp (labels ...c) and without it (...n), so the
+   per-pixel test of the clamp flag disappears. */
+#define DW_LOOPS(sfx, CLAMP)                     \
+    ".Lek_dw_row" sfx ":\n"                      \
+    "  ldr r11, [lr, #4]\n"                      \
+    "  ldr r4, [lr, #20]\n"                      \
+    "  str r4, [lr, #52]\n"                      \
+    ".Lek_dw_pixel" sfx ":\n"                    \
+    "  ldr r10, [lr, #0]\n"                      \
+    "  ldmia r10!, {r0-r3}\n"                    \
+    "  mov r8, r11\n"                            \
+    DW_ROW                                       \
+    "  add r8, r8, r12\n"                        \
+    DW_ROW                                       \
+    "  add r8, r8, r12\n"                        \
+    DW_ROW                                       \
+    DW_OUT("r0") DW_OUT("r1") DW_OUT("r2") DW_OUT("r3") \
+    CLAMP                                        \
+    "  strb r0, [r9]\n"                          \
+    "  strb r1, [r9, #1]\n"                      \
+    "  strb r2, [r9, #2]\n"                      \
+    "  strb r3, [r9, #3]\n"                      \
+    "  ldr r4, [lr, #36]\n"                      \
+    "  add r9, r9, r4\n"                         \
+    "  ldr r4, [lr, #16]\n"                      \
+    "  add r11, r11, r4\n"                       \
+    "  ldr r4, [lr, #52]\n"                      \
+    "  subs r4, r4, #1\n"                        \
+    "  str r4, [lr, #52]\n"                      \
+    "  bne .Lek_dw_pixel" sfx "\n"               \
+    "  ldr r4, [lr, #4]\n"                       \
+    "  ldr r5, [lr, #28]\n"                      \
+    "  add r4, r4, r5\n"                         \
+    "  str r4, [lr, #4]\n"                       \
+    "  ldr r5, [lr, #24]\n"                      \
+    "  subs r5, r5, #1\n"                        \
+    "  str r5, [lr, #24]\n"                      \
+    "  bne .Lek_dw_row" sfx "\n"                 \
+    "  pop {r4-r11, pc}\n"
+#define DW_CLAMP4                                \
+    "  ldrd r4, r5, [lr, #40]\n"                 \
+    DW_CLAMP("r0") DW_CLAMP("r1") DW_CLAMP("r2") DW_CLAMP("r3")
 __asm__(
     "  .syntax unified\n"
     "  .thumb\n"
@@ -308,48 +355,16 @@ __asm__(
     "  mov lr, r0\n"
     "  ldr r12, [lr, #8]\n"                  /* tap_row_step */
     "  ldr r9, [lr, #32]\n"                  /* dst (rows are contiguous) */
-    ".Lek_dw_row:\n"
-    "  ldr r11, [lr, #4]\n"                  /* window of the row's first pixel */
-    "  ldr r4, [lr, #20]\n"
-    "  str r4, [lr, #52]\n"
-    ".Lek_dw_pixel:\n"
-    "  ldr r10, [lr, #0]\n"
-    "  ldmia r10!, {r0-r3}\n"                /* doubled folds */
-    "  mov r8, r11\n"
-    DW_ROW
-    "  add r8, r8, r12\n"
-    DW_ROW
-    "  add r8, r8, r12\n"
-    DW_ROW
-    DW_OUT("r0") DW_OUT("r1") DW_OUT("r2") DW_OUT("r3")
-    "  ldr r4, [lr, #48]\n"
-    "  cbz r4, .Lek_dw_store\n"
-    "  ldrd r4, r5, [lr, #40]\n"             /* lo, hi */
-    DW_CLAMP("r0") DW_CLAMP("r1") DW_CLAMP("r2") DW_CLAMP("r3")
-    ".Lek_dw_store:\n"
-    "  strb r0, [r9]\n"
-    "  strb r1, [r9, #1]\n"
-    "  strb r2, [r9, #2]\n"
-    "  strb r3, [r9, #3]\n"
-    "  ldr r4, [lr, #36]\n"
-    "  add r9, r9, r4\n"
-    "  ldr r4, [lr, #16]\n"
-    "  add r11, r11, r4\n"
-    "  ldr r4, [lr, #52]\n"
-    "  subs r4, r4, #1\n"
-    "  str r4, [lr, #52]\n"
-    "  bne .Lek_dw_pixel\n"
-    "  ldr r4, [lr, #4]\n"
-    "  ldr r5, [lr, #28]\n"
-    "  add r4, r4, r5\n"
-    "  str r4, [lr, #4]\n"
-    "  ldr r5, [lr, #24]\n"
-    "  subs r5, r5, #1\n"
-    "  str r5, [lr, #24]\n"
-    "  bne .Lek_dw_row\n"
-    "  pop {r4-r11, pc}\n"
+    "  ldr r4, [lr, #48]\n"                  /* clamp narrower than int8? */
+    "  cmp r4, #0\n"
+    "  bne.w .Lek_dw_clamped\n"
+    DW_LOOPS("n", "")
+    ".Lek_dw_clamped:\n"
+    DW_LOOPS("c", DW_CLAMP4)
     "  .size ek_dw_pass3x3_dsp, . - ek_dw_pass3x3_dsp\n"
     "  .text\n");
+#undef DW_LOOPS
+#undef DW_CLAMP4
 #undef DW_TAP
 #undef DW_ROW
 #undef DW_OUT
@@ -816,5 +831,31 @@ static ek_status dw_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_depthwise_conv_2d = {EK_OP_DEPTHWISE_CONV_2D, "DEPTHWISE_CONV_2D", dw_persistent_bytes,
-                                               dw_scratch_bytes, dw_prepare, dw_eval};
+/* Kernel access contract (firmware/runtime/README.md). Blocked, multiplier 1: channel groups in place (the group's
+   plane, or a ring of rows ahead of the output row, is copied before its outputs are written), so the output may
+   sit exactly on the input. Reference: raster, pixel by pixel. */
+static int dw_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
+  const dw_data *d = (const dw_data *)op->user_data;
+  if (input_index != 0 || !d) return EK_OVERLAP_NONE;
+  const ek_tensor *in = ek_input((ek_context *)ctx, op, 0), *out = ek_output((ek_context *)ctx, op, 0);
+  const ek_op_params *p = &op->params;
+  if (d->path != DW_PATH_BLOCKED)
+    return ek_stream_raster(in, out, p->stride_h, p->stride_w, d->pad_h, d->pad_w, 1, 0, d_max) ? EK_OVERLAP_UPTO
+                                                                                                 : EK_OVERLAP_NONE;
+  dw_geometry g;
+  if (d->multiplier != 1 || !dw_geometry_of(ctx, op, &g) || in->ndim != 4 || out->ndim != 4) return EK_OVERLAP_NONE;
+  if (!g.plane) { /* ring: every input row an output row overwrites must already be in the ring */
+    if (p->dilation_h != 1) return EK_OVERLAP_NONE;
+    const int64_t h = in->dims[1], w = in->dims[2], oh = out->dims[1], ow = out->dims[2];
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      const int64_t last_row = ((oy + 1) * ow - 1) / w;
+      int64_t loaded = oy * p->stride_h - d->pad_h + (g.kh - 1);
+      if (loaded > h - 1) loaded = h - 1;
+      if (last_row > loaded) return EK_OVERLAP_NONE;
+    }
+  }
+  *d_max = 0;
+  return EK_OVERLAP_EXACT;
+}
+
+const ek_kernel ek_kernel_depthwise_conv_2d = {EK_OP_DEPTHWISE_CONV_2D, "DEPTHWISE_CONV_2D", EK_HOST_FN(dw_persistent_bytes), EK_HOST_FN(dw_scratch_bytes), EK_HOST_FN(dw_prepare), dw_eval, EK_HOST_FN(dw_overlap)};

@@ -97,5 +97,4 @@ static ek_status dequantize_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_dequantize = {EK_OP_DEQUANTIZE, "DEQUANTIZE", dequantize_persistent_bytes, 0, dequantize_prepare,
-                                        dequantize_eval};
+const ek_kernel ek_kernel_dequantize = {EK_OP_DEQUANTIZE, "DEQUANTIZE", EK_HOST_FN(dequantize_persistent_bytes), 0, EK_HOST_FN(dequantize_prepare), dequantize_eval, 0};

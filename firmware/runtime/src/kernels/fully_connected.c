@@ -20,6 +20,7 @@
  *  - reference: TFLite's loop (non-constant weights or bias, a non-zero weight zero point, huge layers).
  */
 #include "ek_conv_common.h"
+#include "ek_stream.h"
 
 enum { FC_PATH_REFERENCE = 0, FC_PATH_PACKED = 1 };
 
@@ -491,5 +492,14 @@ static ek_status fc_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_fully_connected = {EK_OP_FULLY_CONNECTED, "FULLY_CONNECTED", fc_persistent_bytes, NULL,
-                                             fc_prepare, fc_eval};
+/* Kernel access contract (firmware/runtime/README.md): every output unit reads the whole input row, on every path
+   (the packed quads and the reference loop write units while later units still read the row): rows live. */
+static int fc_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
+  (void)ctx;
+  const fc_data *d = (const fc_data *)op->user_data;
+  if (input_index != 0 || !d || d->batches < 1) return EK_OVERLAP_NONE;
+  return ek_stream_rows_live(d->batches, d->depth, d->units, d_max) ? EK_OVERLAP_UPTO : EK_OVERLAP_NONE;
+}
+
+const ek_kernel ek_kernel_fully_connected = {EK_OP_FULLY_CONNECTED, "FULLY_CONNECTED", EK_HOST_FN(fc_persistent_bytes),
+                                             0, EK_HOST_FN(fc_prepare), fc_eval, EK_HOST_FN(fc_overlap)};

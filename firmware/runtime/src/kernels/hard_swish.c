@@ -104,5 +104,4 @@ static ek_status hard_swish_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_hard_swish = {EK_OP_HARD_SWISH, "HARD_SWISH", hard_swish_persistent_bytes, 0, hard_swish_prepare,
-                                        hard_swish_eval};
+const ek_kernel ek_kernel_hard_swish = {EK_OP_HARD_SWISH, "HARD_SWISH", EK_HOST_FN(hard_swish_persistent_bytes), 0, EK_HOST_FN(hard_swish_prepare), hard_swish_eval, 0};

@@ -124,4 +124,4 @@ static ek_status logistic_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_logistic = {EK_OP_LOGISTIC, "LOGISTIC", logistic_persistent_bytes, 0, logistic_prepare, logistic_eval};
+const ek_kernel ek_kernel_logistic = {EK_OP_LOGISTIC, "LOGISTIC", EK_HOST_FN(logistic_persistent_bytes), 0, EK_HOST_FN(logistic_prepare), logistic_eval, 0};

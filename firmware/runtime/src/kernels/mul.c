@@ -141,4 +141,4 @@ static ek_status mul_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_mul = {EK_OP_MUL, "MUL", mul_persistent_bytes, 0, mul_prepare, mul_eval};
+const ek_kernel ek_kernel_mul = {EK_OP_MUL, "MUL", EK_HOST_FN(mul_persistent_bytes), 0, EK_HOST_FN(mul_prepare), mul_eval, 0};

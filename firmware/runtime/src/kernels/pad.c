@@ -154,4 +154,4 @@ static ek_status pad_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_pad = {EK_OP_PAD, "PAD", pad_persistent_bytes, 0, pad_prepare, pad_eval};
+const ek_kernel ek_kernel_pad = {EK_OP_PAD, "PAD", EK_HOST_FN(pad_persistent_bytes), 0, EK_HOST_FN(pad_prepare), pad_eval, 0};

@@ -6,6 +6,7 @@
  * rescaled: the converter gives pooling outputs the input's scale and zero point.
  */
 #include "ek_conv_common.h"
+#include "ek_stream.h"
 
 typedef struct pool_data {
   int32_t pad_h, pad_w;
@@ -145,8 +146,15 @@ static ek_status pool_eval(ek_context *ctx, ek_op *op, int is_max) {
 static ek_status average_pool_eval(ek_context *ctx, ek_op *op) { return pool_eval(ctx, op, 0); }
 static ek_status max_pool_eval(ek_context *ctx, ek_op *op) { return pool_eval(ctx, op, 1); }
 
-const ek_kernel ek_kernel_average_pool_2d = {EK_OP_AVERAGE_POOL_2D, "AVERAGE_POOL_2D", pool_persistent_bytes,
-                                             (size_t(*)(const ek_context *, const ek_op *))0, pool_prepare,
-                                             average_pool_eval};
-const ek_kernel ek_kernel_max_pool_2d = {EK_OP_MAX_POOL_2D, "MAX_POOL_2D", pool_persistent_bytes,
-                                         (size_t(*)(const ek_context *, const ek_op *))0, pool_prepare, max_pool_eval};
+/* Kernel access contract (firmware/runtime/README.md): raster, pixel by pixel, windows read in place. */
+static int pool_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
+  const pool_data *d = (const pool_data *)op->user_data;
+  if (input_index != 0 || !d) return EK_OVERLAP_NONE;
+  return ek_stream_raster(ek_input((ek_context *)ctx, op, 0), ek_output((ek_context *)ctx, op, 0),
+                          op->params.stride_h, op->params.stride_w, d->pad_h, d->pad_w, 1, 0, d_max)
+             ? EK_OVERLAP_UPTO
+             : EK_OVERLAP_NONE;
+}
+
+const ek_kernel ek_kernel_average_pool_2d = {EK_OP_AVERAGE_POOL_2D, "AVERAGE_POOL_2D", EK_HOST_FN(pool_persistent_bytes), EK_HOST_FN((size_t(*)(const ek_context *, const ek_op *))0), EK_HOST_FN(pool_prepare), average_pool_eval, EK_HOST_FN(pool_overlap)};
+const ek_kernel ek_kernel_max_pool_2d = {EK_OP_MAX_POOL_2D, "MAX_POOL_2D", EK_HOST_FN(pool_persistent_bytes), EK_HOST_FN((size_t(*)(const ek_context *, const ek_op *))0), EK_HOST_FN(pool_prepare), max_pool_eval, EK_HOST_FN(pool_overlap)};

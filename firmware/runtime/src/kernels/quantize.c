@@ -109,4 +109,4 @@ static ek_status quantize_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_quantize = {EK_OP_QUANTIZE, "QUANTIZE", quantize_persistent_bytes, 0, quantize_prepare, quantize_eval};
+const ek_kernel ek_kernel_quantize = {EK_OP_QUANTIZE, "QUANTIZE", EK_HOST_FN(quantize_persistent_bytes), 0, EK_HOST_FN(quantize_prepare), quantize_eval, 0};

@@ -33,4 +33,4 @@ static ek_status reshape_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_reshape = {EK_OP_RESHAPE, "RESHAPE", reshape_persistent_bytes, 0, reshape_prepare, reshape_eval};
+const ek_kernel ek_kernel_reshape = {EK_OP_RESHAPE, "RESHAPE", EK_HOST_FN(reshape_persistent_bytes), 0, EK_HOST_FN(reshape_prepare), reshape_eval, 0};

@@ -124,4 +124,4 @@ static ek_status softmax_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_softmax = {EK_OP_SOFTMAX, "SOFTMAX", softmax_persistent_bytes, 0, softmax_prepare, softmax_eval};
+const ek_kernel ek_kernel_softmax = {EK_OP_SOFTMAX, "SOFTMAX", EK_HOST_FN(softmax_persistent_bytes), 0, EK_HOST_FN(softmax_prepare), softmax_eval, 0};

@@ -128,5 +128,4 @@ static ek_status transpose_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-const ek_kernel ek_kernel_transpose = {EK_OP_TRANSPOSE, "TRANSPOSE", transpose_persistent_bytes, 0, transpose_prepare,
-                                       transpose_eval};
+const ek_kernel ek_kernel_transpose = {EK_OP_TRANSPOSE, "TRANSPOSE", EK_HOST_FN(transpose_persistent_bytes), 0, EK_HOST_FN(transpose_prepare), transpose_eval, 0};

@@ -1,0 +1,396 @@
+/* edgekit runtime: prepared models.
+ *
+ * A prepared model is everything fixed once the model is known — tensor and op records, the memory plan, the
+ * kernels' per-op data (per-channel multipliers/shifts, folded biases, ...) — computed on the host by the same C
+ * code (ek_init + ek_plan_overlapped + the kernels' prepare) and written by ek_export_prepared as one pointer-free
+ * blob (offsets only), kept in flash next to the .tflite (whose constants it references in place). On the device
+ * ek_prepared_init validates it (magic, version, length, checksum, the model's length and checksum, every offset,
+ * index and size) and ek_prepared_invoke runs the kernels' eval on it: no flatbuffer reader, no planner, and RAM
+ * is the arena plus a few tensor records decoded on demand (ek_input / ek_output) into the caller's state.
+ *
+ * Blob layout (little-endian, 16-byte aligned start):
+ *   header (EKP_HEADER_WORDS int32) | ekp_tensor[num_tensors] | ekp_op[num_ops] | int32 inputs[], outputs[] |
+ *   data (op index arrays, 4-byte aligned; per-op kernel data, 8-byte aligned)
+ * See firmware/runtime/README.md ("Prepared models").
+ */
+#include <string.h>
+
+#include "ek_internal.h"
+
+#define EKP_MAGIC 0x4D504B45u /* "EKPM" */
+#define EKP_VERSION 1u
+enum {
+  H_MAGIC, H_VERSION, H_TOTAL, H_CHECKSUM, H_MODEL_LEN, H_MODEL_SUM, H_ARENA, H_TENSORS, H_OPS, H_INPUTS, H_OUTPUTS,
+  H_TENSORS_OFF, H_OPS_OFF, H_IO_OFF, H_DATA_OFF, H_DATA_LEN, H_MAX_OP_INPUTS, H_PARAMS_SIZE, H_TENSOR_REC, H_OP_REC,
+  H_OPTIMIZE, EKP_HEADER_WORDS
+};
+enum { WHERE_NONE = 0, WHERE_ARENA = 1, WHERE_MODEL = 2 };
+
+typedef struct ekp_tensor { /* 64 bytes */
+  int32_t where, offset;
+  int32_t dims[EK_MAX_DIMS];
+  int32_t bytes;
+  float scale;
+  int32_t zero_point;
+  int32_t scales_off, zero_points_off; /* in the model, or -1 */
+  int32_t num_scales;
+  int8_t ndim, type, quantized_dimension;
+  uint8_t is_constant;
+  int32_t reserved;
+} ekp_tensor;
+
+typedef struct ekp_op {
+  int32_t opcode, index, version, num_inputs, num_outputs;
+  int32_t inputs_off, outputs_off; /* int32 arrays in the blob */
+  ek_op_params params;
+  int32_t user_off, user_len;       /* per-op kernel data in the blob (user_len 0: none) */
+  int32_t scratch_off, scratch_len; /* in the arena (scratch_len 0: none) */
+  int32_t reserved;
+} ekp_op;
+
+typedef char ekp_tensor_size_check[sizeof(ekp_tensor) == 64 ? 1 : -1];
+/* ek_op_params and ekp_op hold fixed-width fields only: the same layout on the host and every 32-bit target (the
+   header records both sizes and the device checks them). */
+
+/* FNV-1a, 32 bits. */
+static uint32_t fnv1a(uint32_t h, const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+#define FNV_START 2166136261u
+
+static uint32_t rd32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Checksum of the blob with its checksum word taken as 0. */
+static uint32_t blob_checksum(const uint8_t *b, size_t len) {
+  static const uint8_t zero[4] = {0, 0, 0, 0};
+  uint32_t h = fnv1a(FNV_START, b, 4u * H_CHECKSUM);
+  h = fnv1a(h, zero, 4);
+  return fnv1a(h, b + 4u * (H_CHECKSUM + 1), len - 4u * (H_CHECKSUM + 1));
+}
+
+/* ---- device side ------------------------------------------------------------------------------------------- */
+
+ek_tensor *ek_prepared_tensor(const ek_context *ctx, int32_t index, int32_t slot) {
+  const ekp_tensor *r = (const ekp_tensor *)(const void *)ctx->prep_tensors + index;
+  ek_tensor *t = &ctx->slots[slot];
+  t->data = r->where == WHERE_ARENA   ? (void *)(ctx->prep_arena + r->offset)
+            : r->where == WHERE_MODEL ? (void *)(uintptr_t)(ctx->prep_model + r->offset)
+                                      : (void *)0;
+  memcpy(t->dims, r->dims, sizeof t->dims);
+  t->bytes = r->bytes;
+  t->scale = r->scale;
+  t->zero_point = r->zero_point;
+  t->scales = r->scales_off >= 0 ? (const float *)(const void *)(ctx->prep_model + r->scales_off) : (const float *)0;
+  t->zero_points =
+      r->zero_points_off >= 0 ? (const int64_t *)(const void *)(ctx->prep_model + r->zero_points_off) : (const int64_t *)0;
+  t->num_scales = r->num_scales;
+  t->ndim = r->ndim;
+  t->type = r->type;
+  t->quantized_dimension = r->quantized_dimension;
+  t->is_constant = r->is_constant;
+  return t;
+}
+
+static ek_status bad(ek_prepared *p, const char *message) {
+  return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_MODEL, message);
+}
+
+/* [off, off + len) inside [0, limit) with off aligned to `align`. */
+static int in_range(int64_t off, int64_t len, int64_t limit, int64_t align) {
+  return off >= 0 && len >= 0 && off <= limit && len <= limit - off && off % align == 0;
+}
+
+static ek_status check_tensor(ek_prepared *p, const ekp_tensor *r, size_t model_len, size_t arena_bytes) {
+  if (r->ndim < 0 || r->ndim > EK_MAX_DIMS || r->bytes < 0) return bad(p, "prepared model: bad tensor shape");
+  const int32_t size = ek_type_size(r->type);
+  if (size <= 0) return bad(p, "prepared model: unknown tensor type");
+  int64_t elements = 1;
+  for (int32_t d = 0; d < r->ndim; ++d) {
+    if (r->dims[d] < 0) return bad(p, "prepared model: negative dimension");
+    elements *= r->dims[d];
+    if (elements > INT32_MAX) return bad(p, "prepared model: tensor too large");
+  }
+  if (elements * size != r->bytes) return bad(p, "prepared model: tensor bytes differ from its shape");
+  const int64_t align = size >= 8 ? 8 : size;
+  if (r->where == WHERE_ARENA) {
+    if (!in_range(r->offset, r->bytes, (int64_t)arena_bytes, 1) || r->offset % EK_ARENA_ALIGN != 0 || r->is_constant)
+      return bad(p, "prepared model: activation outside the arena");
+  } else if (r->where == WHERE_MODEL) {
+    if (!in_range(r->offset, r->bytes, (int64_t)model_len, align) || !r->is_constant)
+      return bad(p, "prepared model: constant outside the model");
+  } else if (r->where != WHERE_NONE) {
+    return bad(p, "prepared model: bad tensor location");
+  }
+  if (r->num_scales < 0 || (r->ndim > 0 && (r->quantized_dimension < 0 || r->quantized_dimension >= r->ndim)) ||
+      (r->ndim == 0 && r->quantized_dimension != 0))
+    return bad(p, "prepared model: bad quantization");
+  if (r->scales_off != -1 && !in_range(r->scales_off, (int64_t)r->num_scales * 4, (int64_t)model_len, 4))
+    return bad(p, "prepared model: scales outside the model");
+  if (r->zero_points_off != -1 && !in_range(r->zero_points_off, (int64_t)r->num_scales * 8, (int64_t)model_len, 8))
+    return bad(p, "prepared model: zero points outside the model");
+  return EK_OK;
+}
+
+size_t ek_prepared_state_bytes(const void *blob, size_t blob_len) {
+  const uint8_t *b = (const uint8_t *)blob;
+  if (!b || blob_len < 4u * EKP_HEADER_WORDS) return 0;
+  const uint32_t slots = rd32(b + 4 * H_MAX_OP_INPUTS) + EK_MAX_OP_OUTPUTS + rd32(b + 4 * H_INPUTS) + rd32(b + 4 * H_OUTPUTS);
+  if (slots > 64u * EK_MAX_IO) return 0;
+  return (size_t)slots * sizeof(ek_tensor) + EK_STATE_ALIGN;
+}
+
+ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, const void *blob, size_t blob_len,
+                           void *state, size_t state_len, void *arena, size_t arena_len) {
+  if (!p) return EK_ERR_INTERNAL;
+  memset(p, 0, sizeof *p);
+  p->ctx.error_op = -1;
+  p->ctx.error_message = "";
+  const uint8_t *b = (const uint8_t *)blob;
+  if (!b || ((uintptr_t)b & 15u) != 0) return bad(p, "prepared model missing or not 16-byte aligned");
+  if (!model || ((uintptr_t)model & 15u) != 0) return bad(p, "model missing or not 16-byte aligned");
+  if (blob_len < 4u * EKP_HEADER_WORDS || rd32(b) != EKP_MAGIC) return bad(p, "not a prepared edgekit model (magic)");
+  if (rd32(b + 4 * H_VERSION) != EKP_VERSION)
+    return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_UNSUPPORTED, "prepared model version not supported by this runtime");
+  if (rd32(b + 4 * H_TOTAL) != blob_len) return bad(p, "prepared model length differs from its header");
+  if (rd32(b + 4 * H_PARAMS_SIZE) != sizeof(ek_op_params) || rd32(b + 4 * H_TENSOR_REC) != sizeof(ekp_tensor) ||
+      rd32(b + 4 * H_OP_REC) != sizeof(ekp_op))
+    return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_UNSUPPORTED, "prepared model record layout differs from this runtime");
+  if (blob_checksum(b, blob_len) != rd32(b + 4 * H_CHECKSUM))
+    return bad(p, "prepared model checksum mismatch (corrupt)");
+  if (rd32(b + 4 * H_MODEL_LEN) != model_len || fnv1a(FNV_START, (const uint8_t *)model, model_len) != rd32(b + 4 * H_MODEL_SUM))
+    return bad(p, "prepared model was made for another model (length or checksum differ)");
+  const uint32_t T = rd32(b + 4 * H_TENSORS), N = rd32(b + 4 * H_OPS);
+  const uint32_t NI = rd32(b + 4 * H_INPUTS), NO = rd32(b + 4 * H_OUTPUTS), max_in = rd32(b + 4 * H_MAX_OP_INPUTS);
+  const uint32_t arena_bytes = rd32(b + 4 * H_ARENA);
+  if (T > EK_MAX_TENSORS || N > EK_MAX_OPS || NI > EK_MAX_IO || NO > EK_MAX_IO || max_in > EK_MAX_OP_INPUTS ||
+      arena_bytes > INT32_MAX || rd32(b + 4 * H_OPTIMIZE) > EK_OPTIMIZE_RAM)
+    return bad(p, "prepared model counts out of range");
+  const int64_t len = (int64_t)blob_len;
+  const int64_t t_off = rd32(b + 4 * H_TENSORS_OFF), o_off = rd32(b + 4 * H_OPS_OFF), io_off = rd32(b + 4 * H_IO_OFF);
+  const int64_t d_off = rd32(b + 4 * H_DATA_OFF), d_len = rd32(b + 4 * H_DATA_LEN);
+  if (!in_range(t_off, (int64_t)T * (int64_t)sizeof(ekp_tensor), len, 8) ||
+      !in_range(o_off, (int64_t)N * (int64_t)sizeof(ekp_op), len, 8) || !in_range(io_off, 4 * ((int64_t)NI + NO), len, 4) ||
+      !in_range(d_off, d_len, len, 8))
+    return bad(p, "prepared model sections out of range");
+  const size_t need_state = ek_prepared_state_bytes(b, blob_len);
+  if (!state || state_len < need_state)
+    return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_MEMORY, "state buffer too small (see ek_prepared_state_bytes)");
+  uint8_t *abase = arena ? (uint8_t *)(((uintptr_t)arena + (EK_ARENA_ALIGN - 1)) & ~(uintptr_t)(EK_ARENA_ALIGN - 1)) : 0;
+  const size_t apad = arena ? (size_t)(abase - (uint8_t *)arena) : 0;
+  if (arena_bytes > 0 && (!arena || arena_len < apad || arena_len - apad < arena_bytes))
+    return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_MEMORY, "arena buffer too small (see the prepared model's arena)");
+
+  const ekp_tensor *tr = (const ekp_tensor *)(const void *)(b + t_off);
+  for (uint32_t t = 0; t < T; ++t) {
+    const ek_status st = check_tensor(p, &tr[t], model_len, arena_bytes);
+    if (st != EK_OK) return st;
+  }
+  const int32_t *io = (const int32_t *)(const void *)(b + io_off);
+  for (uint32_t k = 0; k < NI + NO; ++k)
+    if (io[k] < 0 || (uint32_t)io[k] >= T || tr[io[k]].where != WHERE_ARENA) return bad(p, "prepared model: bad graph input/output");
+  const ekp_op *ops = (const ekp_op *)(const void *)(b + o_off);
+  for (uint32_t i = 0; i < N; ++i) {
+    const ekp_op *r = &ops[i];
+    if (!ek_find_kernel(r->opcode))
+      return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_UNSUPPORTED, "prepared model uses an operator not linked in");
+    if (r->num_inputs < 0 || (uint32_t)r->num_inputs > max_in || r->num_outputs != EK_MAX_OP_OUTPUTS)
+      return bad(p, "prepared model: bad operator arity");
+    if (!in_range(r->inputs_off, 4 * (int64_t)r->num_inputs, len, 4) || r->inputs_off < d_off ||
+        !in_range(r->outputs_off, 4 * (int64_t)r->num_outputs, len, 4) || r->outputs_off < d_off)
+      return bad(p, "prepared model: operator wiring out of range");
+    const int32_t *ins = (const int32_t *)(const void *)(b + r->inputs_off);
+    const int32_t *outs = (const int32_t *)(const void *)(b + r->outputs_off);
+    for (int32_t k = 0; k < r->num_inputs; ++k)
+      if (ins[k] < -1 || ins[k] >= (int32_t)T) return bad(p, "prepared model: operator input index out of range");
+    for (int32_t k = 0; k < r->num_outputs; ++k)
+      if (outs[k] < 0 || outs[k] >= (int32_t)T || tr[outs[k]].where == WHERE_MODEL)
+        return bad(p, "prepared model: operator output index out of range");
+    if ((r->user_len != 0 && (!in_range(r->user_off, r->user_len, len, 8) || r->user_off < d_off)) || r->user_len < 0)
+      return bad(p, "prepared model: operator data out of range");
+    if ((r->scratch_len != 0 && (!in_range(r->scratch_off, r->scratch_len, (int64_t)arena_bytes, EK_ARENA_ALIGN))) ||
+        r->scratch_len < 0)
+      return bad(p, "prepared model: operator scratch outside the arena");
+  }
+
+  uint8_t *s = (uint8_t *)(((uintptr_t)state + (EK_STATE_ALIGN - 1)) & ~(uintptr_t)(EK_STATE_ALIGN - 1));
+  p->ctx.slots = (ek_tensor *)(void *)s;
+  p->ctx.out_slot = (int32_t)max_in;
+  p->ctx.num_tensors = (int32_t)T;
+  p->ctx.optimize = (int32_t)rd32(b + 4 * H_OPTIMIZE);
+  p->ctx.prep_tensors = (const uint8_t *)tr;
+  p->ctx.prep_blob = b;
+  p->ctx.prep_model = (const uint8_t *)model;
+  p->ctx.prep_arena = abase;
+  p->blob = b;
+  p->arena = abase;
+  p->arena_bytes = arena_bytes;
+  p->num_ops = (int32_t)N;
+  p->num_inputs = (int32_t)NI;
+  p->num_outputs = (int32_t)NO;
+  p->ready = 1;
+  return EK_OK;
+}
+
+ek_status ek_prepared_invoke(ek_prepared *p) {
+  if (!p) return EK_ERR_INTERNAL;
+  if (!p->ready)
+    return p->ctx.status != EK_OK ? p->ctx.status : ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_INTERNAL, "runtime not initialised");
+  const uint8_t *b = p->blob;
+  const ekp_op *ops = (const ekp_op *)(const void *)(b + rd32(b + 4 * H_OPS_OFF));
+  ek_op *op = &p->op;
+  for (int32_t i = 0; i < p->num_ops; ++i) {
+    const ekp_op *r = &ops[i];
+    const ek_kernel *k = ek_find_kernel(r->opcode);
+    op->opcode = r->opcode;
+    op->index = r->index;
+    op->version = r->version;
+    op->num_inputs = r->num_inputs;
+    op->num_outputs = r->num_outputs;
+    op->inputs = (const int32_t *)(const void *)(b + r->inputs_off);
+    op->outputs = (const int32_t *)(const void *)(b + r->outputs_off);
+    op->params = r->params;
+    op->user_data = r->user_len ? (void *)(uintptr_t)(b + r->user_off) : (void *)0;
+    op->scratch = r->scratch_len ? (void *)(p->arena + r->scratch_off) : (void *)0;
+    if (p->hook) p->hook(p->hook_user, i, op->opcode, 0);
+    const ek_status st = k->eval(&p->ctx, op);
+    if (p->hook) p->hook(p->hook_user, i, op->opcode, 1);
+    if (st != EK_OK || p->ctx.status != EK_OK) {
+      ek_fail(&p->ctx, op, st, "operator eval failed");
+      return p->ctx.status;
+    }
+  }
+  return EK_OK;
+}
+
+static ek_tensor *io_tensor(ek_prepared *p, int32_t which) {
+  const int32_t *io = (const int32_t *)(const void *)(p->blob + rd32(p->blob + 4 * H_IO_OFF));
+  return ek_prepared_tensor(&p->ctx, io[which], p->ctx.out_slot + EK_MAX_OP_OUTPUTS + which);
+}
+
+ek_tensor *ek_prepared_input(ek_prepared *p, int32_t i) {
+  if (!p || !p->ready || i < 0 || i >= p->num_inputs) return (ek_tensor *)0;
+  return io_tensor(p, i);
+}
+
+ek_tensor *ek_prepared_output(ek_prepared *p, int32_t i) {
+  if (!p || !p->ready || i < 0 || i >= p->num_outputs) return (ek_tensor *)0;
+  return io_tensor(p, p->num_inputs + i);
+}
+
+void ek_prepared_set_op_hook(ek_prepared *p, ek_op_hook hook, void *user) {
+  if (!p) return;
+  p->hook = hook;
+  p->hook_user = user;
+}
+
+ek_error ek_prepared_last_error(const ek_prepared *p) {
+  ek_error e;
+  e.status = p ? p->ctx.status : EK_ERR_INTERNAL;
+  e.op_index = p ? p->ctx.error_op : -1;
+  e.message = p && p->ctx.error_message ? p->ctx.error_message : "";
+  return e;
+}
+
+/* ---- host side: export ------------------------------------------------------------------------------------- */
+
+static size_t up(size_t x, size_t a) { return (x + a - 1u) & ~(a - 1u); }
+
+static void wr32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+  p[2] = (uint8_t)(v >> 16);
+  p[3] = (uint8_t)(v >> 24);
+}
+
+ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len) {
+  if (!rt || !rt->ready || !len) return EK_ERR_INTERNAL;
+  const int32_t T = rt->ctx.num_tensors, N = rt->num_ops;
+  int32_t max_in = 0;
+  size_t data = 0;
+  for (int32_t i = 0; i < N; ++i) {
+    const ek_op *op = &rt->ops[i];
+    const ek_kernel *k = rt->kernels[i];
+    if (op->num_inputs > max_in) max_in = op->num_inputs;
+    data = up(data + 4u * (size_t)(op->num_inputs + op->num_outputs), 8);
+    data = up(data + (k->persistent_bytes ? k->persistent_bytes(&rt->ctx, op) : 0), 8);
+  }
+  const size_t t_off = up(4u * EKP_HEADER_WORDS, 16);
+  const size_t o_off = t_off + (size_t)T * sizeof(ekp_tensor);
+  const size_t io_off = o_off + (size_t)N * sizeof(ekp_op);
+  const size_t d_off = up(io_off + 4u * (size_t)(rt->num_inputs + rt->num_outputs), 16);
+  const size_t total = up(d_off + data, 16);
+  *len = total;
+  if (total > INT32_MAX) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "prepared model exceeds 2 GiB");
+  if (!out || cap < total) return EK_ERR_MEMORY;
+  uint8_t *b = (uint8_t *)out;
+  memset(b, 0, total);
+  const uint8_t *model = rt->model;
+  ekp_tensor *tr = (ekp_tensor *)(void *)(b + t_off);
+  for (int32_t t = 0; t < T; ++t) {
+    const ek_tensor *x = &rt->ctx.tensors[t];
+    ekp_tensor *r = &tr[t];
+    const uint8_t *d = (const uint8_t *)x->data;
+    if (x->is_constant && d && d >= model && d <= model + rt->model_len) {
+      r->where = WHERE_MODEL;
+      r->offset = (int32_t)(d - model);
+    } else if (!x->is_constant && d && rt->arena && d >= rt->arena && d <= rt->arena + rt->arena_required) {
+      r->where = WHERE_ARENA;
+      r->offset = (int32_t)(d - rt->arena);
+    } else {
+      r->where = WHERE_NONE;
+      r->offset = 0;
+    }
+    memcpy(r->dims, x->dims, sizeof r->dims);
+    r->bytes = x->bytes;
+    r->scale = x->scale;
+    r->zero_point = x->zero_point;
+    r->scales_off = x->scales ? (int32_t)((const uint8_t *)x->scales - model) : -1;
+    r->zero_points_off = x->zero_points ? (int32_t)((const uint8_t *)x->zero_points - model) : -1;
+    r->num_scales = x->num_scales;
+    r->ndim = x->ndim;
+    r->type = x->type;
+    r->quantized_dimension = x->quantized_dimension;
+    r->is_constant = x->is_constant;
+  }
+  ekp_op *orr = (ekp_op *)(void *)(b + o_off);
+  size_t at = d_off;
+  for (int32_t i = 0; i < N; ++i) {
+    const ek_op *op = &rt->ops[i];
+    const ek_kernel *k = rt->kernels[i];
+    ekp_op *r = &orr[i];
+    r->opcode = op->opcode;
+    r->index = op->index;
+    r->version = op->version;
+    r->num_inputs = op->num_inputs;
+    r->num_outputs = op->num_outputs;
+    r->inputs_off = (int32_t)at;
+    memcpy(b + at, op->inputs, 4u * (size_t)op->num_inputs);
+    r->outputs_off = (int32_t)(at + 4u * (size_t)op->num_inputs);
+    memcpy(b + r->outputs_off, op->outputs, 4u * (size_t)op->num_outputs);
+    at = up(at + 4u * (size_t)(op->num_inputs + op->num_outputs), 8);
+    r->params = op->params;
+    const size_t pb = k->persistent_bytes ? k->persistent_bytes(&rt->ctx, op) : 0;
+    r->user_off = (int32_t)at;
+    r->user_len = (int32_t)pb;
+    if (pb) memcpy(b + at, op->user_data, pb);
+    at = up(at + pb, 8);
+    const size_t sb = k->scratch_bytes ? k->scratch_bytes(&rt->ctx, op) : 0;
+    r->scratch_off = op->scratch && sb ? (int32_t)((uint8_t *)op->scratch - rt->arena) : 0;
+    r->scratch_len = op->scratch ? (int32_t)sb : 0;
+  }
+  int32_t *io = (int32_t *)(void *)(b + io_off);
+  for (int32_t k = 0; k < rt->num_inputs; ++k) io[k] = rt->inputs[k];
+  for (int32_t k = 0; k < rt->num_outputs; ++k) io[rt->num_inputs + k] = rt->outputs[k];
+  const uint32_t header[EKP_HEADER_WORDS] = {
+      EKP_MAGIC, EKP_VERSION, (uint32_t)total, 0, (uint32_t)rt->model_len,
+      fnv1a(FNV_START, model, rt->model_len), (uint32_t)rt->arena_required, (uint32_t)T, (uint32_t)N,
+      (uint32_t)rt->num_inputs, (uint32_t)rt->num_outputs, (uint32_t)t_off, (uint32_t)o_off, (uint32_t)io_off,
+      (uint32_t)d_off, (uint32_t)(total - d_off), (uint32_t)max_in, (uint32_t)sizeof(ek_op_params),
+      (uint32_t)sizeof(ekp_tensor), (uint32_t)sizeof(ekp_op), (uint32_t)rt->ctx.optimize};
+  for (int32_t w = 0; w < EKP_HEADER_WORDS; ++w) wr32(b + 4 * w, header[w]);
+  wr32(b + 4 * H_CHECKSUM, blob_checksum(b, total));
+  return EK_OK;
+}
