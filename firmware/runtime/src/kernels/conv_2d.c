@@ -691,8 +691,12 @@ static void conv_blocked_mve(const conv_data *d, const ek_conv_channel *ch, cons
           cols[j] = cols[0]; /* computed, not stored */
           continue;
         }
-        cols[j] = conv_column8(p, in, f, x, oy * p->stride_h - d->pad_h, ox * p->stride_w - d->pad_w, in_zp,
-                               scratch + (ptrdiff_t)j * depth);
+        int8_t *col = scratch + (ptrdiff_t)j * depth;
+        cols[j] = conv_column8(p, in, f, x, oy * p->stride_h - d->pad_h, ox * p->stride_w - d->pad_w, in_zp, col);
+        if (cols[j] != col) { /* a window inside the image: copied too, so the block may overwrite its input */
+          conv_mve_copy(col, cols[j], depth);
+          cols[j] = col;
+        }
         if (++ox == ow) {
           ox = 0;
           ++oy;
@@ -746,14 +750,15 @@ static ek_status conv_eval(ek_context *ctx, ek_op *op) {
 }
 
 /* Kernel access contract (firmware/runtime/README.md): raster groups. Blocked: 4 pixels, their windows copied
-   into the im2col block first on the C/DSP path, read in place on Helium. Reference: pixel by pixel. */
+   into scratch first on every path (the im2col block on C/DSP, four int8 columns on Helium: the overlap is decided
+   on the host, so both device paths must keep the same order). Reference: pixel by pixel. */
 static int conv_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
   const conv_data *d = (const conv_data *)op->user_data;
   if (input_index != 0 || !d) return EK_OVERLAP_NONE;
   const ek_tensor *in = ek_input((ek_context *)ctx, op, 0), *out = ek_output((ek_context *)ctx, op, 0);
   const int blocked = d->path == CONV_PATH_BLOCKED;
   return ek_stream_raster(in, out, op->params.stride_h, op->params.stride_w, d->pad_h, d->pad_w,
-                          blocked ? CONV_COLUMNS : 1, blocked && !EK_CONV_MVE, d_max)
+                          blocked ? CONV_COLUMNS : 1, blocked, d_max)
              ? EK_OVERLAP_UPTO
              : EK_OVERLAP_NONE;
 }
