@@ -36,9 +36,9 @@ class FirmwareConverter:
         return check_support(read_graph(data, source), target)
 
     def convert(self, model: ModelLike, *, board: str = "mps2-an386", outdir: Optional[Path] = None,
-                runtime: str = target, build: bool = False):
+                runtime: str = target, build: bool = False, optimize: str = "balanced"):
         """Generate (and with ``build`` compile) the project; returns edgekit.firmware.generate.FirmwareResult."""
         from edgekit.firmware.generate import generate_firmware
 
         data, source = _bytes_of(model)
-        return generate_firmware(data, board, outdir, runtime=runtime, build=build, source=source)
+        return generate_firmware(data, board, outdir, runtime=runtime, build=build, source=source, optimize=optimize)

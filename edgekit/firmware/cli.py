@@ -19,12 +19,17 @@ def register(subparsers) -> Dict[str, Callable]:
                    help="edgekit: edgekit's own int8 runtime (default); tflm: a TensorFlow Lite Micro project")
     f.add_argument("-o", "--outdir", type=Path, help="project folder (default out/firmware/<model>-<board>)")
     f.add_argument("--build", action="store_true", help="also compile build/firmware.elf with arm-none-eabi-gcc")
+    f.add_argument("--optimize", choices=("speed", "balanced", "ram"), default="balanced",
+                   help="where RAM and speed trade (edgekit runtime): ram = smallest-scratch kernels, speed = fastest "
+                        "kernels, balanced (default) = the fast kernel unless its scratch exceeds the op's tensors")
 
     d = subparsers.add_parser("deploy", help="quantize -> firmware -> build -> run on the board (QEMU) -> one report")
     d.add_argument("model", help="float model: .pt2, .onnx, .tflite, SavedModel, ... (as for edgekit quantize)")
     d.add_argument("--calib", required=True, type=Path, help="calibration data (as for edgekit quantize)")
     d.add_argument("--eval-data", type=Path, help="held-out data for parity and the device run (default: 20%% of --calib)")
     d.add_argument("--board", default=DEFAULT_BOARD, help=f"QEMU board profile (default {DEFAULT_BOARD})")
+    d.add_argument("--optimize", choices=("speed", "balanced", "ram"), default="balanced",
+                   help="firmware trade-off between RAM and speed (default balanced; see edgekit firmware --help)")
     d.add_argument("--method", default="minmax", help="calibration range method (default minmax)")
     d.add_argument("--calib-size", type=int, help="use at most N calibration samples")
     d.add_argument("--seed", type=int, default=0)
@@ -40,7 +45,8 @@ def cmd_firmware(args) -> int:
     import edgekit.converters.firmware  # noqa: F401  (registers "firmware")
 
     converter = CONVERTERS.get("firmware")()
-    result = converter.convert(args.model, board=args.board, outdir=args.outdir, runtime=args.runtime, build=args.build)
+    result = converter.convert(args.model, board=args.board, outdir=args.outdir, runtime=args.runtime, build=args.build,
+                               optimize=args.optimize)
     info = result.info
     if info["runtime"] == "ethos-u":  # NPU board: placement only (edgekit.firmware.ethosu)
         from edgekit.firmware.ethosu import summary_lines
@@ -56,7 +62,11 @@ def cmd_firmware(args) -> int:
         f = fits[key]
         note = f"; {f['method']}" if f.get("method") else ""
         print(f"{key}: {f['used']:,} of {f['available']:,} bytes ({'fits' if f['fits'] else 'DOES NOT FIT'}{note})")
-    print(f"arena: {info['arena_bytes']:,} bytes" + (f", runtime state {info['state_bytes']:,} bytes" if info.get("state_bytes") else ""))
+    print(f"arena: {info['arena_bytes']:,} bytes" + (f", runtime state {info['state_bytes']:,} bytes" if info.get("state_bytes") else "")
+          + (f" (--optimize {info['optimize']}, prepared model {info['plan']['prepared_bytes']:,} bytes in flash)"
+             if info.get("optimize") else ""))
+    if info.get("runtime_code_bytes") is not None:
+        print(f"runtime code (core + kernels): {info['runtime_code_bytes']:,} bytes")
     if result.elf is not None:
         print(f"built {result.elf}")
     return 0
@@ -83,7 +93,7 @@ def cmd_deploy(args) -> int:
             raise UserError(f"--input-shape {args.input_shape!r} is not a shape like 1,3,32,32") from None
     options = DeployOptions(board=args.board, method=args.method, calib_size=args.calib_size, seed=args.seed,
                             eval_data=args.eval_data, input_shape=shape, device_samples=args.device_samples,
-                            timeout_s=args.timeout)
+                            timeout_s=args.timeout, optimize=args.optimize)
     with progress_bars(sys.stderr.isatty()) as progress:
         result = deploy(args.model, args.calib, args.outdir, options, progress=progress)
     for line in result.summary_lines():

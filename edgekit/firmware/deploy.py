@@ -42,6 +42,7 @@ class DeployOptions:
     input_shape: Optional[Tuple[int, ...]] = None
     device_samples: int = 8
     timeout_s: float = 120.0
+    optimize: str = "balanced"
 
 
 @dataclass
@@ -117,7 +118,7 @@ def deploy(model: str, calib: Path, outdir: Path, options: DeployOptions = Deplo
         quantized = quantize(model, calib, stage / "quantize", q_options, progress=progress)
         int8_path = stage / "quantize" / "model_int8.tflite"
 
-        firmware = generate_firmware(int8_path, board.name, stage / "firmware", build=True)
+        firmware = generate_firmware(int8_path, board.name, stage / "firmware", build=True, optimize=options.optimize)
 
         data = options.eval_data or calib
         samples, described = _device_inputs(int8_path, Path(data), options.device_samples, options.seed)
@@ -139,6 +140,23 @@ def deploy(model: str, calib: Path, outdir: Path, options: DeployOptions = Deplo
         (stage / "report.md").write_text(markdown(report, quantized.parity))
         _manifest(stage, model, quantized, firmware.info).write(stage / "manifest.json")
     return DeployResult(outdir, report, failures)
+
+
+def _split_lines(f: Dict[str, Any]) -> List[str]:
+    """report.md lines: --optimize mode, runtime RAM split, flash split, planned overlaps."""
+    lines = []
+    r, sp = f.get("runtime_ram") or {}, f.get("flash_split") or {}
+    if r.get("bytes") is not None:
+        stack = r.get("stack_high_water_device")
+        lines.append(f"- runtime RAM (--optimize {f.get('optimize')}): {r['bytes']:,} B = arena {r['arena']:,} + mutable "
+                     f"state {r['mutable_state']:,}" + (f"; stack high-water {stack:,} B (device)" if stack else ""))
+    if sp:
+        lines.append(f"- flash split: model {sp['model']:,} B, prepared model {sp['prepared']:,} B, runtime code "
+                     f"{sp['runtime_code']:,} B (core {sp['runtime_core']:,} + kernels {sp['runtime_kernels']:,}), "
+                     f"startup/protocol {sp['startup_protocol']:,} B, libc {sp['libc']:,} B")
+    for o in f.get("overlaps") or []:
+        lines.append(f"- plan: op {o['op']} {o['op_name']} output over input {o['input']}: {o['rule']} ({o['why']})")
+    return lines
 
 
 def deploy_report(model: str, quantized, fw: Dict[str, Any], run, board) -> Tuple[Dict[str, Any], List[str]]:
@@ -169,6 +187,10 @@ def deploy_report(model: str, quantized, fw: Dict[str, Any], run, board) -> Tupl
         "ram_static_estimate_bytes": fw["ram_bytes"], "ram": fw["ram"],
         "fits": fits, "fits_board": all(v["fits"] for v in fits.values()),
         "ops": fw["op_counts"], "kernels": fw["kernels"], "macs": fw["macs"],
+        "optimize": fw.get("optimize"), "runtime_code_bytes": fw.get("runtime_code_bytes"),
+        "runtime_ram": {**(fw["ram"].get("runtime") or {}), "stack_high_water_device": run.memory.get("stack_used_bytes")},
+        "flash_split": fw["flash"].get("split"), "overlaps": (fw.get("plan") or {}).get("overlaps"),
+        "vs_tflm": fw.get("vs_tflm"),
     }
     if ram_measured is not None:
         firmware["fits"] = {**fits, "ram": {**fits["ram"], "used": ram_measured,
@@ -266,6 +288,7 @@ def markdown(report: Dict[str, Any], parity) -> str:
         f"- flash: {f['flash']['method']}; model array {f['flash'].get('model', 0):,} B, code and constants "
         f"{f['flash'].get('code_and_rodata', 0):,} B",
         f"- RAM: {f['ram_method']}",
+        *_split_lines(f),
         "- operators: " + ", ".join(f"{k} x{v}" for k, v in f["ops"].items()) + f"; kernels linked: {', '.join(f['kernels'])}",
         "",
         "Project: `firmware/` (builds on its own with `make`), figures in `firmware/firmware.json`.",

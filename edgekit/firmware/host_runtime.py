@@ -182,6 +182,7 @@ class _OverlapInfo(ctypes.Structure):
 
 OPTIMIZE_MODES = {"speed": 0, "balanced": 1, "ram": 2}
 DEFAULT_OPTIMIZE = "balanced"
+_FOR_MVE = 0x100  # EK_OPTIMIZE_FOR_MVE
 
 
 class _Error(ctypes.Structure):
@@ -329,7 +330,7 @@ class HostRuntime:
     """One model loaded into the C runtime (ctypes, or a sanitizer-built subprocess with sanitize=True)."""
 
     def __init__(self, model_bytes: bytes, *, sanitize: bool = False, source: str = "<bytes>",
-                 optimize: Optional[str] = None) -> None:
+                 optimize: Optional[str] = None, plan_mve: bool = False) -> None:
         """optimize=None runs the .tflite in place with the plain plan (what a device loading the model at run
         time does); "speed" / "balanced" / "ram" prepares the model as the firmware generator does (kernel
         variants for that mode, overlapped plan, prepared blob) and invokes through the prepared path."""
@@ -339,6 +340,7 @@ class HostRuntime:
         self.model_bytes = bytes(model_bytes)
         self.sanitize = sanitize
         self.optimize = optimize
+        self.plan_mve = plan_mve
         check_supported(self.model_bytes, source=source)
         self._backend = _DriverBackend(self) if sanitize else _CtypesBackend(self)
         names = _tensor_names(self.model_bytes)
@@ -453,6 +455,7 @@ class _CtypesBackend:
 
     def _init(self, state_len: int, arena_len: int) -> int:
         mode = OPTIMIZE_MODES[self.owner.optimize] if self.owner.optimize is not None else 0
+        mode |= _FOR_MVE if self.owner.plan_mve else 0
         return self.lib.ek_init_opt(self.rt, self.model.ctypes.data, len(self.model),
                                     self.state.ctypes.data if state_len else None, state_len,
                                     self.arena.ctypes.data if arena_len else None, arena_len, mode)
@@ -589,3 +592,19 @@ class _DriverBackend:
         self._run("run", str(work), *paths)
         return [np.fromfile(work / f"output_{i}.bin", dtype=spec["dtype"]).reshape(spec["shape"])
                 for i, spec in enumerate(self.outputs)]
+
+
+def prepared_init_error(model_bytes: bytes, blob: bytes) -> Optional[str]:
+    """What ek_prepared_init says about ``blob`` for ``model_bytes`` (None if it accepts it): the device-side
+    validation (magic, version, length, checksum, model checksum, offsets), run on this host."""
+    lib = library()
+    model = _aligned_copy(bytes(model_bytes))
+    data = _aligned_copy(bytes(blob))
+    prep = ctypes.create_string_buffer(lib.ek_host_sizeof_prepared())
+    state = _aligned_zeros(max(16, lib.ek_prepared_state_bytes(data.ctypes.data, len(data))))
+    arena = _aligned_zeros(1 << 20)
+    status = lib.ek_prepared_init(prep, model.ctypes.data, len(model), data.ctypes.data, len(data),
+                                  state.ctypes.data, len(state), arena.ctypes.data, len(arena))
+    if status == 0:
+        return None
+    return (lib.ek_prepared_last_error(prep).message or b"").decode() or EK_STATUS.get(status, str(status))

@@ -7,6 +7,11 @@
  * reports any read past the end of the model or any access outside the state or arena. Models whose
  * state or arena exceed EK_FUZZ_MAX_BYTES are skipped after planning (they are valid, just too big to
  * run thousands of times a second).
+ *
+ * Prepared path (ek_prepared.c): every model that runs is also re-planned with overlaps (ek_plan_overlapped),
+ * exported (ek_export_prepared) into an exact-size buffer, validated and run by ek_prepared_init/_invoke on an
+ * exact-size state and arena; its outputs must equal the in-place run's (the overlaps must not change a bit).
+ * Then one byte of the blob chosen by the input is flipped, and the blob truncated: both must be rejected.
  */
 #define _POSIX_C_SOURCE 200112L
 #include <stdint.h>
@@ -41,6 +46,53 @@ static void count_hook(void *user, int32_t op_index, int32_t opcode, int phase) 
     c->ends++;
     c->last_op = op_index;
   }
+}
+
+/* The prepared twin of an initialised, invoked runtime: same outputs; a corrupt or truncated blob is rejected. */
+static void prepared_check(const ek_runtime *ran, const uint8_t *model, size_t size, uint8_t salt) {
+  ek_runtime rt;
+  uint8_t *state = NULL, *arena = NULL, *work = NULL, *blob = NULL, *pstate = NULL, *parena = NULL;
+  const size_t state_len = ran->state_with_plan, arena_len = ran->arena_required;
+  if (state_len > EK_FUZZ_MAX_BYTES) return;
+  state = (uint8_t *)malloc(state_len ? state_len : 1);
+  if (!state || (arena_len && posix_memalign((void **)&arena, 16, arena_len) != 0)) goto out;
+  if (ek_init_opt(&rt, model, size, state, state_len, arena, arena_len, (int32_t)(salt % 3u)) != EK_OK) goto out;
+  const size_t work_len = ek_plan_overlapped_work_bytes(&rt);
+  if (work_len > EK_FUZZ_MAX_BYTES || posix_memalign((void **)&work, 16, work_len ? work_len : 16) != 0) goto out;
+  if (ek_plan_overlapped(&rt, work, work_len, NULL, 0) != EK_OK) abort(); /* same model: must plan */
+  if (rt.arena_required > arena_len) abort();                            /* never worse than the plain plan */
+  size_t blob_len = 0;
+  ek_export_prepared(&rt, NULL, 0, &blob_len);
+  if (blob_len == 0 || blob_len > EK_FUZZ_MAX_BYTES || posix_memalign((void **)&blob, 16, blob_len) != 0) goto out;
+  if (ek_export_prepared(&rt, blob, blob_len, &blob_len) != EK_OK) abort();
+  const size_t ps_len = ek_prepared_state_bytes(blob, blob_len), pa_len = rt.arena_required;
+  pstate = (uint8_t *)malloc(ps_len ? ps_len : 1);
+  if (!pstate || (pa_len && posix_memalign((void **)&parena, 16, pa_len) != 0)) goto out;
+  ek_prepared p;
+  if (ek_prepared_init(&p, model, size, blob, blob_len, pstate, ps_len, parena, pa_len) != EK_OK) abort();
+  for (int32_t i = 0; i < p.num_inputs; ++i) {
+    ek_tensor *t = ek_prepared_input(&p, i);
+    if (t->bytes) memset(t->data, 0, (size_t)t->bytes);
+  }
+  if (ek_prepared_invoke(&p) == EK_OK) {
+    for (int32_t i = 0; i < p.num_outputs; ++i) {
+      const ek_tensor *a = ek_prepared_output(&p, i), *b = ek_get_output((ek_runtime *)ran, i);
+      if (a->bytes != b->bytes || (a->bytes && memcmp(a->data, b->data, (size_t)a->bytes) != 0)) abort();
+    }
+  }
+  /* a flipped byte (checksum) and a truncated blob are rejected before anything runs */
+  const size_t at = ((size_t)salt * 2654435761u) % blob_len;
+  blob[at] ^= (uint8_t)(1u << (salt & 7u));
+  if (ek_prepared_init(&p, model, size, blob, blob_len, pstate, ps_len, parena, pa_len) == EK_OK) abort();
+  blob[at] ^= (uint8_t)(1u << (salt & 7u));
+  if (ek_prepared_init(&p, model, size, blob, blob_len - 16, pstate, ps_len, parena, pa_len) == EK_OK) abort();
+out:
+  free(parena);
+  free(pstate);
+  free(blob);
+  free(work);
+  free(arena);
+  free(state);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -89,13 +141,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   hook_count hc = {0, 0, -1};
   ek_set_op_hook(&rt, count_hook, &hc);
-  if (ek_invoke(&rt) == EK_OK && (hc.begins != rt.num_ops || hc.ends != rt.num_ops)) abort();
+  const ek_status invoked = ek_invoke(&rt);
+  if (invoked == EK_OK && (hc.begins != rt.num_ops || hc.ends != rt.num_ops)) abort();
   for (int32_t i = 0; i < ek_num_outputs(&rt); ++i) {
     const ek_tensor *t = ek_get_output(&rt, i);
     volatile uint8_t sink = 0;
     for (int32_t b = 0; b < t->bytes; ++b) sink ^= ((const uint8_t *)t->data)[b]; /* outputs must be readable */
     (void)sink;
   }
+  if (invoked == EK_OK) prepared_check(&rt, model, size, size ? data[size / 2] : 0);
 done:
   free(arena);
   free(state);

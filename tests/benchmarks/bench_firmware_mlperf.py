@@ -71,7 +71,7 @@ def vww_model_bytes() -> Optional[bytes]:
         import vww_model  # type: ignore
     except ImportError:
         return None
-    build = getattr(vww_model, "build_vww_model", None) or getattr(vww_model, "vww_model_bytes", None)
+    build = getattr(vww_model, "vww_int8", None)
     return build() if build else None
 
 

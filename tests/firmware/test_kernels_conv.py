@@ -8,6 +8,7 @@ firmware/runtime (edgekit.firmware.host_runtime); the oracle is tests/firmware/o
 """
 from __future__ import annotations
 
+import itertools
 import math
 import subprocess
 import textwrap
@@ -22,6 +23,9 @@ from tests.firmware.opmodels import T, build_graph, build_model, random_input, r
 
 ACTIVATIONS = ["NONE", "RELU", "RELU6", "RELU_N1_TO_1"]
 KERNELS = RUNTIME_DIR / "src" / "kernels"
+# Every case runs on the in-place .tflite path and on a prepared model with the overlapped plan, alternating the
+# kernel variants of --optimize speed and ram between cases (the fuzzer and the benchmark cover all modes too).
+PREPARED_MODES = itertools.cycle(("speed", "ram"))
 
 
 def out_size(padding: str, size: int, k: int, stride: int, dilation: int) -> int:
@@ -32,12 +36,15 @@ def out_size(padding: str, size: int, k: int, stride: int, dilation: int) -> int
 
 def assert_bit_exact(model: bytes, inputs, what: str, runtime_model: bytes | None = None) -> None:
     expected = reference(model, inputs)
-    got = HostRuntime(runtime_model or model).invoke(inputs)
-    for e, g in zip(expected, got):
-        assert g.shape == e.shape and g.dtype == e.dtype, what
-        differing = int(np.count_nonzero(g != e))
-        assert differing == 0, f"{what}: {differing} of {e.size} elements differ (max |d| " \
-                               f"{int(np.max(np.abs(g.astype(np.int32) - e.astype(np.int32))))})"
+    # the in-place .tflite path, then the prepared model with the overlapped plan forced on (the graph input dies
+    # at op 0, so the output overlaps it as the kernel declares) for both kernel variants (speed / ram)
+    for optimize in (None, next(PREPARED_MODES)):
+        got = HostRuntime(runtime_model or model, optimize=optimize).invoke(inputs)
+        for e, g in zip(expected, got):
+            assert g.shape == e.shape and g.dtype == e.dtype, what
+            differing = int(np.count_nonzero(g != e))
+            assert differing == 0, f"{what} (optimize={optimize}): {differing} of {e.size} elements differ (max |d| " \
+                                   f"{int(np.max(np.abs(g.astype(np.int32) - e.astype(np.int32))))})"
 
 
 def output_scale(rng, in_scale: float, w_scale: float, depth: int) -> float:

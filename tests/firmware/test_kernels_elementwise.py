@@ -9,6 +9,7 @@ demands 0 differing elements (float outputs: identical bits). Plus a MobileNet-s
 """
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 from typing import List, Sequence
@@ -33,6 +34,10 @@ def zp(rng: np.random.Generator) -> int:
     return int(rng.integers(-128, 128))
 
 
+# the in-place .tflite path and a prepared model with the overlapped plan (speed / ram variants alternating)
+PREPARED_MODES = itertools.cycle(("speed", "ram"))
+
+
 def differing(expected: np.ndarray, got: np.ndarray) -> int:
     """Number of differing elements; floats compare by bits (so -0.0 != 0.0 and NaN payloads count)."""
     assert expected.shape == got.shape and expected.dtype == got.dtype, (expected.shape, got.shape, expected.dtype, got.dtype)
@@ -44,11 +49,13 @@ def differing(expected: np.ndarray, got: np.ndarray) -> int:
 
 def assert_bit_exact(model: bytes, inputs: Sequence[np.ndarray], what: str = "") -> List[np.ndarray]:
     expected = reference(model, inputs)
-    got = HostRuntime(model).invoke(inputs)
-    assert len(expected) == len(got)
-    for i, (e, g) in enumerate(zip(expected, got)):
-        n = differing(e, g)
-        assert n == 0, f"{what}: output {i}: {n} of {e.size} elements differ from LiteRT BUILTIN_REF"
+    # the in-place .tflite path, then the prepared model with the overlapped plan forced on (speed / ram variants)
+    for optimize in (None, next(PREPARED_MODES)):
+        got = HostRuntime(model, optimize=optimize).invoke(inputs)
+        assert len(expected) == len(got)
+        for i, (e, g) in enumerate(zip(expected, got)):
+            n = differing(e, g)
+            assert n == 0, f"{what} (optimize={optimize}): output {i}: {n} of {e.size} elements differ from LiteRT BUILTIN_REF"
     return got
 
 

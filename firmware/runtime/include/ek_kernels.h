@@ -45,6 +45,7 @@ enum {
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
    variant when the fast one's scratch would exceed the smaller of the op's input and output bytes; RAM = the smallest scratch everywhere. */
 enum { EK_OPTIMIZE_SPEED = 0, EK_OPTIMIZE_BALANCED = 1, EK_OPTIMIZE_RAM = 2 };
+#define EK_OPTIMIZE_FOR_MVE 0x100 /* or-ed into ek_init_opt's optimize: plan overlaps for a Helium device */
 
 enum { EK_OVERLAP_NONE = 0, EK_OVERLAP_UPTO = 1, EK_OVERLAP_EXACT = 2 };
 
@@ -123,6 +124,8 @@ typedef struct ek_context {
   ek_tensor *slots;
   int32_t out_slot;
   int32_t optimize;           /* EK_OPTIMIZE_*: which kernel variants prepare picks where RAM and speed trade */
+  int32_t plan_mve;           /* overlaps are planned for a Helium (MVE) device build (its kernels read some windows
+                                 in place), also when planned on the host */
   /* error reporting: first failure wins */
   ek_status status;
   int32_t error_op;           /* op index or -1 */

@@ -42,6 +42,22 @@ size_t ek_plan_work_bytes(int32_t num_buffers);
    and rt->arena_required. */
 ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len);
 
+/* Prepared models (ek_prepared.c; decoded by ek_prepared_tensor in ek_util.c). */
+enum { EKP_WHERE_NONE = 0, EKP_WHERE_ARENA = 1, EKP_WHERE_MODEL = 2 };
+typedef struct ekp_tensor { /* 64 bytes */
+  int32_t where, offset;
+  int32_t dims[EK_MAX_DIMS];
+  int32_t bytes;
+  float scale;
+  int32_t zero_point;
+  int32_t scales_off, zero_points_off; /* in the model, or -1 */
+  int32_t num_scales;
+  int8_t ndim, type, quantized_dimension;
+  uint8_t is_constant;
+  int32_t reserved;
+} ekp_tensor;
+
+
 /* ek_util.c */
 /* ek_type_size: declared in ek_kernels.h */
 

@@ -312,12 +312,51 @@ static int32_t collect(ek_runtime *rt, pbuf *bufs) {
 }
 
 /* Tries the order x fit combinations and writes the best offsets into the plan. */
+/* Overlapped plans only (host): local search from the best combination's order, swapping two buffers at a time
+   and keeping swaps that do not grow the arena (a deterministic LCG picks them). The orders above cannot see that
+   an output should be placed snugly below its dying input while a third buffer is alive beside both. */
+#define LOCAL_SEARCH_SMALL 128   /* up to this many buffers: LOCAL_SEARCH_STEPS_SMALL swaps */
+#define LOCAL_SEARCH_STEPS_SMALL 3000
+#define LOCAL_SEARCH_LARGE 512   /* up to this many: LOCAL_SEARCH_STEPS_LARGE; above, none */
+#define LOCAL_SEARCH_STEPS_LARGE 300
+
+static int64_t local_search(pbuf *bufs, int32_t n, int32_t *cur, int fit, int32_t *placed, int64_t best,
+                            const ppair *pairs, int32_t npairs, pbounds *iv) {
+  const int32_t steps = n <= LOCAL_SEARCH_SMALL ? LOCAL_SEARCH_STEPS_SMALL : n <= LOCAL_SEARCH_LARGE ? LOCAL_SEARCH_STEPS_LARGE : 0;
+  uint32_t seed = 0x9E3779B9u;
+  int64_t current = best;
+  for (int32_t step = 0; step < steps && n >= 2; ++step) {
+    seed = seed * 1664525u + 1013904223u;
+    const int32_t i = (int32_t)((seed >> 8) % (uint32_t)n);
+    seed = seed * 1664525u + 1013904223u;
+    const int32_t j = (int32_t)((seed >> 8) % (uint32_t)n);
+    if (i == j) continue;
+    int32_t tmp = cur[i];
+    cur[i] = cur[j];
+    cur[j] = tmp;
+    const int64_t total = pack(bufs, cur, n, fit, placed, current + 1, pairs, npairs, iv);
+    if (total <= current) {
+      current = total;
+      if (total < best) {
+        best = total;
+        for (int32_t k = 0; k < n; ++k) bufs[k].best = bufs[k].offset;
+      }
+    } else {
+      tmp = cur[i];
+      cur[i] = cur[j];
+      cur[j] = tmp;
+    }
+  }
+  return best;
+}
+
 static ek_status place(ek_runtime *rt, pbuf *bufs, int32_t n, int32_t *order, int32_t *placed, const ppair *pairs,
-                       int32_t npairs, pbounds *iv) {
+                       int32_t npairs, pbounds *iv, int32_t *best_order) {
   const int32_t T = rt->ctx.num_tensors;
   const int all = n <= MAX_BUFFERS_ALL_STRATEGIES;
   const int64_t bound = all && npairs == 0 ? lower_bound(bufs, n) : 0;
   int64_t best = INT64_MAX;
+  int best_fit = 0;
   for (int o = 0; o < (all ? NUM_ORDERS : 1) && best > bound; ++o) {
     for (int32_t k = 0; k < n; ++k) order[k] = k;
     sort_indices(order, n, bufs, orders[o]);
@@ -326,10 +365,15 @@ static ek_status place(ek_runtime *rt, pbuf *bufs, int32_t n, int32_t *order, in
       const int64_t total = pack(bufs, order, n, fit, placed, best, pairs, npairs, iv);
       if (total < best) {
         best = total;
+        best_fit = fit;
         for (int32_t k = 0; k < n; ++k) bufs[k].best = bufs[k].offset;
+        if (best_order)
+          for (int32_t k = 0; k < n; ++k) best_order[k] = order[k];
       }
     }
   }
+  if (best_order && npairs > 0 && n > 0 && best < INT64_MAX)
+    best = local_search(bufs, n, best_order, best_fit, placed, best, pairs, npairs, iv);
   if (n == 0) best = 0;
   if (best > INT32_MAX) return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_MEMORY, "arena would exceed 2 GiB");
 
@@ -359,14 +403,14 @@ ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len) {
   int32_t *placed = order + cap;
   const int32_t n = collect(rt, bufs);
   if (n < 0) return rt->ctx.status;
-  return place(rt, bufs, n, order, placed, (const ppair *)0, 0, (pbounds *)0);
+  return place(rt, bufs, n, order, placed, (const ppair *)0, 0, (pbounds *)0, (int32_t *)0);
 }
 
 /* ---- overlapped plan (host, after prepare) --------------------------------------------------------- */
 
 size_t ek_plan_overlapped_work_bytes(const ek_runtime *rt) {
   const size_t cap = (size_t)num_buffers(rt);
-  return ek_plan_work_bytes((int32_t)cap) + 2u * cap * sizeof(pbounds) +
+  return ek_plan_work_bytes((int32_t)cap) + 2u * cap * sizeof(pbounds) + cap * sizeof(int32_t) +
          (size_t)rt->num_ops * EK_MAX_OP_INPUTS * sizeof(ppair) + (size_t)rt->ctx.num_tensors * sizeof(int32_t) + 16u;
 }
 
@@ -387,6 +431,7 @@ ek_status ek_plan_overlapped(ek_runtime *rt, void *work, size_t work_len, ek_ove
   pbounds *iv = (pbounds *)(void *)(((uintptr_t)(placed + cap) + 7u) & ~(uintptr_t)7u);
   ppair *pairs = (ppair *)(void *)(iv + 2 * cap);
   int32_t *buf_of = (int32_t *)(void *)(pairs + (size_t)rt->num_ops * EK_MAX_OP_INPUTS);
+  int32_t *best_order = buf_of + T;
   const int32_t n = collect(rt, bufs);
   if (n < 0) return rt->ctx.status;
   for (int32_t t = 0; t < T; ++t) buf_of[t] = -1;
@@ -423,10 +468,10 @@ ek_status ek_plan_overlapped(ek_runtime *rt, void *work, size_t work_len, ek_ove
   }
   if (info && npairs < max_info) info[npairs].op = -1;
   const size_t before = rt->arena_required;
-  ek_status st = place(rt, bufs, n, order, placed, pairs, npairs, iv);
+  ek_status st = place(rt, bufs, n, order, placed, pairs, npairs, iv, best_order);
   if (st == EK_OK && rt->arena_required > before) { /* never worse than the plain plan */
     (void)collect(rt, bufs);
-    st = place(rt, bufs, n, order, placed, pairs, 0, iv);
+    st = place(rt, bufs, n, order, placed, pairs, 0, iv, (int32_t *)0);
     if (info && max_info > 0) info[0].op = -1;
   }
   if (st != EK_OK) return st;

@@ -24,20 +24,12 @@ enum {
   H_TENSORS_OFF, H_OPS_OFF, H_IO_OFF, H_DATA_OFF, H_DATA_LEN, H_MAX_OP_INPUTS, H_PARAMS_SIZE, H_TENSOR_REC, H_OP_REC,
   H_OPTIMIZE, EKP_HEADER_WORDS
 };
-enum { WHERE_NONE = 0, WHERE_ARENA = 1, WHERE_MODEL = 2 };
-
-typedef struct ekp_tensor { /* 64 bytes */
-  int32_t where, offset;
-  int32_t dims[EK_MAX_DIMS];
-  int32_t bytes;
-  float scale;
-  int32_t zero_point;
-  int32_t scales_off, zero_points_off; /* in the model, or -1 */
-  int32_t num_scales;
-  int8_t ndim, type, quantized_dimension;
-  uint8_t is_constant;
-  int32_t reserved;
-} ekp_tensor;
+#define EKP_FOR_MVE 0x100u /* H_OPTIMIZE flag: overlaps planned for Helium kernels (safe on every target) */
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1) && !defined(EK_CONV_NO_MVE)
+#define EKP_THIS_MVE 1 /* same condition as EK_CONV_MVE (ek_conv_common.h) */
+#else
+#define EKP_THIS_MVE 0
+#endif
 
 typedef struct ekp_op {
   int32_t opcode, index, version, num_inputs, num_outputs;
@@ -73,27 +65,6 @@ static uint32_t blob_checksum(const uint8_t *b, size_t len) {
 
 /* ---- device side ------------------------------------------------------------------------------------------- */
 
-ek_tensor *ek_prepared_tensor(const ek_context *ctx, int32_t index, int32_t slot) {
-  const ekp_tensor *r = (const ekp_tensor *)(const void *)ctx->prep_tensors + index;
-  ek_tensor *t = &ctx->slots[slot];
-  t->data = r->where == WHERE_ARENA   ? (void *)(ctx->prep_arena + r->offset)
-            : r->where == WHERE_MODEL ? (void *)(uintptr_t)(ctx->prep_model + r->offset)
-                                      : (void *)0;
-  memcpy(t->dims, r->dims, sizeof t->dims);
-  t->bytes = r->bytes;
-  t->scale = r->scale;
-  t->zero_point = r->zero_point;
-  t->scales = r->scales_off >= 0 ? (const float *)(const void *)(ctx->prep_model + r->scales_off) : (const float *)0;
-  t->zero_points =
-      r->zero_points_off >= 0 ? (const int64_t *)(const void *)(ctx->prep_model + r->zero_points_off) : (const int64_t *)0;
-  t->num_scales = r->num_scales;
-  t->ndim = r->ndim;
-  t->type = r->type;
-  t->quantized_dimension = r->quantized_dimension;
-  t->is_constant = r->is_constant;
-  return t;
-}
-
 static ek_status bad(ek_prepared *p, const char *message) {
   return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_MODEL, message);
 }
@@ -115,13 +86,13 @@ static ek_status check_tensor(ek_prepared *p, const ekp_tensor *r, size_t model_
   }
   if (elements * size != r->bytes) return bad(p, "prepared model: tensor bytes differ from its shape");
   const int64_t align = size >= 8 ? 8 : size;
-  if (r->where == WHERE_ARENA) {
+  if (r->where == EKP_WHERE_ARENA) {
     if (!in_range(r->offset, r->bytes, (int64_t)arena_bytes, 1) || r->offset % EK_ARENA_ALIGN != 0 || r->is_constant)
       return bad(p, "prepared model: activation outside the arena");
-  } else if (r->where == WHERE_MODEL) {
+  } else if (r->where == EKP_WHERE_MODEL) {
     if (!in_range(r->offset, r->bytes, (int64_t)model_len, align) || !r->is_constant)
       return bad(p, "prepared model: constant outside the model");
-  } else if (r->where != WHERE_NONE) {
+  } else if (r->where != EKP_WHERE_NONE) {
     return bad(p, "prepared model: bad tensor location");
   }
   if (r->num_scales < 0 || (r->ndim > 0 && (r->quantized_dimension < 0 || r->quantized_dimension >= r->ndim)) ||
@@ -166,8 +137,11 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
   const uint32_t NI = rd32(b + 4 * H_INPUTS), NO = rd32(b + 4 * H_OUTPUTS), max_in = rd32(b + 4 * H_MAX_OP_INPUTS);
   const uint32_t arena_bytes = rd32(b + 4 * H_ARENA);
   if (T > EK_MAX_TENSORS || N > EK_MAX_OPS || NI > EK_MAX_IO || NO > EK_MAX_IO || max_in > EK_MAX_OP_INPUTS ||
-      arena_bytes > INT32_MAX || rd32(b + 4 * H_OPTIMIZE) > EK_OPTIMIZE_RAM)
+      arena_bytes > INT32_MAX || (rd32(b + 4 * H_OPTIMIZE) & ~EKP_FOR_MVE) > EK_OPTIMIZE_RAM)
     return bad(p, "prepared model counts out of range");
+  if (EKP_THIS_MVE && !(rd32(b + 4 * H_OPTIMIZE) & EKP_FOR_MVE))
+    return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_UNSUPPORTED,
+                   "prepared model was planned for a target without Helium; prepare it for this board");
   const int64_t len = (int64_t)blob_len;
   const int64_t t_off = rd32(b + 4 * H_TENSORS_OFF), o_off = rd32(b + 4 * H_OPS_OFF), io_off = rd32(b + 4 * H_IO_OFF);
   const int64_t d_off = rd32(b + 4 * H_DATA_OFF), d_len = rd32(b + 4 * H_DATA_LEN);
@@ -190,7 +164,7 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
   }
   const int32_t *io = (const int32_t *)(const void *)(b + io_off);
   for (uint32_t k = 0; k < NI + NO; ++k)
-    if (io[k] < 0 || (uint32_t)io[k] >= T || tr[io[k]].where != WHERE_ARENA) return bad(p, "prepared model: bad graph input/output");
+    if (io[k] < 0 || (uint32_t)io[k] >= T || tr[io[k]].where != EKP_WHERE_ARENA) return bad(p, "prepared model: bad graph input/output");
   const ekp_op *ops = (const ekp_op *)(const void *)(b + o_off);
   for (uint32_t i = 0; i < N; ++i) {
     const ekp_op *r = &ops[i];
@@ -206,7 +180,7 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
     for (int32_t k = 0; k < r->num_inputs; ++k)
       if (ins[k] < -1 || ins[k] >= (int32_t)T) return bad(p, "prepared model: operator input index out of range");
     for (int32_t k = 0; k < r->num_outputs; ++k)
-      if (outs[k] < 0 || outs[k] >= (int32_t)T || tr[outs[k]].where == WHERE_MODEL)
+      if (outs[k] < 0 || outs[k] >= (int32_t)T || tr[outs[k]].where == EKP_WHERE_MODEL)
         return bad(p, "prepared model: operator output index out of range");
     if ((r->user_len != 0 && (!in_range(r->user_off, r->user_len, len, 8) || r->user_off < d_off)) || r->user_len < 0)
       return bad(p, "prepared model: operator data out of range");
@@ -219,7 +193,8 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
   p->ctx.slots = (ek_tensor *)(void *)s;
   p->ctx.out_slot = (int32_t)max_in;
   p->ctx.num_tensors = (int32_t)T;
-  p->ctx.optimize = (int32_t)rd32(b + 4 * H_OPTIMIZE);
+  p->ctx.optimize = (int32_t)(rd32(b + 4 * H_OPTIMIZE) & 0xffu);
+  p->ctx.plan_mve = (rd32(b + 4 * H_OPTIMIZE) & EKP_FOR_MVE) != 0;
   p->ctx.prep_tensors = (const uint8_t *)tr;
   p->ctx.prep_blob = b;
   p->ctx.prep_model = (const uint8_t *)model;
@@ -334,13 +309,13 @@ ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len)
     ekp_tensor *r = &tr[t];
     const uint8_t *d = (const uint8_t *)x->data;
     if (x->is_constant && d && d >= model && d <= model + rt->model_len) {
-      r->where = WHERE_MODEL;
+      r->where = EKP_WHERE_MODEL;
       r->offset = (int32_t)(d - model);
     } else if (!x->is_constant && d && rt->arena && d >= rt->arena && d <= rt->arena + rt->arena_required) {
-      r->where = WHERE_ARENA;
+      r->where = EKP_WHERE_ARENA;
       r->offset = (int32_t)(d - rt->arena);
     } else {
-      r->where = WHERE_NONE;
+      r->where = EKP_WHERE_NONE;
       r->offset = 0;
     }
     memcpy(r->dims, x->dims, sizeof r->dims);
@@ -389,7 +364,8 @@ ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len)
       fnv1a(FNV_START, model, rt->model_len), (uint32_t)rt->arena_required, (uint32_t)T, (uint32_t)N,
       (uint32_t)rt->num_inputs, (uint32_t)rt->num_outputs, (uint32_t)t_off, (uint32_t)o_off, (uint32_t)io_off,
       (uint32_t)d_off, (uint32_t)(total - d_off), (uint32_t)max_in, (uint32_t)sizeof(ek_op_params),
-      (uint32_t)sizeof(ekp_tensor), (uint32_t)sizeof(ekp_op), (uint32_t)rt->ctx.optimize};
+      (uint32_t)sizeof(ekp_tensor), (uint32_t)sizeof(ekp_op),
+      (uint32_t)rt->ctx.optimize | (rt->ctx.plan_mve ? EKP_FOR_MVE : 0u)};
   for (int32_t w = 0; w < EKP_HEADER_WORDS; ++w) wr32(b + 4 * w, header[w]);
   wr32(b + 4 * H_CHECKSUM, blob_checksum(b, total));
   return EK_OK;

@@ -1,6 +1,7 @@
 /* edgekit runtime core: small helpers shared by the core and the kernels. */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ek_internal.h"
 #include "ek_kernels.h"
@@ -123,4 +124,26 @@ const char *ek_status_name(ek_status status) {
     case EK_ERR_INTERNAL: return "INTERNAL";
     default: return "UNKNOWN";
   }
+}
+
+/* A prepared model's tensor record (in flash) decoded into a RAM slot (ek_kernels.h: ek_input / ek_output). */
+ek_tensor *ek_prepared_tensor(const ek_context *ctx, int32_t index, int32_t slot) {
+  const ekp_tensor *r = (const ekp_tensor *)(const void *)ctx->prep_tensors + index;
+  ek_tensor *t = &ctx->slots[slot];
+  t->data = r->where == EKP_WHERE_ARENA   ? (void *)(ctx->prep_arena + r->offset)
+            : r->where == EKP_WHERE_MODEL ? (void *)(uintptr_t)(ctx->prep_model + r->offset)
+                                      : (void *)0;
+  memcpy(t->dims, r->dims, sizeof t->dims);
+  t->bytes = r->bytes;
+  t->scale = r->scale;
+  t->zero_point = r->zero_point;
+  t->scales = r->scales_off >= 0 ? (const float *)(const void *)(ctx->prep_model + r->scales_off) : (const float *)0;
+  t->zero_points =
+      r->zero_points_off >= 0 ? (const int64_t *)(const void *)(ctx->prep_model + r->zero_points_off) : (const int64_t *)0;
+  t->num_scales = r->num_scales;
+  t->ndim = r->ndim;
+  t->type = r->type;
+  t->quantized_dimension = r->quantized_dimension;
+  t->is_constant = r->is_constant;
+  return t;
 }

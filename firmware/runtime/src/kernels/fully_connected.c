@@ -492,8 +492,8 @@ static ek_status fc_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-/* Kernel access contract (firmware/runtime/README.md): every output unit reads the whole input row, on every path
-   (the packed quads and the reference loop write units while later units still read the row): rows live. */
+/* Kernel access contract (firmware/runtime/README.md): every path reads the whole input row for each group of
+   output units (rows live): output row b may only overlap input rows before b. */
 static int fc_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
   (void)ctx;
   const fc_data *d = (const fc_data *)op->user_data;
