@@ -631,7 +631,7 @@ static ek_tensor tensors[3];
 static int8_t in_a[1024], in_b[1024], out8[2048];
 static float in_f[1024], out_f[256];
 static int32_t axes[2];
-static uint64_t user_data[64];
+static uint64_t user_data[512]; /* ADD's per-op data holds two 256-entry tables */
 
 static void set1d(int i, int32_t type, void *data, int32_t n, float scale, int32_t zero_point) {
   ek_tensor *t = &tensors[i];
@@ -672,6 +672,10 @@ static void run(const ek_kernel *k, int num_inputs, size_t out_bytes) {
   op.params.keep_dims = 1;
   op.params.activation = (int32_t)(rnd() % 4u); /* NONE, RELU, RELU_N1_TO_1, RELU6 */
   op.user_data = user_data;
+  if (k->persistent_bytes(&ctx, &op) > sizeof user_data) {
+    mix("persistent data too large", 25);
+    return;
+  }
   if (k->prepare(&ctx, &op) != EK_OK) {
     mix(ctx.error_message, strlen(ctx.error_message));
     return;
