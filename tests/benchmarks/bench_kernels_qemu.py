@@ -128,6 +128,8 @@ def cases(rng):
         fc_model(rng, depth=128, units=66, act="RELU6", out_zp=5, per_tensor=True), 128 * 66
     yield "fc 2x 37->9 per-tensor RELU zp-128 (tail, batches)", \
         fc_model(rng, depth=37, units=9, act="RELU", out_zp=-128, per_tensor=True, batches=2), 2 * 37 * 9
+    yield "conv 3x3 96x96 3->8 s2 SAME RELU6 (VWW first layer)", \
+        conv_model(rng, h=96, w=96, c=3, oc=8, kh=3, kw=3, stride=2, act="RELU6"), 48 * 48 * 27 * 8
 
 
 def run_case(path: Path, board: str, samples: int, seed: int) -> dict:

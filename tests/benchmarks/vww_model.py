@@ -133,6 +133,9 @@ def vww_int8() -> bytes:
     return data
 
 
+vww_model_bytes = vww_int8  # the name tests/benchmarks/bench_firmware_mlperf.py looks up
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", type=Path, default=None, help="also copy the int8 .tflite here")

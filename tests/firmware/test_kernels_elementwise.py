@@ -672,6 +672,10 @@ static void run(const ek_kernel *k, int num_inputs, size_t out_bytes) {
   op.params.keep_dims = 1;
   op.params.activation = (int32_t)(rnd() % 4u); /* NONE, RELU, RELU_N1_TO_1, RELU6 */
   op.user_data = user_data;
+  if (k->persistent_bytes(&ctx, &op) > sizeof user_data) {
+    mix("persistent data too large", 25);
+    return;
+  }
   if (k->prepare(&ctx, &op) != EK_OK) {
     mix(ctx.error_message, strlen(ctx.error_message));
     return;

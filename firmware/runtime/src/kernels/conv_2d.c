@@ -33,7 +33,8 @@ typedef struct conv_data {
   int32_t channels;
   int32_t zp_fold;      /* every channel's exponent <= EK_CONV_ZP_FOLD_MAX_E: the assembly folds the output zero
                            point into the rounding constant */
-  int32_t pad_;
+  int32_t padded;       /* blocked path, depth % 4 != 0: weight rows copied, zero-padded to whole groups of 4,
+                           after the channels (so the assembly runs every channel without reading past a row) */
 } conv_data; /* followed by ek_conv_channel[channels] (8-byte aligned: sizeof is a multiple of 8) */
 
 static ek_conv_channel *conv_channels(void *user_data) {
@@ -47,8 +48,18 @@ static int32_t conv_out_channels(const ek_context *ctx, const ek_op *op) {
   return (f->ndim == 4 && f->dims[0] > 0) ? f->dims[0] : 0;
 }
 
+static int32_t conv_blocked_depth(const ek_context *ctx, const ek_op *op);
+
+/* Bytes of the zero-padded weight copy (blocked path with depth % 4 != 0 and constant weights), else 0. */
+static size_t conv_padded_bytes(const ek_context *ctx, const ek_op *op) {
+  const int32_t depth = conv_blocked_depth(ctx, op), oc = conv_out_channels(ctx, op);
+  if (depth <= 0 || (depth & 3) == 0 || !ctx->tensors[op->inputs[1]].is_constant) return 0;
+  return (size_t)oc * (size_t)((depth + 3) & ~3);
+}
+
 static size_t conv_persistent_bytes(const ek_context *ctx, const ek_op *op) {
-  return ((sizeof(conv_data) + 7u) & ~(size_t)7u) + (size_t)conv_out_channels(ctx, op) * sizeof(ek_conv_channel);
+  return ((sizeof(conv_data) + 7u) & ~(size_t)7u) + (size_t)conv_out_channels(ctx, op) * sizeof(ek_conv_channel) +
+         conv_padded_bytes(ctx, op);
 }
 
 /* Depth of one im2col column (KH*KW*IC_filter) if the blocked path applies, else 0. */
@@ -138,7 +149,17 @@ static ek_status conv_prepare(ek_context *ctx, ek_op *op) {
   }
   d->zp_fold = 1;
   for (int32_t o = 0; o < oc; ++o) d->zp_fold = d->zp_fold && ek_conv_exponent(&ch[o]) <= EK_CONV_ZP_FOLD_MAX_E;
-  d->pad_ = 0;
+  for (int32_t o = 0; o < oc; ++o) ch[o].half_zp = d->zp_fold ? ek_conv_half_zp(&ch[o], d->output_offset) : 0;
+  d->padded = 0;
+  const size_t padded_bytes = conv_padded_bytes(ctx, op);
+  if (d->path == CONV_PATH_BLOCKED && padded_bytes > 0) {
+    const int32_t stride = (depth + 3) & ~3;
+    int8_t *pw = (int8_t *)(ch + oc);
+    const int8_t *wt = (const int8_t *)f->data;
+    for (int32_t o = 0; o < oc; ++o)
+      for (int32_t k = 0; k < stride; ++k) pw[(int64_t)o * stride + k] = k < depth ? wt[(int64_t)o * depth + k] : 0;
+    d->padded = 1;
+  }
   return EK_OK;
 }
 
@@ -245,9 +266,17 @@ static CONV_NOINLINE void conv_im2col(const ek_op_params *p, const ek_tensor *in
     return;
   }
   int8_t *s = staging;
+  const int cols_inside = p->dilation_w == 1 && ix0 >= 0 && ix0 + kw <= w;
   for (int32_t ky = 0; ky < kh; ++ky) {
     const int32_t iy = iy0 + p->dilation_h * ky;
     const int inside_row = iy >= 0 && iy < h;
+    if (inside_row && cols_inside) { /* one contiguous run of kw * c bytes (e.g. 9 for a 3x3 window on RGB) */
+      const int8_t *src = x + ((ptrdiff_t)iy * w + ix0) * c;
+      int32_t n = row_len;
+      for (; n >= 4; n -= 4, src += 4, s += 4) ek_store32(s, ek_load32(src));
+      for (; n > 0; --n) *s++ = *src++;
+      continue;
+    }
     for (int32_t kx = 0; kx < kw; ++kx, s += c) {
       const int32_t ix = ix0 + p->dilation_w * kx;
       /* one loop for both cases (a separate fill loop would become a memset call costing more than it
@@ -380,7 +409,7 @@ typedef struct conv_block_args { /* offsets used by the assembly below (32-bit t
   int32_t clamp;                 /* 44: nonzero when [lo, hi] is narrower than [-128, 127] */
 } conv_block_args;
 typedef char conv_block_args_is_48_bytes[sizeof(conv_block_args) == 48 ? 1 : -1];
-typedef char conv_channel_is_12_bytes[sizeof(ek_conv_channel) == 12 ? 1 : -1];
+typedef char conv_channel_is_16_bytes[sizeof(ek_conv_channel) == 16 ? 1 : -1];
 void ek_conv_block4_dsp(conv_block_args *args);
 __asm__(
     "  .syntax unified\n"
@@ -402,8 +431,8 @@ __asm__(
     "  mov r7, r4\n"
     "  ldr r10, [lr, #0]\n"
     "  ldr r12, [lr, #8]\n"
-    "  tst r12, #1\n"
-    "  beq .Lek_cb_pairs\n"
+    "  tst r12, #1\n"                      /* groups % 4 single groups first, then four per pass */
+    "  beq .Lek_cb_two\n"
     "  ldr r8, [r11], #4\n"
     "  ldmia r10!, {r0-r3}\n"
     "  sxtb16 r9, r8, ror #8\n"
@@ -417,10 +446,65 @@ __asm__(
     "  smlad r6, r1, r9, r6\n"
     "  smlad r7, r2, r8, r7\n"
     "  smlad r7, r3, r9, r7\n"
-    ".Lek_cb_pairs:\n"
-    "  lsrs r12, r12, #1\n"
+    ".Lek_cb_two:\n"
+    "  tst r12, #2\n"
+    "  beq .Lek_cb_quads\n"
+    "  ldr r8, [r11], #4\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  sxtb16 r9, r8, ror #8\n"
+    "  sxtb16 r8, r8\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    "  ldr r8, [r11], #4\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  sxtb16 r9, r8, ror #8\n"
+    "  sxtb16 r8, r8\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    ".Lek_cb_quads:\n"
+    "  lsrs r12, r12, #2\n"
     "  beq .Lek_cb_requant\n"
     ".Lek_cb_loop:\n"
+    "  ldr r8, [r11], #4\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  sxtb16 r9, r8, ror #8\n"
+    "  sxtb16 r8, r8\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    "  ldr r8, [r11], #4\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  sxtb16 r9, r8, ror #8\n"
+    "  sxtb16 r8, r8\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
     "  ldr r8, [r11], #4\n"
     "  ldmia r10!, {r0-r3}\n"
     "  sxtb16 r9, r8, ror #8\n"
@@ -454,15 +538,10 @@ __asm__(
     "  sub r11, r11, r0\n"
     "  ldr r0, [lr, #16]\n"                 /* multiplier, shifts (exponent e in bits 0-7) */
     "  ldmia r0, {r1, r3}\n"
-    "  adds r0, r0, #12\n"
+    "  ldr r2, [r0, #12]\n"                 /* half + zp << e: the zero point folded in (ek_conv_requant_zp2) */
+    "  adds r0, r0, #16\n"
     "  str r0, [lr, #16]\n"
     "  and r3, r3, #255\n"                  /* e */
-    "  subs r2, r3, #1\n"                   /* half = 1 << (e - 1) */
-    "  movs r0, #1\n"
-    "  lsl r2, r0, r2\n"
-    "  ldr r8, [lr, #28]\n"                 /* + zp << e: the zero point folded in (ek_conv_requant_zp2) */
-    "  lsl r8, r8, r3\n"
-    "  add r2, r2, r8\n"
     "  ldr r10, [lr, #20]\n"                /* dst */
     "  ldr r12, [lr, #24]\n"                /* stride */
 #define CONV_OUT(ra)                  \
@@ -520,7 +599,10 @@ static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek
   const int32_t lo = d->act_min, hi = d->act_max, zp = d->output_offset;
   const int fast = d->fast_requant;
   static const uint8_t perm[4] = {0, 2, 1, 3}; /* position of depth element i of a group in a column's 2 words */
-  const int8_t *wt = (const int8_t *)f->data;
+  /* zero-padded weight rows (per-op data) when depth % 4 != 0: every channel runs whole groups */
+  const int8_t *wt = d->padded ? (const int8_t *)(const void *)(ch + oc) : (const int8_t *)f->data;
+  const int32_t wstride = d->padded ? 4 * groups : depth;
+  const int32_t dot_groups = d->padded ? groups : full_groups, dot_tail = d->padded ? 0 : tail;
   int8_t *staging = (int8_t *)(block + 2 * CONV_COLUMNS * groups);
   const int16_t *tail_cols = (const int16_t *)(const void *)(block + 8 * full_groups);
   int8_t *y = (int8_t *)out->data;
@@ -532,9 +614,9 @@ static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek
       int32_t o = 0;
 #if CONV_BLOCK_ASM
       if (np == CONV_COLUMNS && fast && d->zp_fold) {
-        const int32_t count = tail ? oc - 1 : oc;
+        const int32_t count = dot_tail ? oc - 1 : oc;
         if (count > 0) {
-          conv_block_args args = {block, wt, groups, count, ch, yp, oc, zp, lo, hi, 4 * groups - depth,
+          conv_block_args args = {block, wt, groups, count, ch, yp, oc, zp, lo, hi, 4 * groups - wstride,
                                   lo > -128 || hi < 127};
           ek_conv_block4_dsp(&args);
           o = count;
@@ -542,11 +624,11 @@ static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek
       }
 #endif
       for (; o < oc; ++o) {
-        const int8_t *wp = wt + (int64_t)o * depth;
+        const int8_t *wp = wt + (int64_t)o * wstride;
         const int32_t init = ch[o].fold;
         int32_t acc[4] = {init, init, init, init};
-        conv_dot4(block, wp, full_groups, acc);
-        for (int32_t i = 0; i < tail; ++i) {
+        conv_dot4(block, wp, dot_groups, acc);
+        for (int32_t i = 0; i < dot_tail; ++i) {
           const int32_t wi = wp[4 * full_groups + i];
           for (int32_t j = 0; j < CONV_COLUMNS; ++j) acc[j] = ek_wrap_add(acc[j], wi * tail_cols[4 * j + perm[i]]);
         }
@@ -640,8 +722,12 @@ static void conv_blocked_mve(const conv_data *d, const ek_conv_channel *ch, cons
           cols[j] = cols[0]; /* computed, not stored */
           continue;
         }
-        cols[j] = conv_column8(p, in, f, x, oy * p->stride_h - d->pad_h, ox * p->stride_w - d->pad_w, in_zp,
-                               scratch + (ptrdiff_t)j * depth);
+        int8_t *col = scratch + (ptrdiff_t)j * depth;
+        cols[j] = conv_column8(p, in, f, x, oy * p->stride_h - d->pad_h, ox * p->stride_w - d->pad_w, in_zp, col);
+        if (cols[j] != col) { /* a window inside the image: copied too, so the block may overwrite its input */
+          conv_mve_copy(col, cols[j], depth);
+          cols[j] = col;
+        }
         if (++ox == ow) {
           ox = 0;
           ++oy;
@@ -695,14 +781,15 @@ static ek_status conv_eval(ek_context *ctx, ek_op *op) {
 }
 
 /* Kernel access contract (firmware/runtime/README.md): raster groups. Blocked: 4 pixels, their windows copied
-   into the im2col block first on the C/DSP path, read in place on Helium. Reference: pixel by pixel. */
+   into scratch first on every path (the im2col block on C/DSP, four int8 columns on Helium: the overlap is decided
+   on the host, so both device paths must keep the same order). Reference: pixel by pixel. */
 static int conv_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
   const conv_data *d = (const conv_data *)op->user_data;
   if (input_index != 0 || !d) return EK_OVERLAP_NONE;
   const ek_tensor *in = ek_input((ek_context *)ctx, op, 0), *out = ek_output((ek_context *)ctx, op, 0);
   const int blocked = d->path == CONV_PATH_BLOCKED;
   return ek_stream_raster(in, out, op->params.stride_h, op->params.stride_w, d->pad_h, d->pad_w,
-                          blocked ? CONV_COLUMNS : 1, blocked && !EK_CONV_MVE && !ctx->plan_mve, d_max)
+                          blocked ? CONV_COLUMNS : 1, blocked, d_max)
              ? EK_OVERLAP_UPTO
              : EK_OVERLAP_NONE;
 }

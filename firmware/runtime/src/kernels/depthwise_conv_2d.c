@@ -300,6 +300,48 @@ void ek_dw_pass3x3_dsp(dw_pass *ps);
   "  cmp " ra ", r5\n"                    \
   "  it gt\n"                             \
   "  movgt " ra ", r5\n"
+/* The row and pixel loops, twice: with the activation clamp (labels ...c) and without it (...n), so the
+   per-pixel test of the clamp flag disappears. */
+#define DW_LOOPS(sfx, CLAMP)                     \
+    ".Lek_dw_row" sfx ":\n"                      \
+    "  ldr r11, [lr, #4]\n"                      \
+    "  ldr r4, [lr, #20]\n"                      \
+    "  str r4, [lr, #52]\n"                      \
+    ".Lek_dw_pixel" sfx ":\n"                    \
+    "  ldr r10, [lr, #0]\n"                      \
+    "  ldmia r10!, {r0-r3}\n"                    \
+    "  mov r8, r11\n"                            \
+    DW_ROW                                       \
+    "  add r8, r8, r12\n"                        \
+    DW_ROW                                       \
+    "  add r8, r8, r12\n"                        \
+    DW_ROW                                       \
+    DW_OUT("r0") DW_OUT("r1") DW_OUT("r2") DW_OUT("r3") \
+    CLAMP                                        \
+    "  strb r0, [r9]\n"                          \
+    "  strb r1, [r9, #1]\n"                      \
+    "  strb r2, [r9, #2]\n"                      \
+    "  strb r3, [r9, #3]\n"                      \
+    "  ldr r4, [lr, #36]\n"                      \
+    "  add r9, r9, r4\n"                         \
+    "  ldr r4, [lr, #16]\n"                      \
+    "  add r11, r11, r4\n"                       \
+    "  ldr r4, [lr, #52]\n"                      \
+    "  subs r4, r4, #1\n"                        \
+    "  str r4, [lr, #52]\n"                      \
+    "  bne .Lek_dw_pixel" sfx "\n"               \
+    "  ldr r4, [lr, #4]\n"                       \
+    "  ldr r5, [lr, #28]\n"                      \
+    "  add r4, r4, r5\n"                         \
+    "  str r4, [lr, #4]\n"                       \
+    "  ldr r5, [lr, #24]\n"                      \
+    "  subs r5, r5, #1\n"                        \
+    "  str r5, [lr, #24]\n"                      \
+    "  bne .Lek_dw_row" sfx "\n"                 \
+    "  pop {r4-r11, pc}\n"
+#define DW_CLAMP4                                \
+    "  ldrd r4, r5, [lr, #40]\n"                 \
+    DW_CLAMP("r0") DW_CLAMP("r1") DW_CLAMP("r2") DW_CLAMP("r3")
 __asm__(
     "  .syntax unified\n"
     "  .thumb\n"
@@ -313,48 +355,16 @@ __asm__(
     "  mov lr, r0\n"
     "  ldr r12, [lr, #8]\n"                  /* tap_row_step */
     "  ldr r9, [lr, #32]\n"                  /* dst (rows are contiguous) */
-    ".Lek_dw_row:\n"
-    "  ldr r11, [lr, #4]\n"                  /* window of the row's first pixel */
-    "  ldr r4, [lr, #20]\n"
-    "  str r4, [lr, #52]\n"
-    ".Lek_dw_pixel:\n"
-    "  ldr r10, [lr, #0]\n"
-    "  ldmia r10!, {r0-r3}\n"                /* doubled folds */
-    "  mov r8, r11\n"
-    DW_ROW
-    "  add r8, r8, r12\n"
-    DW_ROW
-    "  add r8, r8, r12\n"
-    DW_ROW
-    DW_OUT("r0") DW_OUT("r1") DW_OUT("r2") DW_OUT("r3")
-    "  ldr r4, [lr, #48]\n"
-    "  cbz r4, .Lek_dw_store\n"
-    "  ldrd r4, r5, [lr, #40]\n"             /* lo, hi */
-    DW_CLAMP("r0") DW_CLAMP("r1") DW_CLAMP("r2") DW_CLAMP("r3")
-    ".Lek_dw_store:\n"
-    "  strb r0, [r9]\n"
-    "  strb r1, [r9, #1]\n"
-    "  strb r2, [r9, #2]\n"
-    "  strb r3, [r9, #3]\n"
-    "  ldr r4, [lr, #36]\n"
-    "  add r9, r9, r4\n"
-    "  ldr r4, [lr, #16]\n"
-    "  add r11, r11, r4\n"
-    "  ldr r4, [lr, #52]\n"
-    "  subs r4, r4, #1\n"
-    "  str r4, [lr, #52]\n"
-    "  bne .Lek_dw_pixel\n"
-    "  ldr r4, [lr, #4]\n"
-    "  ldr r5, [lr, #28]\n"
-    "  add r4, r4, r5\n"
-    "  str r4, [lr, #4]\n"
-    "  ldr r5, [lr, #24]\n"
-    "  subs r5, r5, #1\n"
-    "  str r5, [lr, #24]\n"
-    "  bne .Lek_dw_row\n"
-    "  pop {r4-r11, pc}\n"
+    "  ldr r4, [lr, #48]\n"                  /* clamp narrower than int8? */
+    "  cmp r4, #0\n"
+    "  bne.w .Lek_dw_clamped\n"
+    DW_LOOPS("n", "")
+    ".Lek_dw_clamped:\n"
+    DW_LOOPS("c", DW_CLAMP4)
     "  .size ek_dw_pass3x3_dsp, . - ek_dw_pass3x3_dsp\n"
     "  .text\n");
+#undef DW_LOOPS
+#undef DW_CLAMP4
 #undef DW_TAP
 #undef DW_ROW
 #undef DW_OUT

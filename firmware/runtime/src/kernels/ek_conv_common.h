@@ -179,11 +179,12 @@ static inline ek_status ek_conv_check_common(ek_context *ctx, const ek_op *op, c
  * ASR and the sign bit folded into the SUB). prepare() enables it only where every channel has e >= 1
  * and the accumulator provably stays below 2^30 in magnitude (bias and depth bound); other layers use
  * ek_mbqm. Checked against ek_mbqm over millions of values in tests/firmware/test_kernels_conv.py. */
-typedef struct ek_conv_channel { /* 12 bytes; the Cortex-M conv loop reads the first two with one LDM */
+typedef struct ek_conv_channel { /* 16 bytes; the Cortex-M conv loop reads the first two with one LDM */
   int32_t multiplier;
   int32_t shifts;   /* bits 0-7: e of the fast path (the ASR by register reads only these), bits 8-15: TFLite's
                        shift (> 0 left, < 0 right) as int8 */
   int32_t fold;     /* blocked paths: bias + input_offset * sum of the channel's weights */
+  int32_t half_zp;  /* CONV_2D assembly: ek_conv_half_zp(channel, output zero point) when the zero point folds */
 } ek_conv_channel;
 
 static inline int32_t ek_conv_exponent(const ek_conv_channel *ch) { return ch->shifts & 0xFF; }
@@ -206,6 +207,7 @@ static inline int ek_conv_channel_init(ek_conv_channel *ch, double effective_sca
   ek_quantize_multiplier(effective_scale, &m, &shift);
   ch->multiplier = m;
   ch->fold = 0;
+  ch->half_zp = 0;
   int e = -shift;
   if (m == 0) e = 1; /* any e >= 1 gives 0, as TFLite does */
   if (e < 1 || e > 31) {
