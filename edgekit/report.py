@@ -35,6 +35,9 @@ def parity_section(parity) -> list[str]:
     lines = [f"**Verdict: {'PASSED' if parity.passed else 'FAILED'}** on {parity.samples} samples", ""]
     thresholds = {k: v for k, v in parity.tolerance.to_json().items() if v is not None}
     lines.append(f"Thresholds: {', '.join(f'{k} {v}' for k, v in thresholds.items()) or 'none'}")
+    kernels = (getattr(parity, "candidate", None) or {}).get("kernels")
+    if kernels:
+        lines.append(f"Candidate run on {parity.candidate.get('runtime', '?')}: {kernels}")
     for failure in parity.failures:
         lines.append(f"- FAILED {failure}")
     lines.append("")
