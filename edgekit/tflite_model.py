@@ -109,6 +109,12 @@ class TFLiteModel:
             raise InvalidModelError(f"cannot read model {path}: {exc.strerror}") from None
         return cls(data, source=str(path))
 
+    def guard_reference_kernels(self, litert, options: dict) -> None:
+        """BUILTIN_REF kernels abort (a CHECK in Prepare) on degenerate int8 scales: for a quantized model, allocate
+        once in an isolated child first, so such a model becomes a NativeCrashError naming the step."""
+        if self._quantized():
+            _probe_allocation(litert, self.data, options, f"LiteRT tensor allocation (reference kernels) of {self.source}")
+
     def _quantized(self) -> bool:
         """Any tensor with quantization parameters (from the optimized-kernel interpreter, which does not abort)."""
         details = self.interpreter("plain").get_tensor_details()
@@ -128,8 +134,8 @@ class TFLiteModel:
                 experimental_preserve_all_tensors=True,
             ),
         }[kind]
-        if kind == "reference" and self._quantized():  # BUILTIN_REF kernels abort (CHECK) on degenerate int8 scales
-            _probe_allocation(litert, self.data, options, f"LiteRT tensor allocation (reference kernels) of {self.source}")
+        if kind == "reference":
+            self.guard_reference_kernels(litert, options)
         try:
             with warnings.catch_warnings(), captured_output((2,)):
                 warnings.simplefilter("ignore")

@@ -65,10 +65,11 @@ def test_untrained_model_is_refused_before_quantizing(cli, capsys, collapsing, t
 
 def test_native_abort_in_litert_becomes_a_clear_error(cli, capsys, collapsing, tmp_path):
     """The int8 model with scales ~1e-9 (made without the check): LiteRT BUILTIN_REF aborts in allocate_tensors
-    inside an isolated child; the CLI names the step and exits 3 instead of dying with SIGABRT and no output."""
+    inside an isolated child; the CLI names the step and exits 3 instead of dying with SIGABRT and no output.
+    (Plain parity runs the optimized kernels, which do not abort; the per-layer analysis runs BUILTIN_REF.)"""
     bad = tmp_path / "collapsed_int8.tflite"
     bad.write_bytes(_int8_without_the_check(collapsing / "untrained.keras", np.load(collapsing / "calib.npy")))
-    code = cli("parity", bad, bad, "--data", collapsing / "calib.npy")
+    code = cli("parity", bad, bad, "--data", collapsing / "calib.npy", "--per-layer", "-o", tmp_path / "layers")
     err = capsys.readouterr().err
     assert code == 3, err
     assert "LiteRT tensor allocation (reference kernels)" in err and "crashed inside native code (SIGABRT" in err

@@ -15,10 +15,12 @@ A tensor renamed by the quantizer (onnxruntime's last op: ``output_QuantizeLinea
 (``match = "node"``), the rest by op-type order (``"order"``). Model inputs pair by position and are compared with
 the float sample, so the first op is not blamed for the input's own rounding.
 
-The rows describe the QDQ model as written (the ONNX semantics). onnxruntime's optimizer may compute something else:
-the model outputs are also run in the session `edgekit parity` uses (OnnxRunner, optimizations on), and
-``meta["optimized_runtime"]`` / ``meta["notes"]`` say when the two output SQNRs differ by more than 1 dB (measured:
-onnxruntime 1.32's WeightBiasQuantization pass quantizes the float weights of a Conv kept in float by --keep-float).
+The rows describe the QDQ model as written (the ONNX semantics, which `edgekit parity` also uses: OnnxRunner's
+default kernels='reference'). onnxruntime's optimizer may compute something else: the model outputs are also run in
+the optimized session a deployment uses (OnnxRunner kernels='optimized'), and ``meta["optimized_runtime"]`` /
+``meta["notes"]`` say when the two output SQNRs differ by more than 1 dB (known causes: the fused int8 kernels of x86
+AVX2 hosts without VNNI saturate int16 sums; onnxruntime 1.32's WeightBiasQuantization pass, which the optimized session
+turns off, quantizes the float weights of a Conv kept in float by --keep-float).
 """
 from __future__ import annotations
 
@@ -227,7 +229,7 @@ class OnnxTrace(Trace):
         self.ref, self.cand = ref, cand
         self.rows = match_nodes(ref, cand)
         self._sessions = None
-        self._optimized = None     # OnnxRunner: the candidate as `edgekit parity` runs it (optimizations on)
+        self._optimized = None     # OnnxRunner: the candidate as a deployment runs it (optimizations on)
         self._output_acc: Dict[str, Tuple[object, object]] = {}
         per_axis = [r.tensor for r in self.rows if (q := cand.rounding(r.tensor)) is not None and q.grid is None]
         if per_axis:
@@ -282,7 +284,7 @@ class OnnxTrace(Trace):
                      [o.name for o in self.cand.outputs]
         from edgekit.parity.runners import OnnxRunner
 
-        self._optimized = OnnxRunner(self.cand.path)  # the session `edgekit parity` runs
+        self._optimized = OnnxRunner(self.cand.path, kernels="optimized")  # the session a deployment runs
         return _session(ort, self.ref, ref_names), _session(ort, self.cand, cand_names)
 
     def run(self, sample: Sample) -> Dict[Hashable, Tuple[np.ndarray, np.ndarray]]:
@@ -326,11 +328,12 @@ class OnnxTrace(Trace):
             checks[name] = {"sqnr_db_as_written": as_written, "sqnr_db_optimized": as_run}
             if abs(min(as_written, SQNR_CAP_DB) - min(as_run, SQNR_CAP_DB)) > OPTIMIZER_DIFF_DB:
                 notes.append(
-                    f"output {name!r}: {as_written:.1f} dB SQNR for the QDQ model as written (what the rows describe) but "
-                    f"{as_run:.1f} dB in the onnxruntime session `edgekit parity` runs (graph optimizations on): the "
-                    "optimizer changed the computation (one known cause, onnxruntime 1.32: its WeightBiasQuantization "
-                    "pass quantizes the float weights of an op kept in float when its input comes from a DequantizeLinear)")
-        return {"optimized_runtime": {"session": "edgekit.parity.runners.OnnxRunner (onnxruntime, default graph optimizations)",
+                    f"output {name!r}: {as_written:.1f} dB SQNR for the QDQ model as written (what the rows and "
+                    f"`edgekit parity` measure) but {as_run:.1f} dB in onnxruntime's optimized session (graph "
+                    "optimizations on, fused int8 kernels: what a deployment runs): the optimizer changed the computation "
+                    "(known cause: on x86 AVX2 hosts without VNNI the fused u8s8 kernels saturate int16 sums)")
+        return {"optimized_runtime": {"session": "edgekit.parity.runners.OnnxRunner(kernels='optimized') (onnxruntime, "
+                                                 "default graph optimizations, WeightBiasQuantization off)",
                                       "outputs": checks}, "notes": notes}
 
 

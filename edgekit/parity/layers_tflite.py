@@ -33,14 +33,12 @@ def _load(model: Union[str, Path, TFLiteModel]) -> TFLiteModel:
 def _debug_interpreter(model: TFLiteModel):
     """BUILTIN_REF kernels (the bit-exact reference) with every intermediate tensor kept."""
     litert = _interpreter_module()
+    options = dict(experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF, experimental_preserve_all_tensors=True)
+    model.guard_reference_kernels(litert, options)
     try:
         with warnings.catch_warnings(), captured_output((2,)):
             warnings.simplefilter("ignore")
-            interp = litert.Interpreter(
-                model_content=model.data, num_threads=1,
-                experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF,
-                experimental_preserve_all_tensors=True,
-            )
+            interp = litert.Interpreter(model_content=model.data, num_threads=1, **options)
             interp.allocate_tensors()
     except (ValueError, RuntimeError) as exc:
         raise InvalidModelError(f"{model.source} cannot be loaded by LiteRT: {first_line(exc, None)}") from None

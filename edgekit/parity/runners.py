@@ -1,6 +1,7 @@
 """Model runners for parity: same float inputs in, float (dequantized) and raw outputs out."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import List, Tuple
 
@@ -11,6 +12,8 @@ from edgekit.errors import InvalidModelError, ToolMissingError, first_line
 from edgekit.provenance import sha256_file, tool_version
 from edgekit.registry import Registry
 from edgekit.tflite_model import TFLiteModel
+
+log = logging.getLogger(__name__)
 
 RUNNERS: Registry = Registry("model runner")
 
@@ -81,23 +84,45 @@ class TFLiteRunner(ModelRunner):
         }
 
 
+ONNX_KERNELS = {
+    "reference": "onnxruntime, graph optimizations off: QDQ reference semantics, independent of the host's int8 "
+                 "instructions (DequantizeLinear -> float op -> QuantizeLinear, as ONNX defines it)",
+    "optimized": "onnxruntime, default graph optimizations (WeightBiasQuantization off): QDQ fused into int8 kernels "
+                 "(QLinearConv / MatMulInteger), what a deployment runs; results depend on the host's int8 instructions",
+}
+
+
 @RUNNERS.register("onnx")
 class OnnxRunner(ModelRunner):
-    """onnxruntime on the CPU; QDQ models are fed float inputs as ONNX defines them."""
+    """onnxruntime on the CPU, one thread; QDQ models are fed float inputs as ONNX defines them.
 
-    def __init__(self, path: Path) -> None:
+    ``kernels='reference'`` (the default, for every accuracy judgement) turns graph optimizations off, so a QDQ model
+    computes DequantizeLinear -> float op -> QuantizeLinear exactly as written: the analogue of LiteRT's BUILTIN_REF.
+    With optimizations on, onnxruntime fuses QDQ into int8 kernels whose x86 AVX2 path without VNNI (vpmaddubsw)
+    saturates int16 intermediate sums, so the measured accuracy would depend on the host CPU.
+    ``kernels='optimized'`` is that deployed session, for latency."""
+
+    def __init__(self, path: Path, *, kernels: str = "reference") -> None:
         try:
             import onnxruntime as ort
         except ImportError:
             raise ToolMissingError("onnxruntime", "pip install onnxruntime==1.32.0 (or run `make install`)") from None
+        if kernels not in ONNX_KERNELS:
+            raise ValueError(f"kernels must be one of {sorted(ONNX_KERNELS)}, not {kernels!r}")
         self.path = Path(path)
+        self.kernels = kernels
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
-        try:
+        extra = {}
+        if kernels == "reference":
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        else:
             # onnxruntime's WeightBiasQuantization pass re-quantizes the float weights of an op kept in float
             # (--keep-float) when its input comes from a DequantizeLinear: it silently undoes mixed precision.
-            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"],
-                                                disabled_optimizers=["WeightBiasQuantization"])
+            extra["disabled_optimizers"] = ["WeightBiasQuantization"]
+            _log_host_note_once()
+        try:
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"], **extra)
         except Exception as exc:
             raise InvalidModelError(f"onnxruntime cannot load {path}: {first_line(exc)}") from None
         self.sha256 = sha256_file(self.path)
@@ -122,7 +147,35 @@ class OnnxRunner(ModelRunner):
         return [np.asarray(o, np.float32) for o in outputs], [np.asarray(o) for o in outputs]
 
     def describe(self) -> dict:
-        return {"path": str(self.path), "sha256": self.sha256, "format": "onnx", "runtime": f"onnxruntime {tool_version('onnxruntime')}"}
+        return {"path": str(self.path), "sha256": self.sha256, "format": "onnx",
+                "runtime": f"onnxruntime {tool_version('onnxruntime')}", "kernels": ONNX_KERNELS[self.kernels]}
+
+
+_HOST_NOTE_LOGGED = False
+
+
+def _log_host_note_once() -> None:
+    global _HOST_NOTE_LOGGED
+    if not _HOST_NOTE_LOGGED:
+        _HOST_NOTE_LOGGED = True
+        note = host_int8_note()
+        if note:
+            log.info("%s (used here for latency only)", note)
+
+
+def host_int8_note(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """A note when this is an x86 host without VNNI (avx512_vnni / avx_vnni), where onnxruntime's optimized u8s8
+    kernels use vpmaddubsw and can saturate int16 sums; None elsewhere or when /proc/cpuinfo is unreadable."""
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:
+        return None
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), None)
+    if flags is None or "avx2" not in flags or {"avx512_vnni", "avx_vnni"} & set(flags):
+        return None
+    return ("x86 host without VNNI (no avx512_vnni / avx_vnni): onnxruntime's optimized int8 kernels use vpmaddubsw, "
+            "whose int16 intermediate sums can saturate; their outputs (and so their accuracy) can differ from the QDQ "
+            "reference semantics edgekit's parity uses")
 
 
 @RUNNERS.register("coreml")

@@ -279,7 +279,9 @@ def test_real_board_profile_builds(tmp_path, mode):
     config = (result.outdir / "model" / "ek_config.h").read_text()
     with open(result.elf, "rb") as f:
         symbols = {s.name for s in ELFFile(f).get_section_by_name(".symtab").iter_symbols()}
-    assert "ek_invoke" in symbols and "ek_init" in symbols
+    # the same runtime and prepared model as the normal firmware: no flatbuffer reader or planner on the device
+    assert "#define EK_PREPARED 1" in config
+    assert "ek_prepared_invoke" in symbols and "ek_prepared_init" in symbols and "ek_init" not in symbols
     if mode == "energy":
         assert app["timestamp_pin"] == "PF13" and app["uart_baud"] == 9600
         assert "#define EK_TS_GPIO_BASE 0x48001400u" in config and "#define EK_TS_GPIO_PIN 13u" in config
