@@ -4,7 +4,7 @@
 One table per model and target. NPU columns are Vela 5.2's performance model (estimated: cycles, time at the NPU
 clock of the system config, MAC utilization, SRAM) for ethos-u55-128, ethos-u55-256 and ethos-u65-256 with Vela's
 default system config / memory mode of each. CPU columns are edgekit's own firmware on QEMU: instructions per
-inference MEASURED with the QEMU instruction-count plugin (tests/benchmarks/bench_firmware_mlperf.py's bench_one,
+inference MEASURED with the QEMU instruction-count plugin (tests/benchmarks/bench_firmware_mlperf.py's bench_device,
 imported, not copied), and the CPU time ESTIMATED from the board profile's cycle model (instructions x
 cycles_per_instruction / clock_hz; the CPI is an assumption, see devices/SOURCES.md).
 
@@ -34,7 +34,11 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _figures import FigureLog, bench_options  # noqa: E402
-from tests.benchmarks.bench_firmware_mlperf import MODELS, bench_one, mlperf_dir  # noqa: E402
+from tests.benchmarks.bench_firmware_mlperf import DEFAULT_MODE, bench_device, mlperf_dir, tflm_figures  # noqa: E402
+from tests.benchmarks.bench_firmware_mlperf import MODELS as FIRMWARE_MODELS  # noqa: E402
+
+# the committed MLPerf Tiny files (Vela compiles files; the VWW-style model of the firmware benchmark is built)
+MODELS = {name: file for name, file in FIRMWARE_MODELS.items() if file}
 
 NPU_TARGETS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
 
@@ -75,20 +79,21 @@ def cpu_rows(folder: Path, boards: list, cpu_json: Path | None, models=None) -> 
                 continue
             print(f"measuring {name} on {board} (QEMU) ...", file=sys.stderr, flush=True)
             started = time.monotonic()
-            r = bench_one(name, folder / file, board, samples=1)
-            rows.append(_cpu_row(name, board, r["instructions_per_inference"], profile, cpi,
-                                 f"measured here: QEMU {board} + ekcount plugin ({time.monotonic() - started:.0f} s)",
-                                 r["arena_bytes"]))
+            data = (folder / file).read_bytes()
+            r = bench_device(name, data, board, DEFAULT_MODE, samples=1, tflm=tflm_figures(name, data))
+            rows.append(_cpu_row(name, board, r["instructions"], profile, cpi,
+                                 f"measured here: QEMU {board} + ekcount plugin, --optimize {DEFAULT_MODE} "
+                                 f"({time.monotonic() - started:.0f} s)", r["ram"]["arena"]))
     if cpu_json is not None and cpu_json.is_file():
         data = json.loads(cpu_json.read_text())
         for r in data.get("rows", []):
-            if r["board"] in boards:
+            if r["board"] in boards or r.get("mode") != DEFAULT_MODE or r.get("instructions") is None:
                 continue
             profile = load_board(r["board"])
-            rows.append(_cpu_row(r["model"], r["board"], r["instructions_per_inference"], profile,
+            rows.append(_cpu_row(r["model"], r["board"], r["instructions"], profile,
                                  profile.cycle_model["cycles_per_instruction"],
-                                 f"measured earlier: {cpu_json.name} ({data.get('signature', {}).get('created', '?')})",
-                                 r.get("arena_bytes")))
+                                 f"measured earlier: {cpu_json.name} (--optimize {DEFAULT_MODE})",
+                                 (r.get("ram") or {}).get("arena")))
     return rows
 
 
