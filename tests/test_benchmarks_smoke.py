@@ -15,8 +15,7 @@ SMOKE_TIMEOUT_S = 300
 @pytest.mark.slow
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_benchmark_smoke_mode_runs_and_records_figures(name, tmp_path):
-    if not takes(name, "--smoke"):
-        pytest.skip("smoke mode comes with issue 12 branch")
+    assert takes(name, "--smoke"), f"{name} has no --smoke mode: every benchmark needs one (tests/benchmarks/_figures.py)"
     figures = tmp_path / "figures.json"
     cmd = [sys.executable, str(script(name)), "--smoke"]
     with_figures = takes(name, "--figures")
