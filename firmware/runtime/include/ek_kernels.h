@@ -126,6 +126,11 @@ typedef struct ek_context {
   int32_t optimize;           /* EK_OPTIMIZE_*: which kernel variants prepare picks where RAM and speed trade */
   int32_t plan_mve;           /* overlaps are planned for a Helium (MVE) device build (its kernels read some windows
                                  in place), also when planned on the host */
+  /* Row-streamed groups (ek_stream_group.c): while row_end > 0, an op computes only output rows [row_begin, row_end)
+     (kernels with a row contract: CONV_2D, ADD without broadcasting), and with `frozen` ek_input/ek_output return
+     the prepared slots as the group runner filled them (tensor views whose data point at row windows). */
+  int32_t row_begin, row_end;
+  int32_t frozen;
   /* error reporting: first failure wins */
   ek_status status;
   int32_t error_op;           /* op index or -1 */
@@ -158,11 +163,13 @@ ek_status ek_fail(ek_context *ctx, const ek_op *op, ek_status status, const char
 ek_tensor *ek_prepared_tensor(const ek_context *ctx, int32_t index, int32_t slot);
 static inline ek_tensor *ek_input(ek_context *ctx, const ek_op *op, int i) {
   if (i >= op->num_inputs || op->inputs[i] < 0) return (ek_tensor *)0;
-  return ctx->tensors ? &ctx->tensors[op->inputs[i]] : ek_prepared_tensor(ctx, op->inputs[i], i);
+  if (ctx->tensors) return &ctx->tensors[op->inputs[i]];
+  return ctx->frozen ? &ctx->slots[i] : ek_prepared_tensor(ctx, op->inputs[i], i);
 }
 static inline ek_tensor *ek_output(ek_context *ctx, const ek_op *op, int i) {
   if (i >= op->num_outputs || op->outputs[i] < 0) return (ek_tensor *)0;
-  return ctx->tensors ? &ctx->tensors[op->outputs[i]] : ek_prepared_tensor(ctx, op->outputs[i], ctx->out_slot + i);
+  if (ctx->tensors) return &ctx->tensors[op->outputs[i]];
+  return ctx->frozen ? &ctx->slots[ctx->out_slot + i] : ek_prepared_tensor(ctx, op->outputs[i], ctx->out_slot + i);
 }
 int32_t ek_num_elements(const ek_tensor *t);   /* product of dims (0 if any dim is 0), saturating */
 int ek_same_shape(const ek_tensor *a, const ek_tensor *b);

@@ -99,6 +99,12 @@ typedef struct ek_runtime {
   ek_op_hook hook;
   void *hook_user;
   int32_t ready;                /* 1 after a successful ek_init */
+  /* Host, after ek_plan_overlapped planned row-streamed groups (ek_stream_group.c): per op, stream_group[i] > 0 for
+     a group's first op (1 + that many ops), -1 for its later ops, 0 otherwise; stream_info[i] is the first op's
+     scratch region bytes, the k-th later op's the window rows of op k-1's output. Both point into the planner's work memory (keep it
+     until ek_export_prepared). Such a runtime only exports: ek_invoke refuses it. */
+  int32_t *stream_group, *stream_info;
+  int32_t num_stream_groups;
   char message_buf[96];         /* holds composed messages (e.g. naming an unsupported op) */
 } ek_runtime;
 

@@ -261,6 +261,9 @@ ek_status ek_invoke(ek_runtime *rt) {
     return rt->ctx.status != EK_OK ? rt->ctx.status
                                    : ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_INTERNAL, "runtime not initialised");
   }
+  if (rt->num_stream_groups > 0)
+    return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_INTERNAL,
+                   "planned with row-streamed groups: run its prepared model (ek_export_prepared)");
   for (int32_t i = 0; i < rt->num_ops; ++i) {
     ek_op *op = &rt->ops[i];
     if (rt->hook) rt->hook(rt->hook_user, i, op->opcode, 0);

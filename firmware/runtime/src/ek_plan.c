@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ek_internal.h"
+#include "ek_stream_group.h"
 
 typedef struct pbuf {
   int32_t id;     /* tensor index, or num_tensors + op index for scratch */
@@ -408,10 +409,15 @@ ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len) {
 
 /* ---- overlapped plan (host, after prepare) --------------------------------------------------------- */
 
+/* Group limits tried (ops per row-streamed group; 0 = none): the smallest arena wins, ties to the earlier. */
+static const int32_t group_limits[] = {0, 3, 4, 5, 6, 8, EKS_MAX_OPS};
+#define NUM_GROUP_LIMITS ((int32_t)(sizeof group_limits / sizeof group_limits[0]))
+
 size_t ek_plan_overlapped_work_bytes(const ek_runtime *rt) {
   const size_t cap = (size_t)num_buffers(rt);
   return ek_plan_work_bytes((int32_t)cap) + 2u * cap * sizeof(pbounds) + cap * sizeof(int32_t) +
-         (size_t)rt->num_ops * EK_MAX_OP_INPUTS * sizeof(ppair) + (size_t)rt->ctx.num_tensors * sizeof(int32_t) + 16u;
+         (size_t)rt->num_ops * EK_MAX_OP_INPUTS * sizeof(ppair) + (size_t)rt->ctx.num_tensors * sizeof(int32_t) +
+         2u * (size_t)rt->num_ops * sizeof(int32_t) + 16u;
 }
 
 static int32_t floor_align(int32_t v) {
@@ -419,36 +425,151 @@ static int32_t floor_align(int32_t v) {
   return v >= 0 ? v - v % a : -(((-v) + a - 1) / a * a);
 }
 
-ek_status ek_plan_overlapped(ek_runtime *rt, void *work, size_t work_len, ek_overlap_info *info, int32_t max_info) {
-  if (!rt || !rt->ready || !rt->tensor_plan || !rt->scratch_plan)
-    return EK_ERR_INTERNAL;
-  if (work_len < ek_plan_overlapped_work_bytes(rt))
-    return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_INTERNAL, "planner work memory too small");
-  const int32_t cap = num_buffers(rt), T = rt->ctx.num_tensors;
-  pbuf *bufs = (pbuf *)work;
-  int32_t *order = (int32_t *)(void *)(bufs + cap);
-  int32_t *placed = order + cap;
-  pbounds *iv = (pbounds *)(void *)(((uintptr_t)(placed + cap) + 7u) & ~(uintptr_t)7u);
-  ppair *pairs = (ppair *)(void *)(iv + 2 * cap);
-  int32_t *buf_of = (int32_t *)(void *)(pairs + (size_t)rt->num_ops * EK_MAX_OP_INPUTS);
-  int32_t *best_order = buf_of + T;
-  const int32_t n = collect(rt, bufs);
+static int host_facts(const void *user, int32_t index, eks_tensor_facts *out) {
+  const ek_runtime *rt = (const ek_runtime *)user;
+  if (index < 0 || index >= rt->ctx.num_tensors) return 0;
+  const ek_tensor *t = &rt->ctx.tensors[index];
+  out->dims = t->dims;
+  out->ndim = t->ndim;
+  out->type = t->type;
+  out->is_constant = t->is_constant;
+  out->bytes = t->bytes;
+  return 1;
+}
+
+/* ops [s, s + n) as a group: 0 and its graph, needs and input X; -1 if they cannot stream (after collect()). */
+static int group_at(const ek_runtime *rt, int32_t s, int32_t n, eks_graph *g, eks_needs *needs, int32_t *x) {
+  int32_t opcodes[EKS_MAX_OPS], nin[EKS_MAX_OPS], outs[EKS_MAX_OPS];
+  const int32_t *ins[EKS_MAX_OPS];
+  const ek_op_params *params[EKS_MAX_OPS];
+  if (n > EKS_MAX_OPS) return -1;
+  for (int32_t k = 0; k < n; ++k) {
+    const ek_op *op = &rt->ops[s + k];
+    if (op->num_outputs != 1) return -1;
+    opcodes[k] = op->opcode;
+    nin[k] = op->num_inputs;
+    ins[k] = op->inputs;
+    outs[k] = op->outputs[0];
+    params[k] = &op->params;
+  }
+  if (eks_build(g, n, opcodes, ins, nin, outs, params, host_facts, rt, x) != 0) return -1;
+  const ek_plan_entry *tp = rt->tensor_plan;
+  for (int32_t k = 0; k + 1 < n; ++k) { /* intermediates: read only inside the group, not aliased, not graph outputs */
+    const int32_t t = outs[k];
+    if (tp[t].alias_of >= 0 || tp[t].last_op > s + n - 1 || tp[t].last_op >= rt->num_ops) return -1;
+    for (int32_t u = 0; u < rt->ctx.num_tensors; ++u)
+      if (tp[u].alias_of == t) return -1;
+  }
+  return eks_simulate(g, needs);
+}
+
+/* Chooses groups of at most `limit` ops, greedily longest first from the start; fills the stream plan; returns the
+   number of groups. */
+static int32_t choose_groups(ek_runtime *rt, int32_t limit, int32_t *group, int32_t *info) {
+  const int32_t N = rt->num_ops;
+  int32_t count = 0;
+  for (int32_t i = 0; i < N; ++i) group[i] = info[i] = 0;
+  if (limit < 2 || rt->ctx.optimize == EK_OPTIMIZE_SPEED) return 0;
+  for (int32_t i = 0; i + 1 < N;) {
+    int32_t taken = 0;
+    for (int32_t n = (N - i < limit ? N - i : limit); n >= 2 && !taken; --n) {
+      eks_graph g;
+      eks_needs needs;
+      int32_t x = -1;
+      if (group_at(rt, i, n, &g, &needs, &x) != 0) continue;
+      int32_t kernel_scratch = 0;
+      for (int32_t k = 0; k < n; ++k)
+        if (rt->scratch_plan[i + k].bytes > kernel_scratch) kernel_scratch = rt->scratch_plan[i + k].bytes;
+      group[i] = n - 1;
+      info[i] = needs.window_bytes + ((kernel_scratch + (EK_ARENA_ALIGN - 1)) & ~(EK_ARENA_ALIGN - 1));
+      for (int32_t k = 1; k < n; ++k) {
+        group[i + k] = -1;
+        info[i + k] = needs.window_rows[k]; /* rows of the window of op k-1's output */
+      }
+      taken = n;
+    }
+    if (taken) ++count;
+    i += taken ? taken : 1;
+  }
+  return count;
+}
+
+static int32_t root_of(const ek_runtime *rt, int32_t t) {
+  return rt->tensor_plan[t].alias_of >= 0 ? rt->tensor_plan[t].alias_of : t;
+}
+
+/* Buffers, pairs and placement for one choice of groups (group[] all 0: none). Returns the status; the plan is
+   in rt->tensor_plan / scratch_plan and rt->arena_required. */
+static ek_status plan_with_groups(ek_runtime *rt, pbuf *bufs, int32_t *order, int32_t *placed, pbounds *iv, ppair *pairs,
+                                  int32_t *buf_of, int32_t *best_order, const int32_t *group, const int32_t *info,
+                                  ek_overlap_info *out_info, int32_t max_info) {
+  const int32_t T = rt->ctx.num_tensors, N = rt->num_ops;
+  int32_t n = collect(rt, bufs);
   if (n < 0) return rt->ctx.status;
   for (int32_t t = 0; t < T; ++t) buf_of[t] = -1;
   for (int32_t k = 0; k < n; ++k)
     if (bufs[k].id < T) buf_of[bufs[k].id] = k;
   int32_t npairs = 0;
-  for (int32_t i = 0; i < rt->num_ops; ++i) {
+  /* groups: intermediates leave the arena, X lives and Z exists through the whole group, the first op's scratch
+     becomes the group's region (windows + kernel scratch) and the others' scratch goes */
+  for (int32_t s = 0; s < N; ++s) {
+    if (group[s] <= 0) continue;
+    const int32_t e = s + group[s];
+    eks_graph g;
+    eks_needs needs;
+    int32_t x = -1;
+    if (group_at(rt, s, e - s + 1, &g, &needs, &x) != 0) return ek_fail(&rt->ctx, &rt->ops[s], EK_ERR_INTERNAL, "row-streamed group changed");
+    for (int32_t k = s; k < e; ++k) {
+      const int32_t b = buf_of[rt->ops[k].outputs[0]];
+      if (b >= 0) bufs[b].size = 0;
+    }
+    for (int32_t k = s; k <= e; ++k)
+      for (int32_t j = 0; j < n; ++j)
+        if (bufs[j].id == T + k) bufs[j].size = 0;
+    /* the region takes the first intermediate's buffer slot (never referenced by a pair: it dies in the group) */
+    const int32_t slot = buf_of[rt->ops[s].outputs[0]];
+    if (slot < 0) return ek_fail(&rt->ctx, &rt->ops[s], EK_ERR_INTERNAL, "row-streamed group without intermediate");
+    bufs[slot].id = T + s;
+    bufs[slot].size = (info[s] + (EK_ARENA_ALIGN - 1)) & ~(EK_ARENA_ALIGN - 1);
+    bufs[slot].first = s;
+    bufs[slot].last = e;
+    const int32_t xr = root_of(rt, x), z = root_of(rt, rt->ops[e].outputs[0]);
+    const int dies = rt->tensor_plan[xr].last_op <= e; /* before extending */
+    if (buf_of[xr] >= 0 && bufs[buf_of[xr]].last < e) bufs[buf_of[xr]].last = e;
+    if (buf_of[z] >= 0 && bufs[buf_of[z]].first > s) bufs[buf_of[z]].first = s;
+    /* Z over X as far as the schedule has read X (and elementwise in place when the last op, an ADD, reads X) */
+    const eks_node *last = &g.node[g.nops - 1];
+    const int last_reads_x = last->in[0] == 0 || (last->nin > 1 && last->in[1] == 0);
+    if (dies && buf_of[xr] >= 0 && buf_of[z] >= 0 && (!last_reads_x || last->opcode == EK_OP_ADD)) {
+      int64_t d = needs.d_max;
+      if (last_reads_x && d > 0) d = 0;
+      if (d > INT32_MAX / 2) d = INT32_MAX / 2;
+      if (d > -(int64_t)INT32_MAX / 2) {
+        pairs[npairs].out = buf_of[z];
+        pairs[npairs].in = buf_of[xr];
+        pairs[npairs].exact = 0;
+        pairs[npairs].d_max = floor_align((int32_t)d);
+        if (out_info && npairs < max_info) {
+          out_info[npairs].op = e;
+          out_info[npairs].input = -1 - s; /* a group's output over its input: -1 - first op */
+          out_info[npairs].d_max = pairs[npairs].d_max;
+          out_info[npairs].exact = 0;
+        }
+        ++npairs;
+      }
+    }
+  }
+  for (int32_t i = 0; i < N; ++i) {
     const ek_op *op = &rt->ops[i];
     const ek_kernel *kern = rt->kernels[i];
+    if (group[i] != 0) continue;
     if (!kern->overlap || op->num_outputs != 1 || op->outputs[0] < 0 || op->opcode == EK_OP_RESHAPE) continue;
-    const int32_t out_t = op->outputs[0];
-    const int32_t out_root = rt->tensor_plan[out_t].alias_of >= 0 ? rt->tensor_plan[out_t].alias_of : out_t;
+    const int32_t out_root = root_of(rt, op->outputs[0]);
     if (buf_of[out_root] < 0) continue;
     for (int32_t k = 0; k < op->num_inputs; ++k) {
       const int32_t t = op->inputs[k];
       if (t < 0 || rt->ctx.tensors[t].is_constant) continue;
-      const int32_t root = rt->tensor_plan[t].alias_of >= 0 ? rt->tensor_plan[t].alias_of : t;
+      const int32_t root = root_of(rt, t);
       if (root == out_root || buf_of[root] < 0 || rt->tensor_plan[root].last_op != i) continue; /* must die here */
       int32_t d_max = 0;
       const int kind = kern->overlap(&rt->ctx, op, k, &d_max);
@@ -457,30 +578,90 @@ ek_status ek_plan_overlapped(ek_runtime *rt, void *work, size_t work_len, ek_ove
       pairs[npairs].in = buf_of[root];
       pairs[npairs].exact = kind == EK_OVERLAP_EXACT;
       pairs[npairs].d_max = kind == EK_OVERLAP_EXACT ? 0 : floor_align(d_max);
-      if (info && npairs < max_info) {
-        info[npairs].op = i;
-        info[npairs].input = k;
-        info[npairs].d_max = pairs[npairs].d_max;
-        info[npairs].exact = pairs[npairs].exact;
+      if (out_info && npairs < max_info) {
+        out_info[npairs].op = i;
+        out_info[npairs].input = k;
+        out_info[npairs].d_max = pairs[npairs].d_max;
+        out_info[npairs].exact = pairs[npairs].exact;
       }
       ++npairs;
     }
   }
-  if (info && npairs < max_info) info[npairs].op = -1;
+  if (out_info && npairs < max_info) out_info[npairs].op = -1;
+  /* drop the buffers that left the arena, keeping buf indices of pairs valid */
+  int32_t m = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    if (bufs[k].size == 0) continue;
+    for (int32_t q = 0; q < npairs; ++q) {
+      if (pairs[q].out == k) pairs[q].out = m;
+      if (pairs[q].in == k) pairs[q].in = m;
+    }
+    bufs[m++] = bufs[k];
+  }
+  return place(rt, bufs, m, order, placed, pairs, npairs, iv, best_order);
+}
+
+ek_status ek_plan_overlapped(ek_runtime *rt, void *work, size_t work_len, ek_overlap_info *info, int32_t max_info) {
+  if (!rt || !rt->ready || !rt->tensor_plan || !rt->scratch_plan)
+    return EK_ERR_INTERNAL;
+  if (work_len < ek_plan_overlapped_work_bytes(rt))
+    return ek_fail(&rt->ctx, (const ek_op *)0, EK_ERR_INTERNAL, "planner work memory too small");
+  const int32_t cap = num_buffers(rt), T = rt->ctx.num_tensors, N = rt->num_ops;
+  pbuf *bufs = (pbuf *)work;
+  int32_t *order = (int32_t *)(void *)(bufs + cap);
+  int32_t *placed = order + cap;
+  pbounds *iv = (pbounds *)(void *)(((uintptr_t)(placed + cap) + 7u) & ~(uintptr_t)7u);
+  ppair *pairs = (ppair *)(void *)(iv + 2 * cap);
+  int32_t *buf_of = (int32_t *)(void *)(pairs + (size_t)N * EK_MAX_OP_INPUTS);
+  int32_t *best_order = buf_of + T;
+  int32_t *group = best_order + cap, *ginfo = group + N; /* the stream plan (kept for ek_export_prepared) */
   const size_t before = rt->arena_required;
-  ek_status st = place(rt, bufs, n, order, placed, pairs, npairs, iv, best_order);
+  rt->stream_group = (int32_t *)0;
+  rt->stream_info = (int32_t *)0;
+  rt->num_stream_groups = 0;
+  /* the smallest arena over the group limits (0: no groups) */
+  size_t best = (size_t)-1;
+  int32_t best_limit = 0, last_limit = -1;
+  for (int32_t l = 0; l < NUM_GROUP_LIMITS; ++l) {
+    const int32_t count = choose_groups(rt, group_limits[l], group, ginfo);
+    if (l > 0 && count == 0) continue;
+    const ek_status st = plan_with_groups(rt, bufs, order, placed, iv, pairs, buf_of, best_order, group, ginfo, info, max_info);
+    if (st != EK_OK) return st;
+    last_limit = group_limits[l];
+    if (rt->arena_required < best) {
+      best = rt->arena_required;
+      best_limit = group_limits[l];
+    }
+  }
+  const int32_t count = choose_groups(rt, best_limit, group, ginfo);
+  ek_status st = EK_OK;
+  if (last_limit != best_limit)
+    st = plan_with_groups(rt, bufs, order, placed, iv, pairs, buf_of, best_order, group, ginfo, info, max_info);
   if (st == EK_OK && rt->arena_required > before) { /* never worse than the plain plan */
-    (void)collect(rt, bufs);
+    for (int32_t i = 0; i < N; ++i) group[i] = ginfo[i] = 0;
+    const int32_t n = collect(rt, bufs);
+    if (n < 0) return rt->ctx.status;
     st = place(rt, bufs, n, order, placed, pairs, 0, iv, (int32_t *)0);
     if (info && max_info > 0) info[0].op = -1;
+  } else if (count > 0) {
+    rt->stream_group = group;
+    rt->stream_info = ginfo;
+    rt->num_stream_groups = count;
   }
   if (st != EK_OK) return st;
-  /* rebind: activations and scratch at the new offsets (prepare's results do not depend on them) */
+  /* rebind: activations and scratch at the new offsets (prepare's results do not depend on them); a group's
+     intermediates have no arena memory (their rows live in the group's windows) */
   for (int32_t t = 0; t < T; ++t) {
     ek_tensor *x = &rt->ctx.tensors[t];
     if (!x->is_constant && rt->tensor_plan[t].offset >= 0) x->data = rt->arena + rt->tensor_plan[t].offset;
   }
-  for (int32_t i = 0; i < rt->num_ops; ++i)
-    rt->ops[i].scratch = rt->scratch_plan[i].bytes > 0 ? (void *)(rt->arena + rt->scratch_plan[i].offset) : (void *)0;
+  for (int32_t i = 0; i < N; ++i) {
+    const int32_t bytes = group[i] > 0 ? ginfo[i] : group[i] < 0 ? 0 : rt->scratch_plan[i].bytes;
+    rt->scratch_plan[i].bytes = bytes; /* a group's region on its first op (what the plan reports) */
+    if (group[i] < 0) rt->scratch_plan[i].offset = -1;
+    rt->ops[i].scratch = bytes > 0 ? (void *)(rt->arena + rt->scratch_plan[i].offset) : (void *)0;
+    if (group[i] < 0 && i + 1 < N && group[i + 1] < 0) rt->ctx.tensors[rt->ops[i].outputs[0]].data = (void *)0;
+    if (group[i] > 0) rt->ctx.tensors[rt->ops[i].outputs[0]].data = (void *)0;
+  }
   return EK_OK;
 }

@@ -16,9 +16,10 @@
 #include <string.h>
 
 #include "ek_internal.h"
+#include "ek_stream_group.h"
 
 #define EKP_MAGIC 0x4D504B45u /* "EKPM" */
-#define EKP_VERSION 1u
+#define EKP_VERSION 2u /* 2: row-streamed groups (ekp_op.group) */
 enum {
   H_MAGIC, H_VERSION, H_TOTAL, H_CHECKSUM, H_MODEL_LEN, H_MODEL_SUM, H_ARENA, H_TENSORS, H_OPS, H_INPUTS, H_OUTPUTS,
   H_TENSORS_OFF, H_OPS_OFF, H_IO_OFF, H_DATA_OFF, H_DATA_LEN, H_MAX_OP_INPUTS, H_PARAMS_SIZE, H_TENSOR_REC, H_OP_REC,
@@ -37,7 +38,9 @@ typedef struct ekp_op {
   ek_op_params params;
   int32_t user_off, user_len;       /* per-op kernel data in the blob (user_len 0: none) */
   int32_t scratch_off, scratch_len; /* in the arena (scratch_len 0: none) */
-  int32_t reserved;
+  int32_t group; /* 0: a plain op. > 0: the first op of a row-streamed group of 1 + `group` ops (its scratch is the
+                    group's region: windows, then the kernels' scratch). -1: the k-th later op of a group, run by the
+                    first; its scratch_off holds the window rows of the group's k-th intermediate (op k-1's output). */
 } ekp_op;
 
 typedef char ekp_tensor_size_check[sizeof(ekp_tensor) == 64 ? 1 : -1];
@@ -102,6 +105,75 @@ static ek_status check_tensor(ek_prepared *p, const ekp_tensor *r, size_t model_
     return bad(p, "prepared model: scales outside the model");
   if (r->zero_points_off != -1 && !in_range(r->zero_points_off, (int64_t)r->num_scales * 8, (int64_t)model_len, 8))
     return bad(p, "prepared model: zero points outside the model");
+  return EK_OK;
+}
+
+/* ---- row-streamed groups (ek_stream_group.c) ------------------------------------------------------------- */
+
+typedef struct group_view { /* what eks_build reads: the blob's records */
+  const ekp_tensor *tensors;
+  int32_t num_tensors;
+} group_view;
+
+static int record_facts(const void *user, int32_t index, eks_tensor_facts *out) {
+  const group_view *v = (const group_view *)user;
+  if (index < 0 || index >= v->num_tensors) return 0;
+  const ekp_tensor *r = &v->tensors[index];
+  out->dims = r->dims;
+  out->ndim = r->ndim;
+  out->type = r->type;
+  out->is_constant = r->is_constant;
+  out->bytes = r->bytes;
+  return 1;
+}
+
+/* The group starting at ops[first] as an eks_graph (0, or -1 if its records do not describe a streamable group). */
+static int group_graph(const uint8_t *b, const ekp_op *ops, int32_t first, const group_view *v, eks_graph *g,
+                       int32_t *x_tensor) {
+  const int32_t n = 1 + ops[first].group;
+  if (n > EKS_MAX_OPS) return -1;
+  int32_t opcodes[EKS_MAX_OPS], nin[EKS_MAX_OPS], outs[EKS_MAX_OPS];
+  const int32_t *ins[EKS_MAX_OPS];
+  const ek_op_params *params[EKS_MAX_OPS];
+  for (int32_t k = 0; k < n; ++k) {
+    const ekp_op *r = &ops[first + k];
+    opcodes[k] = r->opcode;
+    nin[k] = r->num_inputs;
+    ins[k] = (const int32_t *)(const void *)(b + r->inputs_off);
+    outs[k] = *(const int32_t *)(const void *)(b + r->outputs_off);
+    params[k] = &r->params;
+  }
+  return eks_build(g, n, opcodes, ins, nin, outs, params, record_facts, v, x_tensor);
+}
+
+/* Checks every group: members follow their first op, the schedule streams, the stored windows hold what it needs
+   and fit the first op's scratch region with the kernels' scratch after them. */
+static ek_status check_groups(ek_prepared *p, const uint8_t *b, const ekp_op *ops, uint32_t N, const group_view *v) {
+  for (uint32_t i = 0; i < N; ++i) {
+    const ekp_op *r = &ops[i];
+    if (r->group == 0) continue;
+    if (r->group < 0 || (uint32_t)r->group >= N - i || r->group + 1 > EKS_MAX_OPS)
+      return bad(p, "prepared model: bad row-streamed group");
+    eks_graph g;
+    eks_needs needs;
+    int32_t x = -1;
+    if (group_graph(b, ops, (int32_t)i, v, &g, &x) != 0 || eks_simulate(&g, &needs) != 0)
+      return bad(p, "prepared model: a row-streamed group cannot stream");
+    int64_t windows = 0;
+    for (int32_t k = 1; k <= r->group; ++k) {
+      const ekp_op *m = &ops[i + (uint32_t)k];
+      if (m->group != -1 || m->scratch_len != 0) return bad(p, "prepared model: bad row-streamed group member");
+      const int32_t rows = m->scratch_off;
+      if (rows < needs.window_rows[k] || rows > g.rows[k])
+        return bad(p, "prepared model: row-streamed window too small");
+      windows += ((int64_t)rows * g.row_bytes[k] + 15) & ~(int64_t)15;
+    }
+    if (windows > r->scratch_len) return bad(p, "prepared model: row-streamed windows exceed the group's scratch");
+    const int32_t z = *(const int32_t *)(const void *)(b + ops[i + (uint32_t)r->group].outputs_off);
+    if (v->tensors[x].where != EKP_WHERE_ARENA || v->tensors[z].where != EKP_WHERE_ARENA)
+      return bad(p, "prepared model: a row-streamed group's input or output is not in the arena");
+    i += (uint32_t)r->group;
+  }
   return EK_OK;
 }
 
@@ -187,7 +259,12 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
     if ((r->scratch_len != 0 && (!in_range(r->scratch_off, r->scratch_len, (int64_t)arena_bytes, EK_ARENA_ALIGN))) ||
         r->scratch_len < 0)
       return bad(p, "prepared model: operator scratch outside the arena");
+    if (r->group == -1 && (i == 0 || ops[i - 1].group == 0))
+      return bad(p, "prepared model: row-streamed group member without its group");
   }
+  const group_view view = {tr, (int32_t)T};
+  const ek_status gst = check_groups(p, b, ops, N, &view);
+  if (gst != EK_OK) return gst;
 
   uint8_t *s = (uint8_t *)(((uintptr_t)state + (EK_STATE_ALIGN - 1)) & ~(uintptr_t)(EK_STATE_ALIGN - 1));
   p->ctx.slots = (ek_tensor *)(void *)s;
@@ -209,6 +286,80 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
   return EK_OK;
 }
 
+/* Points p->op at record r (its scratch at `scratch`). */
+static void load_op(ek_prepared *p, const ekp_op *r, void *scratch) {
+  const uint8_t *b = p->blob;
+  ek_op *op = &p->op;
+  op->opcode = r->opcode;
+  op->index = r->index;
+  op->version = r->version;
+  op->num_inputs = r->num_inputs;
+  op->num_outputs = r->num_outputs;
+  op->inputs = (const int32_t *)(const void *)(b + r->inputs_off);
+  op->outputs = (const int32_t *)(const void *)(b + r->outputs_off);
+  op->params = r->params;
+  op->user_data = r->user_len ? (void *)(uintptr_t)(b + r->user_off) : (void *)0;
+  op->scratch = scratch;
+}
+
+typedef struct group_run {
+  ek_prepared *p;
+  const ekp_op *ops; /* the group's records */
+  const eks_graph *g;
+  uint8_t *kernel_scratch;
+} group_run;
+
+/* Address of row 0 of a windowed tensor whose window starts at `win` with row `row0`. Computed as an integer: the
+   kernels only touch rows inside the window (eks_simulate bounds them), never this address itself. */
+static void *window_origin(uint8_t *win, int32_t row0, int32_t row_bytes) {
+  return (void *)((uintptr_t)win - (uintptr_t)row0 * (uintptr_t)row_bytes);
+}
+
+/* eks_run_fn: runs op k of the group for output rows [r0, r1) on tensor views over the windows. */
+static ek_status group_run_op(void *user, int32_t k, int32_t r0, int32_t r1, uint8_t *const *win, const int32_t *row0) {
+  group_run *gr = (group_run *)user;
+  ek_prepared *p = gr->p;
+  ek_context *ctx = &p->ctx;
+  const ekp_op *r = &gr->ops[k];
+  load_op(p, r, gr->kernel_scratch);
+  ek_op *op = &p->op;
+  for (int32_t i = 0; i < op->num_inputs; ++i)
+    if (op->inputs[i] >= 0) (void)ek_prepared_tensor(ctx, op->inputs[i], i);
+  (void)ek_prepared_tensor(ctx, op->outputs[0], ctx->out_slot);
+  const eks_node *n = &gr->g->node[k];
+  for (int32_t i = 0; i < n->nin; ++i) {
+    const int32_t t = n->in[i];
+    if (t > 0) ctx->slots[i].data = window_origin(win[t], row0[t], gr->g->row_bytes[t]);
+  }
+  if (k + 1 < gr->g->nops) ctx->slots[ctx->out_slot].data = window_origin(win[k + 1], row0[k + 1], gr->g->row_bytes[k + 1]);
+  ctx->frozen = 1;
+  ctx->row_begin = r0;
+  ctx->row_end = r1;
+  const ek_status st = ek_find_kernel(r->opcode)->eval(ctx, op);
+  ctx->frozen = 0;
+  ctx->row_begin = 0;
+  ctx->row_end = 0;
+  return st;
+}
+
+/* Runs the group whose first record is ops[0] (validated by check_groups at init). */
+static ek_status run_group(ek_prepared *p, const ekp_op *ops) {
+  const group_view view = {(const ekp_tensor *)(const void *)p->ctx.prep_tensors, p->ctx.num_tensors};
+  eks_graph g;
+  eks_needs needs;
+  int32_t x = -1;
+  if (group_graph(p->blob, ops, 0, &view, &g, &x) != 0) return EK_ERR_INTERNAL;
+  memset(&needs, 0, sizeof needs);
+  int32_t windows = 0;
+  for (int32_t k = 1; k < g.nops; ++k) {
+    needs.window_rows[k] = ops[k].scratch_off;
+    windows += (needs.window_rows[k] * g.row_bytes[k] + 15) & ~15;
+  }
+  uint8_t *region = p->arena + ops[0].scratch_off;
+  group_run gr = {p, ops, &g, region + windows};
+  return eks_execute(&g, &needs, region, group_run_op, &gr);
+}
+
 ek_status ek_prepared_invoke(ek_prepared *p) {
   if (!p) return EK_ERR_INTERNAL;
   if (!p->ready)
@@ -218,17 +369,20 @@ ek_status ek_prepared_invoke(ek_prepared *p) {
   ek_op *op = &p->op;
   for (int32_t i = 0; i < p->num_ops; ++i) {
     const ekp_op *r = &ops[i];
+    if (r->group > 0) { /* the group's ops run together, row by row; the hook sees it as its first op */
+      load_op(p, r, (void *)0);
+      if (p->hook) p->hook(p->hook_user, i, r->opcode, 0);
+      const ek_status st = run_group(p, r);
+      if (p->hook) p->hook(p->hook_user, i, r->opcode, 1);
+      if (st != EK_OK || p->ctx.status != EK_OK) {
+        ek_fail(&p->ctx, op, st != EK_OK ? st : p->ctx.status, "row-streamed group failed");
+        return p->ctx.status;
+      }
+      i += r->group;
+      continue;
+    }
     const ek_kernel *k = ek_find_kernel(r->opcode);
-    op->opcode = r->opcode;
-    op->index = r->index;
-    op->version = r->version;
-    op->num_inputs = r->num_inputs;
-    op->num_outputs = r->num_outputs;
-    op->inputs = (const int32_t *)(const void *)(b + r->inputs_off);
-    op->outputs = (const int32_t *)(const void *)(b + r->outputs_off);
-    op->params = r->params;
-    op->user_data = r->user_len ? (void *)(uintptr_t)(b + r->user_off) : (void *)0;
-    op->scratch = r->scratch_len ? (void *)(p->arena + r->scratch_off) : (void *)0;
+    load_op(p, r, r->scratch_len ? (void *)(p->arena + r->scratch_off) : (void *)0);
     if (p->hook) p->hook(p->hook_user, i, op->opcode, 0);
     const ek_status st = k->eval(&p->ctx, op);
     if (p->hook) p->hook(p->hook_user, i, op->opcode, 1);
@@ -352,9 +506,12 @@ ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len)
     r->user_len = (int32_t)pb;
     if (pb) memcpy(b + at, op->user_data, pb);
     at = up(at + pb, 8);
-    const size_t sb = k->scratch_bytes ? k->scratch_bytes(&rt->ctx, op) : 0;
+    const int32_t grp = rt->stream_group ? rt->stream_group[i] : 0;
+    const size_t sb = grp > 0 ? (size_t)rt->stream_info[i] : grp < 0 ? 0 : k->scratch_bytes ? k->scratch_bytes(&rt->ctx, op) : 0;
     r->scratch_off = op->scratch && sb ? (int32_t)((uint8_t *)op->scratch - rt->arena) : 0;
     r->scratch_len = op->scratch ? (int32_t)sb : 0;
+    r->group = grp;
+    if (grp < 0) r->scratch_off = rt->stream_info[i]; /* window rows of the previous op's output */
   }
   int32_t *io = (int32_t *)(void *)(b + io_off);
   for (int32_t k = 0; k < rt->num_inputs; ++k) io[k] = rt->inputs[k];

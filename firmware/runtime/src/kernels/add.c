@@ -215,6 +215,14 @@ static void add_row(const void *params, const int8_t *a, int32_t a_step, const i
 
 static ek_status add_eval(ek_context *ctx, ek_op *op) {
   const add_params *p = (const add_params *)op->user_data;
+  if (ctx->row_end > 0) { /* a row range of a same-shape ADD (row-streamed group): elementwise over those rows */
+    const ek_tensor *out = ek_output(ctx, op, 0);
+    const int32_t row = out->dims[1] > 0 ? out->bytes / out->dims[1] : 0;
+    const int32_t at = ctx->row_begin * row;
+    add_row(p, (const int8_t *)ek_input(ctx, op, 0)->data + at, 1, (const int8_t *)ek_input(ctx, op, 1)->data + at, 1,
+            (int8_t *)out->data + at, (ctx->row_end - ctx->row_begin) * row);
+    return EK_OK;
+  }
   ek_broadcast_run(&p->plan, p, (const int8_t *)ek_input(ctx, op, 0)->data, (const int8_t *)ek_input(ctx, op, 1)->data,
                    (int8_t *)ek_output(ctx, op, 0)->data, add_row);
   return EK_OK;

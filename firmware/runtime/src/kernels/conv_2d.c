@@ -171,7 +171,7 @@ static inline int32_t conv_requant(const conv_data *d, const ek_conv_channel *ch
 
 /* TFLite's reference loop nest (ConvPerChannel), with wrap-around int32 accumulation. */
 static void conv_reference(const conv_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
-                           const ek_tensor *f, const int32_t *bias, ek_tensor *out) {
+                           const ek_tensor *f, const int32_t *bias, ek_tensor *out, int32_t row0, int32_t row1) {
   const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t oc = f->dims[0], kh = f->dims[1], kw = f->dims[2], fc = f->dims[3];
   const int32_t oh = out->dims[1], ow = out->dims[2];
@@ -179,7 +179,7 @@ static void conv_reference(const conv_data *d, const ek_conv_channel *ch, const 
   const int8_t *x = (const int8_t *)in->data, *wt = (const int8_t *)f->data;
   int8_t *y = (int8_t *)out->data;
   for (int32_t b = 0; b < n; ++b) {
-    for (int32_t oy = 0; oy < oh; ++oy) {
+    for (int32_t oy = row0; oy < row1; ++oy) {
       const int32_t iy0 = oy * p->stride_h - d->pad_h;
       for (int32_t ox = 0; ox < ow; ++ox) {
         const int32_t ix0 = ox * p->stride_w - d->pad_w;
@@ -590,7 +590,7 @@ __asm__(
  * another with SXTB16 ROR 8 (x1,x3 . w1,w3); a trailing partial group is zero-padded. Per group the inner
  * loop reads one weight word and the four columns' 8 words in sequence. Accumulators start at the fold. */
 static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
-                         const ek_tensor *f, ek_tensor *out, uint32_t *block) {
+                         const ek_tensor *f, ek_tensor *out, uint32_t *block, int32_t row0, int32_t row1) {
   const int32_t n = in->dims[0];
   const int32_t oc = f->dims[0], depth = f->dims[1] * f->dims[2] * f->dims[3];
   const int32_t oh = out->dims[1], ow = out->dims[2];
@@ -607,8 +607,8 @@ static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek
   const int16_t *tail_cols = (const int16_t *)(const void *)(block + 8 * full_groups);
   int8_t *y = (int8_t *)out->data;
   for (int32_t b = 0; b < n; ++b) {
-    for (int32_t p0 = 0; p0 < pixels; p0 += CONV_COLUMNS) {
-      const int32_t np = pixels - p0 < CONV_COLUMNS ? pixels - p0 : CONV_COLUMNS;
+    for (int32_t p0 = row0 * ow, end = row1 * ow; p0 < end; p0 += CONV_COLUMNS) {
+      const int32_t np = end - p0 < CONV_COLUMNS ? end - p0 : CONV_COLUMNS;
       conv_im2col_block(d, p, in, f, b, p0, np, ow, block, staging);
       int8_t *yp = y + ((int64_t)b * pixels + p0) * oc;
       int32_t o = 0;
@@ -701,7 +701,8 @@ static const int8_t *conv_column8(const ek_op_params *p, const ek_tensor *in, co
  * dotted with the four int8 columns by VMLADAVA (accumulators start at the fold). Scratch: 4 columns of
  * `depth` bytes (the im2col block of the DSP path is larger). */
 static void conv_blocked_mve(const conv_data *d, const ek_conv_channel *ch, const ek_op_params *p,
-                             const ek_tensor *in, const ek_tensor *f, ek_tensor *out, int8_t *scratch) {
+                             const ek_tensor *in, const ek_tensor *f, ek_tensor *out, int8_t *scratch, int32_t row0,
+                             int32_t row1) {
   const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t oc = f->dims[0], depth = f->dims[1] * f->dims[2] * f->dims[3];
   const int32_t oh = out->dims[1], ow = out->dims[2];
@@ -713,8 +714,8 @@ static void conv_blocked_mve(const conv_data *d, const ek_conv_channel *ch, cons
   int8_t *y = (int8_t *)out->data;
   for (int32_t b = 0; b < n; ++b) {
     const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c;
-    for (int32_t p0 = 0; p0 < pixels; p0 += CONV_COLUMNS) {
-      const int32_t np = pixels - p0 < CONV_COLUMNS ? pixels - p0 : CONV_COLUMNS;
+    for (int32_t p0 = row0 * ow, end = row1 * ow; p0 < end; p0 += CONV_COLUMNS) {
+      const int32_t np = end - p0 < CONV_COLUMNS ? end - p0 : CONV_COLUMNS;
       const int8_t *cols[CONV_COLUMNS];
       int32_t oy = p0 / ow, ox = p0 - oy * ow;
       for (int32_t j = 0; j < CONV_COLUMNS; ++j) {
@@ -768,14 +769,16 @@ static ek_status conv_eval(ek_context *ctx, ek_op *op) {
   const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias = ek_input(ctx, op, 2);
   ek_tensor *out = ek_output(ctx, op, 0);
   const int32_t *bias_data = bias ? (const int32_t *)bias->data : (const int32_t *)0;
+  /* all output rows, or the range a row-streamed group asks for (batch 1 there) */
+  const int32_t row0 = ctx->row_end > 0 ? ctx->row_begin : 0, row1 = ctx->row_end > 0 ? ctx->row_end : out->dims[1];
   if (d->path == CONV_PATH_BLOCKED) {
 #if EK_CONV_MVE
-    conv_blocked_mve(d, ch, &op->params, in, f, out, (int8_t *)op->scratch);
+    conv_blocked_mve(d, ch, &op->params, in, f, out, (int8_t *)op->scratch, row0, row1);
 #else
-    conv_blocked(d, ch, &op->params, in, f, out, (uint32_t *)op->scratch);
+    conv_blocked(d, ch, &op->params, in, f, out, (uint32_t *)op->scratch, row0, row1);
 #endif
   } else {
-    conv_reference(d, ch, &op->params, in, f, bias_data, out);
+    conv_reference(d, ch, &op->params, in, f, bias_data, out, row0, row1);
   }
   return EK_OK;
 }
