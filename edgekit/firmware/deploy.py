@@ -169,6 +169,9 @@ def _split_lines(f: Dict[str, Any]) -> List[str]:
                      f"startup/protocol {sp['startup_protocol']:,} B, libc {sp['libc']:,} B")
     for o in f.get("overlaps") or []:
         lines.append(f"- plan: op {o['op']} {o['op_name']} output over input {o['input']}: {o['rule']} ({o['why']})")
+    for g in f.get("streamed_groups") or []:
+        windows = ", ".join(f"{w['tensor']}: {w['rows']} rows" for w in g["windows"])
+        lines.append(f"- plan: ops {g['ops']} row-streamed in a {g['region_bytes']:,} B region ({windows})")
     return lines
 
 
@@ -203,6 +206,7 @@ def deploy_report(model: str, quantized, fw: Dict[str, Any], run, board) -> Tupl
         "optimize": fw.get("optimize"), "runtime_code_bytes": fw.get("runtime_code_bytes"),
         "runtime_ram": {**(fw["ram"].get("runtime") or {}), "stack_high_water_device": run.memory.get("stack_used_bytes")},
         "flash_split": fw["flash"].get("split"), "overlaps": (fw.get("plan") or {}).get("overlaps"),
+        "streamed_groups": (fw.get("plan") or {}).get("streamed_groups"),
         "vs_tflm": fw.get("vs_tflm"),
     }
     if ram_measured is not None:

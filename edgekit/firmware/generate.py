@@ -157,6 +157,9 @@ def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT
     # mutable RAM on a 32-bit device: the tensor slots + the ek_prepared object (the host's pointers are wider)
     plan["state_bytes"] = prepared["state_slots"] * TENSOR_RECORD_BYTES_32 + 8 + PREPARED_OBJECT_BYTES_32
     plan["overlaps"] = [dict(o, op_name=rt.op_names[o["op"]]) for o in prepared["overlaps"]]
+    plan["streamed_groups"] = [dict(g, ops=rt.op_names[g["first_op"]:g["last_op"] + 1],
+                                    windows=[dict(w, name=names(w["tensor"])) for w in g["windows"]])
+                               for g in prepared["streamed_groups"]]
     plan["plain"] = {"arena_bytes": rt.plan["arena_bytes"], "state_bytes_host": rt.plan["state_bytes"],
                      "persistent_bytes": rt.plan["persistent_bytes"]}
     return plan
@@ -487,9 +490,24 @@ def overlap_report(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
     for o in plan.get("overlaps", []):
         name = o.get("op_name", "?")
         rule = "exactly in place" if o["exact"] else f"output_offset - input_offset <= {o['d_max']:,} B"
+        if o["input"] < 0:  # a row-streamed group's output over the group's input
+            first = -1 - o["input"]
+            out.append({"op": o["op"], "op_name": name, "input": "group input", "group_first_op": first, "rule": rule,
+                        "why": f"row-streamed group of ops {first}-{o['op']}: output rows are written only below the "
+                               "input rows the group still has to read"})
+            continue
         out.append({"op": o["op"], "op_name": name, "input": o["input"], "rule": rule,
                     "why": _OVERLAP_WHY.get(name, "kernel access contract (firmware/runtime/README.md)")})
     return out
+
+
+def streamed_group_report(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per row-streamed group (firmware.json): its ops, and the few rows each intermediate tensor keeps in RAM."""
+    return [{"ops": f"{g['first_op']}-{g['last_op']}", "op_names": g["ops"], "region_bytes": g["region_bytes"],
+             "windows": [{"tensor": w["name"] or w["tensor"], "rows": w["rows"]} for w in g["windows"]],
+             "why": "fused tiling: the group produces its output row by row, so its intermediate tensors never exist "
+                    "whole (MCUNetV2-style; windows slide down as rows are produced)"}
+            for g in plan.get("streamed_groups", [])]
 
 
 def add_splits(flash: Dict[str, Any], ram: Dict[str, Any], plan: Dict[str, Any], build_info: Dict[str, Any],
@@ -616,6 +634,7 @@ def firmware_info(data: bytes, graph: Graph, board, plan: Dict[str, Any], flash:
         "plan": {"tensors": plan.get("tensors", []), "scratch": plan.get("scratch", []),
                  "persistent_bytes": plan.get("persistent_bytes"), "optimize": plan.get("optimize"),
                  "prepared_bytes": plan.get("prepared_bytes"), "overlaps": overlap_report(plan),
+                 "streamed_groups": streamed_group_report(plan),
                  "plain_in_place_tflite": plan.get("plain")},
         "optimize": plan.get("optimize"),
         "runtime_code_bytes": (flash.get("split") or {}).get("runtime_code"),

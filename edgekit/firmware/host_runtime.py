@@ -24,7 +24,7 @@ import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -496,7 +496,8 @@ class _CtypesBackend:
         header = np.frombuffer(blob[:4 * 21].tobytes(), dtype="<u4")
         slots = int(header[16]) + 1 + int(header[9]) + int(header[10])
         return {"blob": blob.tobytes(), "arena_bytes": plan["arena_bytes"], "state_slots": slots,
-                "optimize": self.owner.optimize, "overlaps": overlaps, "plan": plan}
+                "optimize": self.owner.optimize, "overlaps": overlaps, "plan": plan,
+                "streamed_groups": streamed_groups(blob.tobytes())}
 
     def _info(self) -> Dict[str, int]:
         values = (ctypes.c_int64 * 7)()
@@ -596,6 +597,26 @@ class _DriverBackend:
         self._run("run", str(work), *paths)
         return [np.fromfile(work / f"output_{i}.bin", dtype=spec["dtype"]).reshape(spec["shape"])
                 for i, spec in enumerate(self.outputs)]
+
+
+def streamed_groups(blob: bytes) -> List[Dict[str, Any]]:
+    """Row-streamed groups of a prepared blob (ek_stream_group.c): [{first_op, last_op, region_bytes, windows:
+    [{tensor, rows}]}], read from the op records (ekp_op.group; a member's scratch_off = window rows)."""
+    header = np.frombuffer(blob[:4 * 21], dtype="<u4")
+    ops_off, num_ops, rec = int(header[12]), int(header[8]), int(header[19])
+    records = []
+    for i in range(num_ops):
+        at = ops_off + i * rec
+        outputs_off = int(np.frombuffer(blob, dtype="<i4", count=1, offset=at + 24)[0])
+        scratch_off, scratch_len, group = (int(v) for v in np.frombuffer(blob, dtype="<i4", count=3, offset=at + rec - 12))
+        output = int(np.frombuffer(blob, dtype="<i4", count=1, offset=outputs_off)[0])
+        records.append((scratch_off, scratch_len, group, output))
+    groups = []
+    for i, (_, region, group, _) in enumerate(records):
+        if group > 0:
+            windows = [{"tensor": records[i + k - 1][3], "rows": records[i + k][0]} for k in range(1, group + 1)]
+            groups.append({"first_op": i, "last_op": i + group, "region_bytes": region, "windows": windows})
+    return groups
 
 
 def prepared_init_error(model_bytes: bytes, blob: bytes) -> Optional[str]:
