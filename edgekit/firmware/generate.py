@@ -335,6 +335,14 @@ def write_makefile(dest: Path, board, *, model_name: str, sources: List[str], in
     (dest / "Makefile").write_text(text)
 
 
+def runtime_defines(plan: Dict[str, Any]) -> str:
+    """Runtime build flags for this model: a prepared model links no reader/planner/prepare code
+    (EK_PREPARED_ONLY), and without row-streamed groups none of their code either (EK_NO_STREAM_GROUPS)."""
+    if plan.get("prepared_blob") is None:
+        return ""
+    return "-DEK_PREPARED_ONLY" + ("" if plan.get("streamed_groups") else " -DEK_NO_STREAM_GROUPS")
+
+
 def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, name: str, sha: str,
                           plan: Dict[str, Any], app: AppSpec = DEFAULT_APP) -> Dict[str, Any]:
     """Everything `make` needs, copied or generated into ``stage``."""
@@ -355,7 +363,7 @@ def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, nam
     includes = ["runtime/include", "runtime/src", "runtime/src/kernels", "board", "protocol", "app", "model"]
     write_makefile(stage, board, model_name=name, sources=sources, includes=includes,
                    ldscript=rel(board_files.linker_script),
-                   defines="-DEK_PREPARED_ONLY" if plan.get("prepared_blob") is not None else "")
+                   defines=runtime_defines(plan))
     return {"kernels": kernels, "sources": sources}
 
 

@@ -410,7 +410,7 @@ ek_status ek_plan(ek_runtime *rt, void *work, size_t work_len) {
 /* ---- overlapped plan (host, after prepare) --------------------------------------------------------- */
 
 /* Group limits tried (ops per row-streamed group; 0 = none): the smallest arena wins, ties to the earlier. */
-static const int32_t group_limits[] = {0, 3, 4, 5, 6, 8, EKS_MAX_OPS};
+static const int32_t group_limits[] = {0, 3, 4, 5, 6, EKS_MAX_OPS};
 #define NUM_GROUP_LIMITS ((int32_t)(sizeof group_limits / sizeof group_limits[0]))
 
 size_t ek_plan_overlapped_work_bytes(const ek_runtime *rt) {
@@ -425,6 +425,7 @@ static int32_t floor_align(int32_t v) {
   return v >= 0 ? v - v % a : -(((-v) + a - 1) / a * a);
 }
 
+#ifndef EK_NO_STREAM_GROUPS
 static int host_facts(const void *user, int32_t index, eks_tensor_facts *out) {
   const ek_runtime *rt = (const ek_runtime *)user;
   if (index < 0 || index >= rt->ctx.num_tensors) return 0;
@@ -462,6 +463,12 @@ static int group_at(const ek_runtime *rt, int32_t s, int32_t n, eks_graph *g, ek
   }
   return eks_simulate(g, needs);
 }
+#else /* built without row-streamed groups: nothing streams */
+static int group_at(const ek_runtime *rt, int32_t s, int32_t n, eks_graph *g, eks_needs *needs, int32_t *x) {
+  (void)rt, (void)s, (void)n, (void)g, (void)needs, (void)x;
+  return -1;
+}
+#endif
 
 /* Chooses groups of at most `limit` ops, greedily longest first from the start; fills the stream plan; returns the
    number of groups. */

@@ -109,6 +109,7 @@ static ek_status check_tensor(ek_prepared *p, const ekp_tensor *r, size_t model_
 }
 
 /* ---- row-streamed groups (ek_stream_group.c) ------------------------------------------------------------- */
+#ifndef EK_NO_STREAM_GROUPS
 
 typedef struct group_view { /* what eks_build reads: the blob's records */
   const ekp_tensor *tensors;
@@ -176,6 +177,18 @@ static ek_status check_groups(ek_prepared *p, const uint8_t *b, const ekp_op *op
   }
   return EK_OK;
 }
+
+#else /* built without groups (-DEK_NO_STREAM_GROUPS): a blob with groups is refused, never misrun */
+static ek_status check_groups(ek_prepared *p, const uint8_t *b, const ekp_op *ops, uint32_t N, const void *v) {
+  (void)b;
+  (void)v;
+  for (uint32_t i = 0; i < N; ++i)
+    if (ops[i].group != 0)
+      return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_UNSUPPORTED,
+                     "prepared model uses row-streamed groups; this runtime was built without them (EK_NO_STREAM_GROUPS)");
+  return EK_OK;
+}
+#endif
 
 size_t ek_prepared_state_bytes(const void *blob, size_t blob_len) {
   const uint8_t *b = (const uint8_t *)blob;
@@ -262,8 +275,12 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
     if (r->group == -1 && (i == 0 || ops[i - 1].group == 0))
       return bad(p, "prepared model: row-streamed group member without its group");
   }
+#ifndef EK_NO_STREAM_GROUPS
   const group_view view = {tr, (int32_t)T};
   const ek_status gst = check_groups(p, b, ops, N, &view);
+#else
+  const ek_status gst = check_groups(p, b, ops, N, (const void *)0);
+#endif
   if (gst != EK_OK) return gst;
 
   uint8_t *s = (uint8_t *)(((uintptr_t)state + (EK_STATE_ALIGN - 1)) & ~(uintptr_t)(EK_STATE_ALIGN - 1));
@@ -302,6 +319,7 @@ static void load_op(ek_prepared *p, const ekp_op *r, void *scratch) {
   op->scratch = scratch;
 }
 
+#ifndef EK_NO_STREAM_GROUPS
 typedef struct group_run {
   ek_prepared *p;
   const ekp_op *ops; /* the group's records */
@@ -360,6 +378,8 @@ static ek_status run_group(ek_prepared *p, const ekp_op *ops) {
   return eks_execute(&g, &needs, region, group_run_op, &gr);
 }
 
+#endif
+
 ek_status ek_prepared_invoke(ek_prepared *p) {
   if (!p) return EK_ERR_INTERNAL;
   if (!p->ready)
@@ -369,6 +389,7 @@ ek_status ek_prepared_invoke(ek_prepared *p) {
   ek_op *op = &p->op;
   for (int32_t i = 0; i < p->num_ops; ++i) {
     const ekp_op *r = &ops[i];
+#ifndef EK_NO_STREAM_GROUPS
     if (r->group > 0) { /* the group's ops run together, row by row; the hook sees it as its first op */
       load_op(p, r, (void *)0);
       if (p->hook) p->hook(p->hook_user, i, r->opcode, 0);
@@ -381,6 +402,7 @@ ek_status ek_prepared_invoke(ek_prepared *p) {
       i += r->group;
       continue;
     }
+#endif
     const ek_kernel *k = ek_find_kernel(r->opcode);
     load_op(p, r, r->scratch_len ? (void *)(p->arena + r->scratch_off) : (void *)0);
     if (p->hook) p->hook(p->hook_user, i, op->opcode, 0);

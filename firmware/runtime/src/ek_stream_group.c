@@ -13,6 +13,7 @@
  * the prepared runner executes it. Results are bit-exact with running the ops one by one: every output row is
  * computed by the same kernel code from the same input values.
  */
+#ifndef EK_NO_STREAM_GROUPS /* a firmware whose prepared model has no groups leaves them out of flash */
 #include <string.h>
 
 #include "ek_internal.h"
@@ -205,3 +206,4 @@ ek_status eks_execute(const eks_graph *g, const eks_needs *needs, uint8_t *regio
   eks_needs copy = *needs; /* schedule() lowers d_max while running: keep the caller's */
   return schedule(g, &copy, region, run_op, user);
 }
+#endif /* EK_NO_STREAM_GROUPS */

@@ -4,7 +4,7 @@
 #define EK_STREAM_GROUP_H
 #include "ek_kernels.h"
 
-#define EKS_MAX_OPS 16 /* ops in one group */
+#define EKS_MAX_OPS 8 /* ops in one group (the runner keeps one group description on the stack) */
 
 /* One op of a group, in the group's local tensor numbering: 0 = the group's input X, k + 1 = output of op k
    (the last op's output is the group's output Z). */
