@@ -1,4 +1,5 @@
-"""Read and run .tflite flatbuffers with LiteRT: inputs, outputs, ops, activation tensors."""
+"""Run .tflite models with LiteRT (interpreter, inputs, outputs, ops, activation tensors); the flatbuffer itself is
+read by edgekit.tflite_graph."""
 from __future__ import annotations
 
 import logging

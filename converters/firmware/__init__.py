@@ -30,7 +30,8 @@ class FirmwareConverter:
 
     def check_support(self, model: ModelLike, target: str = target) -> SupportReport:
         """Every operator accepted or rejected for ``target`` ("edgekit" or "tflm"), with location and reason."""
-        from edgekit.firmware.support import check_support, read_graph
+        from edgekit.firmware.support import check_support
+        from edgekit.tflite_graph import read_graph
 
         data, source = _bytes_of(model)
         return check_support(read_graph(data, source), target)

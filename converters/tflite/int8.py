@@ -28,6 +28,7 @@ from edgekit.errors import ConversionError
 from edgekit.native import NativeCrashError, run_isolated
 from edgekit.quiet import captured_output
 from edgekit.support import OpSupport, SupportReport
+from edgekit.tflite_graph import Graph, Op, read_graph
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +47,6 @@ def _tf():
     from tensorflow.lite.tools import flatbuffer_utils
 
     return tf, schema, mlir_quantize, flatbuffer_utils
-
-
-def builtin_name(schema, opcode) -> str:
-    code = max(int(opcode.builtinCode), int(opcode.deprecatedBuiltinCode))
-    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-    name = names.get(code, f"BUILTIN_{code}")
-    if name == "CUSTOM" and opcode.customCode:
-        custom = opcode.customCode.decode() if isinstance(opcode.customCode, bytes) else str(opcode.customCode)
-        return f"CUSTOM({custom})"
-    return name
 
 
 def calibrated_flatbuffer(float_tflite: bytes, ranges: Dict[int, Tuple[float, float]]) -> bytes:
@@ -149,37 +140,24 @@ def inspect_int8(
     is rejected. ``io`` uint8 / float32: the QUANTIZE / DEQUANTIZE ops converting the model's own inputs and
     outputs are accepted. Returns the support report, the tensor table and op names.
     """
-    _, schema, _, fb = _tf()
-    model = fb.convert_bytearray_to_object(bytearray(tflite))
-    type_names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+    graph = read_graph(tflite, source="the quantized model")
     integer_types = INT16X8_TYPES if activations == "int16" else INT8_TYPES
     report = SupportReport("tflite-int16x8" if activations == "int16" else "tflite-int8")
-    tensors: List[QuantizedTensor] = []
-    sub = model.subgraphs[0]
-    for t in sub.tensors:
-        q = t.quantization
-        buf = model.buffers[t.buffer] if t.buffer < len(model.buffers) else None
-        constant = bool(buf is not None and buf.data is not None and len(buf.data))
-        tensors.append(
-            QuantizedTensor(
-                name=_decode(t.name),
-                dtype=type_names.get(t.type, str(t.type)),
-                scales=tuple(float(v) for v in (q.scale if q is not None and q.scale is not None else [])),
-                zero_points=tuple(int(v) for v in (q.zeroPoint if q is not None and q.zeroPoint is not None else [])),
-                constant=constant,
-            )
-        )
-    names = [builtin_name(schema, model.operatorCodes[op.opcodeIndex]) for op in sub.operators]
-    kept = _kept_float_ops(sub.operators, names, tensors, kept_float)
+    tensors: List[QuantizedTensor] = [
+        QuantizedTensor(name=t.name, dtype=t.type, scales=t.scales, zero_points=t.zero_points, constant=t.constant)
+        for t in graph.tensors
+    ]
+    names = [op.qualified_name for op in graph.ops]
+    kept = _kept_float_ops(graph.ops, names, tensors, kept_float)
     if io != "int8":
-        kept.update(_io_conversion_ops(sub, names, io))
+        kept.update(_io_conversion_ops(graph, names, io))
     ops: List[str] = []
-    for n, op in enumerate(sub.operators):
+    for n, op in enumerate(graph.ops):
         name = names[n]
         ops.append(name)
-        if name in _BIASED_OPS and op.inputs is not None and len(op.inputs) > 2 and op.inputs[2] >= 0:
+        if name in _BIASED_OPS and len(op.inputs) > 2 and op.inputs[2] >= 0:
             tensors[op.inputs[2]] = dataclasses.replace(tensors[op.inputs[2]], is_bias=True)
-        first_out = tensors[op.outputs[0]].name if op.outputs is not None and len(op.outputs) else "?"
+        first_out = tensors[op.outputs[0]].name if op.outputs else "?"
         location = f"op #{n} -> tensor '{first_out}'"
         float_io = [
             tensors[i].name
@@ -197,14 +175,13 @@ def inspect_int8(
     return report, tensors, ops
 
 
-def _io_conversion_ops(sub, names: List[str], io: str) -> Dict[int, str]:
+def _io_conversion_ops(graph: Graph, names: List[str], io: str) -> Dict[int, str]:
     """{op index: reason} for the QUANTIZE ops reading a graph input and the DEQUANTIZE/QUANTIZE ops writing a
     graph output (what --io uint8|float32 adds around the int8 model)."""
-    graph_in = set(sub.inputs if sub.inputs is not None else [])
-    graph_out = set(sub.outputs if sub.outputs is not None else [])
+    graph_in, graph_out = set(graph.inputs), set(graph.outputs)
     found: Dict[int, str] = {}
-    for n, op in enumerate(sub.operators):
-        ins, outs = set(op.inputs if op.inputs is not None else []), set(op.outputs if op.outputs is not None else [])
+    for n, op in enumerate(graph.ops):
+        ins, outs = set(op.inputs), set(op.outputs)
         if names[n] == "QUANTIZE" and ins & graph_in:
             found[n] = f"converts the {io} model input to int8 (--io {io})"
         elif names[n] in CONVERSION_OPS and outs & graph_out:
@@ -212,8 +189,8 @@ def _io_conversion_ops(sub, names: List[str], io: str) -> Dict[int, str]:
     return found
 
 
-def _io(op) -> List[int]:
-    return list(op.inputs if op.inputs is not None else []) + list(op.outputs if op.outputs is not None else [])
+def _io(op: Op) -> List[int]:
+    return list(op.inputs) + list(op.outputs)
 
 
 def _is_kept_name(name: str, kept: Collection[str]) -> bool:
@@ -223,21 +200,21 @@ def _is_kept_name(name: str, kept: Collection[str]) -> bool:
     return any(name.startswith(k) and name[len(k):].isdigit() for k in kept)
 
 
-def _kept_float_ops(operators, names: List[str], tensors: List[QuantizedTensor], kept_float: Collection[str]) -> Dict[int, str]:
+def _kept_float_ops(operators: Sequence[Op], names: List[str], tensors: List[QuantizedTensor],
+                    kept_float: Collection[str]) -> Dict[int, str]:
     """{op index: reason} for ops kept in float on purpose and the conversions around them."""
     if not kept_float:
         return {}
     kept: Dict[int, str] = {}
     for n, op in enumerate(operators):
-        outs = list(op.outputs if op.outputs is not None else [])
-        if names[n] not in CONVERSION_OPS and outs and _is_kept_name(tensors[outs[0]].name, kept_float):
+        if names[n] not in CONVERSION_OPS and op.outputs and _is_kept_name(tensors[op.outputs[0]].name, kept_float):
             kept[n] = "kept in float by the precision plan"
-    kept_inputs = {i for n in kept for i in (operators[n].inputs if operators[n].inputs is not None else [])}
-    kept_outputs = {o for n in kept for o in (operators[n].outputs if operators[n].outputs is not None else [])}
+    kept_inputs = {i for n in kept for i in operators[n].inputs}
+    kept_outputs = {o for n in kept for o in operators[n].outputs}
     for n, op in enumerate(operators):
-        if names[n] == "DEQUANTIZE" and set(op.outputs if op.outputs is not None else []) & kept_inputs:
+        if names[n] == "DEQUANTIZE" and set(op.outputs) & kept_inputs:
             kept[n] = "converts int8 to float for an op kept in float"
-        elif names[n] == "QUANTIZE" and set(op.inputs if op.inputs is not None else []) & kept_outputs:
+        elif names[n] == "QUANTIZE" and set(op.inputs) & kept_outputs:
             kept[n] = "converts an op kept in float back to int8"
     return kept
 

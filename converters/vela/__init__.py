@@ -30,7 +30,7 @@ class VelaConverter:
         Runs Vela (it is the authority on what Ethos-U runs) into a scratch folder and reads its placement."""
         from edgekit.compile.npu import vela_estimate
         from edgekit.compile.vela_tool import VelaOptions
-        from edgekit.firmware.support import read_graph
+        from edgekit.tflite_graph import read_graph
 
         result, _ = vela_estimate(model, VelaOptions(accelerator=target, **vela_options))
         graph = read_graph(Path(model).read_bytes(), str(model))

@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional, Union
 from edgekit.compile.report import build_compile_json, write_outputs
 from edgekit.compile.vela_tool import VelaOptions, VelaRun, run_vela
 from edgekit.errors import InvalidModelError, UserError
-from edgekit.firmware.support import Graph, read_graph
+from edgekit.tflite_graph import Graph, read_graph
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from edgekit import __version__
 from edgekit.artifact import Artifact, Manifest
 from edgekit.atomic import atomic_output_dir
 from edgekit.compile.vela_tool import VelaOptions, VelaRun, resolve_config, vela_version
-from edgekit.firmware.support import Graph, read_graph
+from edgekit.tflite_graph import Graph, read_graph
 from edgekit.provenance import host_info, sha256_bytes, tool_versions, utc_now
 from edgekit.report import json_safe
 

@@ -24,7 +24,8 @@ from typing import Any, Dict, List, Optional
 from edgekit import __version__
 from edgekit.atomic import atomic_output_dir
 from edgekit.errors import DoesNotFitError, UnsupportedOpError, UserError
-from edgekit.firmware.support import Graph, check_support, read_graph
+from edgekit.firmware.support import check_support
+from edgekit.tflite_graph import Graph, read_graph
 from edgekit.provenance import host_info, sha256_bytes, tool_versions, utc_now
 from edgekit.report import json_safe
 from edgekit.support import OpSupport, SupportReport

@@ -25,7 +25,8 @@ from edgekit.atomic import atomic_output_dir
 from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
 from edgekit.firmware import build as fw_build
 from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack, flash_split
-from edgekit.firmware.support import KERNELS_DIR, REPO, Graph, kernel_files, read_graph, require_support
+from edgekit.firmware.support import KERNELS_DIR, REPO, kernel_files, require_support
+from edgekit.tflite_graph import Graph, read_graph
 from edgekit.provenance import host_info, sha256_bytes, sha256_file, tool_versions, utc_now
 from edgekit.report import json_safe
 

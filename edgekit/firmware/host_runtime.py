@@ -36,6 +36,7 @@ from edgekit.errors import (
     UnsupportedOpError,
 )
 from edgekit.support import OpSupport, SupportReport
+from edgekit.tflite_graph import read_graph
 
 log = logging.getLogger(__name__)
 
@@ -289,26 +290,18 @@ def check_supported(model: bytes, *, source: str = "<bytes>") -> SupportReport:
 
 
 def _tensor_names(model: bytes) -> Dict[int, str]:
-    """Tensor names (index -> name), read with the schema bindings ({} if unavailable)."""
+    """Tensor names (index -> name) from edgekit.tflite_graph ({} if it cannot read them)."""
     try:
-        from ai_edge_litert import schema_py_generated as schema
-
-        sg = schema.Model.GetRootAs(model, 0).Subgraphs(0)
-        return {i: (sg.Tensors(i).Name() or b"").decode("utf-8", "replace") for i in range(sg.TensorsLength())}
-    except Exception:  # names are a nicety; the C reader validated everything that matters
+        return {t.index: t.name for t in read_graph(model).tensors}
+    except InvalidModelError:  # names are a nicety; the C reader validated everything that matters
         return {}
 
 
 def _custom_code(model: bytes, op_index: int) -> Optional[str]:
-    """custom_code of a CUSTOM operator, read with the schema bindings (None if unavailable)."""
+    """custom_code of a CUSTOM operator (None if unreadable)."""
     try:
-        from ai_edge_litert import schema_py_generated as schema
-
-        m = schema.Model.GetRootAs(model, 0)
-        op = m.Subgraphs(0).Operators(op_index)
-        code = m.OperatorCodes(op.OpcodeIndex()).CustomCode()
-        return code.decode() if code else None
-    except Exception:  # the C reader validated the structure; names are a nicety
+        return read_graph(model).ops[op_index].custom_code or None
+    except (InvalidModelError, IndexError):
         return None
 
 

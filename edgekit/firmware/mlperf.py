@@ -164,7 +164,7 @@ def generate_harness_firmware(model: Union[Path, str, bytes], board_name: str, o
     """Generate (and optionally build) the MLPerf Tiny harness firmware for ``model`` on ``board_name``."""
     from edgekit.firmware.boards import load_board
     from edgekit.firmware.generate import generate_firmware, load_model_bytes
-    from edgekit.firmware.support import read_graph
+    from edgekit.tflite_graph import read_graph
 
     spec = task_named(task)
     data, source = load_model_bytes(model) if not isinstance(model, (bytes, bytearray)) else (bytes(model), "<bytes>")

@@ -83,7 +83,7 @@ def model_bytes(name: str) -> Optional[bytes]:
 
 
 def inputs_for(model: bytes, samples: int, seed: int):
-    from edgekit.firmware.support import read_graph
+    from edgekit.tflite_graph import read_graph
 
     graph = read_graph(model)
     rng = np.random.default_rng(seed)
@@ -185,7 +185,7 @@ def bench_host(name: str, model: bytes, mode: str, tflm: Dict[str, Any]) -> Dict
     """Smoke: the prepared model on this host (same C code), bit-exact vs BUILTIN_REF; no device figures."""
     from edgekit.firmware.generate import memory_plan
     from edgekit.firmware.host_runtime import HostRuntime
-    from edgekit.firmware.support import read_graph
+    from edgekit.tflite_graph import read_graph
     inputs, graph = inputs_for(model, 1, seed=SEEDS[name])
     rt = HostRuntime(model, optimize=mode)
     got = rt.invoke([inputs[0][graph.tensors[i].name] for i in graph.inputs])

@@ -141,7 +141,7 @@ def main() -> int:
     parser.add_argument("-o", "--output", type=Path, default=None, help="also copy the int8 .tflite here")
     args = parser.parse_args()
     data = vww_int8()
-    from edgekit.firmware.support import read_graph
+    from edgekit.tflite_graph import read_graph
 
     graph = read_graph(data)
     print(f"{cache_dir() / 'model_int8.tflite'}: {len(data):,} bytes, {sum(graph.macs().values()):,} MACs")

@@ -41,7 +41,8 @@ def _firmware(tmp_path, model):
 
 @needs_gcc
 def test_model_with_cpu_fallback_is_placed_and_not_pretended_to_run(tmp_path, capsys):
-    from edgekit.firmware.support import check_support, read_graph
+    from edgekit.firmware.support import check_support
+    from edgekit.tflite_graph import read_graph
 
     out, info = _firmware(tmp_path, conv_dequantize_model(tmp_path / "conv_deq.tflite"))
     printed = capsys.readouterr().out

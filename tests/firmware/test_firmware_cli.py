@@ -69,7 +69,7 @@ def kws_project(tmp_path_factory) -> Path:
 def test_kws_project_is_complete_and_sized_from_the_elf(kws_project, mlperf):
     from edgekit.firmware.generate import memory_plan
     from edgekit.firmware.sizes import elf_sizes
-    from edgekit.firmware.support import read_graph
+    from edgekit.tflite_graph import read_graph
 
     info = json.loads((kws_project / "firmware.json").read_text())
     model = (mlperf / KWS).read_bytes()
@@ -278,7 +278,7 @@ def _run(cli, artifact: Path, out: Path, *extra) -> dict:
 
 
 def _check_run(run: dict, model: bytes) -> None:
-    from edgekit.firmware.support import read_graph
+    from edgekit.tflite_graph import read_graph
 
     graph = read_graph(model)
     assert run["board"] == "mps2-an386" and run["device"]["kind"] == "qemu"

@@ -10,7 +10,7 @@ import pytest
 from edgekit.errors import DoesNotFitError
 from edgekit.firmware.generate import early_fit_check
 from edgekit.firmware.host_runtime import HostRuntime, prepared_init_error
-from edgekit.firmware.support import read_graph
+from edgekit.tflite_graph import read_graph
 
 KWS = "kws_ref_model_int8.tflite"
 AD = "ad_autoencoder_int8.tflite"

@@ -44,7 +44,7 @@ def arena_size(main_cc: str) -> int:
 
 
 def test_resolver_has_exactly_the_models_ops(kws_tflm):
-    from edgekit.firmware.support import read_graph
+    from edgekit.tflite_graph import read_graph
 
     out, model, info = kws_tflm
     main = (out / "main.cc").read_text()

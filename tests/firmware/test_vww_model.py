@@ -15,7 +15,7 @@ from tests.firmware.opmodels import random_input, reference
 
 @pytest.mark.slow
 def test_vww_model_is_deterministic_mobilenet_and_bit_exact():
-    from edgekit.firmware.support import read_graph
+    from edgekit.tflite_graph import read_graph
     from tests.benchmarks.vww_model import vww_int8
 
     model = vww_int8()
