@@ -251,7 +251,8 @@ def per_op_plot(path: Path, report: Dict[str, Any]) -> Optional[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"#{o['index']} {o['op']}" for o in ops]
+    labels = [f"#{o['index']}-{o['last_index']} {'+'.join(o['ops'])}" if o.get("ops") else f"#{o['index']} {o['op']}"
+              for o in ops]
     values = [o["instructions"] for o in ops]
     kinds = sorted({o["op"] for o in ops})
     colors = plt.get_cmap("tab10")
@@ -333,7 +334,9 @@ def markdown(report: Dict[str, Any], parity) -> str:
         total = sum(o["instructions"] for o in d["per_op_instructions"]) or 1
         for o in d["per_op_instructions"]:
             per_mac = f"{o['instructions'] / o['macs']:.2f}" if o.get("macs") else "–"
-            lines.append(f"| {o['index']} | {o['op']} | {o['instructions']:,} | {o['instructions'] / total:.1%} | "
+            index, name = (f"{o['index']}-{o['last_index']}", " + ".join(o["ops"]) + " (row-streamed)") if o.get("ops") \
+                else (o["index"], o["op"])
+            lines.append(f"| {index} | {name} | {o['instructions']:,} | {o['instructions'] / total:.1%} | "
                          f"{(o.get('macs') or 0):,} | {per_mac} |")
         if report.get("plots"):
             lines += ["", f"![instructions per operator]({report['plots'][0]})"]

@@ -129,7 +129,7 @@ def firmware_sources_hash() -> str:
 OPTIMIZE_MODES = ("speed", "balanced", "ram")
 DEFAULT_OPTIMIZE = "balanced"
 TENSOR_RECORD_BYTES_32 = 56     # sizeof(ek_tensor) on a 32-bit MCU (one per decoded tensor slot)
-PREPARED_OBJECT_BYTES_32 = 152  # sizeof(ek_prepared) on a 32-bit MCU (measured on mps2-an386; the device reports it)
+PREPARED_OBJECT_BYTES_32 = 164  # sizeof(ek_prepared) on a 32-bit MCU (measured on mps2-an386; the device reports it)
 
 
 def plans_for_mve(board) -> bool:
@@ -512,7 +512,8 @@ def overlap_report(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 def streamed_group_report(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Per row-streamed group (firmware.json): its ops, and the few rows each intermediate tensor keeps in RAM."""
-    return [{"ops": f"{g['first_op']}-{g['last_op']}", "op_names": g["ops"], "region_bytes": g["region_bytes"],
+    return [{"ops": f"{g['first_op']}-{g['last_op']}", "first_op": g["first_op"], "last_op": g["last_op"],
+             "op_names": g["ops"], "region_bytes": g["region_bytes"],
              "windows": [{"tensor": w["name"] or w["tensor"], "rows": w["rows"]} for w in g["windows"]],
              "why": "fused tiling: the group produces its output row by row, so its intermediate tensors never exist "
                     "whole (MCUNetV2-style; windows slide down as rows are produced)"}

@@ -22,7 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -39,6 +39,27 @@ SERIAL_SETTLE_S = 1.0   # how long to listen for a BOOT frame after opening a po
 
 
 # --- the firmware to run -----------------------------------------------------------------------------------
+
+def per_op_entries(op_counts: Sequence[int], ops: Sequence[Mapping[str, Any]],
+                   groups: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """The device's per-op instruction counts (one per op hook, in execution order) as entries naming their ops: a
+    row-streamed group (firmware.json plan.streamed_groups) runs its ops together and is counted once, as one entry
+    spanning them."""
+    spans = {int(g["first_op"]): int(g["last_op"]) for g in groups}
+    entries: List[Dict[str, Any]] = []
+    index = 0
+    for n in op_counts:
+        last = spans.get(index, index)
+        names = [ops[i]["name"] if i < len(ops) else None for i in range(index, last + 1)]
+        macs = [ops[i]["macs"] for i in range(index, last + 1) if i < len(ops) and ops[i].get("macs") is not None]
+        entry: Dict[str, Any] = {"index": index, "op": names[0], "instructions": n,
+                                 "macs": sum(macs) if macs else None}
+        if last > index:
+            entry.update(last_index=last, ops=names, row_streamed=True)
+        entries.append(entry)
+        index = last + 1
+    return entries
+
 
 @dataclass
 class Firmware:
@@ -404,10 +425,8 @@ class McuRunner(Runner):
                 work["macs_per_inference"] = macs
                 work["instructions_per_mac"] = per_inference / macs
             if op_counts is not None:
-                work["per_op_instructions"] = [
-                    {"index": i, "op": ops[i]["name"] if i < len(ops) else None, "instructions": n,
-                     "macs": ops[i]["macs"] if i < len(ops) else None}
-                    for i, n in enumerate(op_counts)]
+                groups = ((firmware.info.get("plan") or {}).get("streamed_groups")) or []
+                work["per_op_instructions"] = per_op_entries(op_counts, ops, groups)
             estimates = estimate_latency_energy(per_inference, result.device.profile or board.profile)
             work["latency_ms_estimated"] = estimates["latency_ms"]
             result.energy = estimates["energy_uj"]

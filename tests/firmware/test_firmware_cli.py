@@ -232,7 +232,7 @@ def test_model_too_large_for_the_ram_fails_with_the_byte_count(mlperf, tmp_path,
     from edgekit.firmware.generate import generate_firmware
     from edgekit.firmware.host_runtime import HostRuntime
 
-    _small_board(tmp_path / "boards", "tiny-ram", flash=1 << 20, ram=32 * 1024)
+    _small_board(tmp_path / "boards", "tiny-ram", flash=1 << 20, ram=16 * 1024)  # IC needs ~26 KB streamed
     monkeypatch.setenv("EDGEKIT_DEVICES_DIR", str(tmp_path / "boards"))
     plan = HostRuntime((mlperf / IC).read_bytes()).plan
     need = plan["arena_bytes"] + plan["state_bytes"] + 4096
@@ -240,7 +240,7 @@ def test_model_too_large_for_the_ram_fails_with_the_byte_count(mlperf, tmp_path,
     with pytest.raises(DoesNotFitError) as err:
         generate_firmware(mlperf / IC, "tiny-ram", out)
     message = str(err.value)
-    assert "RAM" in message and f"{need - 32 * 1024:,} bytes too many" in message
+    assert "RAM" in message and f"{need - 16 * 1024:,} bytes too many" in message
     assert not out.exists()
 
 
@@ -283,8 +283,8 @@ def _check_run(run: dict, model: bytes) -> None:
     graph = read_graph(model)
     assert run["board"] == "mps2-an386" and run["device"]["kind"] == "qemu"
     assert run["instructions_per_inference"] > sum(graph.macs().values()) * 0.5
-    per_op = run["per_op_instructions"]
-    assert [o["op"] for o in per_op] == [op.name for op in graph.ops]
+    per_op = run["per_op_instructions"]  # a row-streamed group is one entry naming all its ops
+    assert [name for o in per_op for name in o.get("ops", [o["op"]])] == [op.name for op in graph.ops]
     assert sum(o["instructions"] for o in per_op) < run["instructions_per_inference"]
     exact = run["outputs_bit_exact"]
     assert exact["value"] is True and exact["differing_elements"] == 0 and exact["total_elements"] > 0
