@@ -37,11 +37,12 @@ PHASES = ("decode", "preprocess", "inference", "postprocess")
 DECODE_FORMATS = ("auto", "jpeg", "png", "rgb565", "rgb888", "gray8")
 RAW_FORMATS = {"rgb565": 2, "rgb888": 3, "gray8": 1}
 DECODE_LIBRARIES = ("pillow", "opencv")
-IMPLEMENTATIONS = ("pillow", "opencv")
+IMPLEMENTATIONS = ("pillow", "opencv", "c")
 POSTPROCESS_STEPS = ("dequantize", "softmax", "topk")
 PIPELINE_RUNNER = Path(__file__).with_name("pipeline_runner.py")
 REMOTE_RUNNER = Path(__file__).with_name("remote_runner.py")
 PREFIX = "EKP1 "
+ANDROID_SAMPLE_INTERVAL_S = 0.02
 
 
 # ------------------------------------------------------------------ the pipeline file
@@ -90,8 +91,8 @@ def load_pipeline(path: Path, device_kind: str = "host") -> Dict[str, Any]:
         if library != "pillow" and "library" in decode:
             problems.append("decode library does not apply to raw frames on a microcontroller")
     elif impl not in IMPLEMENTATIONS:
-        extra = " (the generated C runs in firmware: --device qemu:BOARD or serial:PORT)" if impl == "c" else ""
-        problems.append(f"preprocess implementation {impl!r} is not one of {', '.join(IMPLEMENTATIONS)}{extra}")
+        problems.append(f"preprocess implementation {impl!r} is not one of {', '.join(IMPLEMENTATIONS)} "
+                        "(c: the integer C generated from the spec)")
     spec = None
     if "spec" not in pre:
         problems.append("preprocess needs spec: a preprocessing spec file (preprocess.json) or an inline mapping")
@@ -204,6 +205,7 @@ class Workspace:
             from edgekit.run.base import RunRequest
 
             request = RunRequest(Path("."), [], options=options)
+            self.board_cc = runner._connection_settings().get("cc")  # the profile may name the board's compiler
             self.ssh = runner.connection(request)
             self.python = runner.remote_python(request)
             self.root = self.ssh.run(["mktemp", "-d", "/tmp/edgekit-pipeline.XXXXXXXX"], timeout_s=30,
@@ -262,16 +264,30 @@ class Workspace:
 
 def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any], frames: Sequence[Path], *,
                   iterations: int, warmup: int, threads: Optional[int], timeout_s: float, options: Dict[str, Any],
-                  monitor=None) -> Dict[str, Any]:
-    """Copy runner, model, frames (and the user's post-processing module) and run; the runner's JSON."""
+                  monitor=None, power_sampler: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Copy runner, model, frames (the generated C library, the user's post-processing module) and run; the
+    runner's JSON. ``power_sampler`` ({uevent, interval_s}) makes the runner sample battery power itself."""
     from edgekit.run.host import choose_runtime
     from edgekit.run.inputs import model_file
 
     model = model_file(artifact)
     config = dict(pipeline)
     config["inference"] = {"runtime": choose_runtime(model, pipeline["inference"]["runtime"])}
+    generated = None
+    if pipeline["preprocess"]["implementation"] == "c":
+        from edgekit.run import pipeline_c
+
+        ndk = pipeline_c.check_toolchain(target.kind)  # refuse before the device is touched
+        generated = (pipeline_c.spec_for_model(pipeline["preprocess"]["spec"], pipeline["model_input"]),
+                     pipeline_c.frame_keys(frames, pipeline["decode"]), ndk)
+    if power_sampler:
+        config["power_sampler"] = dict(power_sampler)
     space = Workspace(target, options)
+    c_library = None
     try:
+        if generated is not None:
+            c_library = pipeline_c.prepare_library(space, *generated)
+            config["preprocess"] = dict(config["preprocess"], c_library=c_library["path"])
         space.put(REMOTE_RUNNER, "remote_runner.py")
         runner = space.put(PIPELINE_RUNNER, "pipeline_runner.py")
         remote_model = space.put(model, f"model{model.suffix.lower()}")
@@ -305,6 +321,8 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any]
     out = json.loads(lines[-1])
     if "error" in out:
         raise DeviceError(f"the pipeline failed on the device: {out['error']}")
+    if c_library is not None:
+        out["c_library_built_with"] = c_library["built_with"]
     return out
 
 
@@ -327,8 +345,34 @@ def attribute_samples(samples: Sequence[tuple], starts: Sequence[float], duratio
     return float(np.mean(energies))
 
 
+def samples_inside(samples: Sequence[tuple], starts: Sequence[float], durations_ms: Sequence[float]) -> int:
+    """How many power samples fall inside a phase's windows (the rest of its windows took the nearest sample)."""
+    times = np.array([t for t, _ in samples])
+    return int(sum(((times >= s) & (times <= s + ms / 1e3)).sum() for s, ms in zip(starts, durations_ms)))
+
+
+def device_power_energy(raw: Dict[str, Any], phase: str) -> Optional[Dict[str, Any]]:
+    """Energy of one phase from power samples the runner took on the device (Android battery), or None."""
+    power = raw.get("power") or {}
+    samples = [tuple(s) for s in power.get("samples") or []]
+    if not samples:
+        return None
+    starts, durations = raw["phase_start_monotonic_s"][phase], raw["phases_ms"][phase]
+    note = (f"{len(samples)} samples over the run, {samples_inside(samples, starts, durations)} inside this phase's "
+            f"{len(starts)} windows (a window without one takes the nearest sample); whole-device battery power, idle "
+            "and screen included")
+    if power.get("battery_status") == "Charging":
+        note += "; the battery was CHARGING: the current is the charger's, not the device's draw"
+    return {"value_uj": attribute_samples(samples, starts, durations), "method": "measured",
+            "source": f"{power['source']}: samples attributed to the phase time windows", "note": note}
+
+
 def budget(raw: Dict[str, Any], profile: Dict[str, Any], threads: Optional[int], monitor=None) -> Dict[str, Any]:
-    """Per-phase statistics, shares, energy (measured or estimated, labelled) and the bottleneck."""
+    """Per-phase statistics, shares, energy (measured or estimated, labelled) and the bottleneck.
+
+    Energy, first available of: RAPL read by the runner at the phase boundaries; a host power monitor's samples
+    or the runner's own battery samples (Android) attributed to the phase windows; the profile's power model
+    (estimated); else unavailable with the reason."""
     from edgekit.run.energy import estimate_from_profile
 
     phases = raw["phases_ms"]
@@ -345,12 +389,17 @@ def budget(raw: Dict[str, Any], profile: Dict[str, Any], threads: Optional[int],
             value = attribute_samples(monitor.samples, raw["phase_start_monotonic_s"][p], phases[p])
             row["energy"] = {"value_uj": value, "method": "measured",
                              "source": f"{monitor.describe()}: samples attributed to the phase time windows"}
+        elif (device := device_power_energy(raw, p)) is not None:
+            row["energy"] = device
         else:
             est = estimate_from_profile(profile or {}, float(values.mean()) / 1e3, threads)
-            row["energy"] = ({"value_uj": est["value"], "method": "estimated", "source": est["source"]} if est else
+            why = f" ({raw['power_unavailable']})" if raw.get("power_unavailable") else ""
+            row["energy"] = ({"value_uj": est["value"], "method": "estimated",
+                              "source": est["source"] + (f"; not measured: {raw['power_unavailable']}" if why else "")}
+                             if est else
                              {"value_uj": None, "method": "unavailable",
-                              "source": "no power source on this device (RAPL not readable, no --power-monitor) and no "
-                                        "power model in a device profile (--profile NAME)"})
+                              "source": f"no power source on this device{why or ' (RAPL not readable, no --power-monitor)'}"
+                                        " and no power model in a device profile (--profile NAME)"})
         rows.append(row)
     bottleneck = max(rows, key=lambda r: r["share"])
     energies = [r["energy"]["value_uj"] for r in rows]
@@ -380,6 +429,50 @@ def budget_table(b: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def preprocess_check(raw: Dict[str, Any], pipeline: Dict[str, Any], frames: Sequence[Path]) -> Dict[str, Any]:
+    """Did the device's preprocess phase give the spec's reference tensor, bit for bit? Compared on the device's
+    own decoded pixels: a frame whose decode differs here (another libjpeg) is not compared, and says so."""
+    from edgekit.preprocessing.decode import to_working_color
+    from edgekit.preprocessing.pillow_impl import resize_crop_pillow
+    from edgekit.preprocessing.values import to_tensor
+    from edgekit.run.pipeline_c import spec_for_model
+    from edgekit.run.pipeline_runner import decode, digest
+
+    impl = pipeline["preprocess"]["implementation"]
+    check: Dict[str, Any] = {"implementation": impl, "frames": 0, "identical": 0, "differ": [], "not_compared": [],
+                             "reference": "edgekit's Pillow reference of the spec on the device's decoded pixels, "
+                                          "quantized to the model input"}
+    try:
+        spec = spec_for_model(pipeline["preprocess"]["spec"], pipeline["model_input"])
+    except UserError as exc:
+        return check | {"note": f"not compared: {exc.message}"}
+    for path, device in zip(frames, raw.get("preprocess_checks") or []):
+        check["frames"] += 1
+        pixels = np.asarray(decode(Path(path).read_bytes(), pipeline["decode"]))
+        if digest(pixels) != device["pixels_sha256"]:
+            check["not_compared"].append(f"{Path(path).name}: the device decoded other pixels than this host")
+            continue
+        pixels = pixels[:, :, None] if pixels.ndim == 2 else pixels
+        reference = to_tensor(resize_crop_pillow(to_working_color(pixels, spec), spec), spec)[None]
+        if digest(reference) == device["tensor_sha256"]:
+            check["identical"] += 1
+        else:
+            check["differ"].append(Path(path).name)
+    return check
+
+
+def check_line(check: Dict[str, Any]) -> str:
+    if check.get("note"):
+        return f"preprocess output vs the spec's reference: {check['note']}"
+    line = (f"preprocess output ({check['implementation']}) identical to the spec's reference on {check['identical']} "
+            f"of {check['frames']} frames")
+    if check["differ"]:
+        line += f"; differs on {', '.join(check['differ'][:5])}"
+    if check["not_compared"]:
+        line += f"; {len(check['not_compared'])} not compared ({check['not_compared'][0]})"
+    return line
+
+
 def cmd_pipeline(args, target: DeviceTarget) -> int:
     """The `edgekit run --pipeline` command body."""
     from edgekit.atomic import atomic_output_dir
@@ -400,24 +493,36 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
         monitor = open_monitor(args.power_monitor)
     options = {"remote_python": args.remote_python, "ssh_identity": str(args.ssh_identity) if args.ssh_identity else None,
                "ssh_options": list(args.ssh_option)}
+    sampler = None
+    if target.kind == "adb":  # the runner samples the battery itself, on the clock of the phase windows
+        from edgekit.run.adb import BATTERY_SYSFS
+
+        sampler = {"uevent": f"{BATTERY_SYSFS}/uevent", "interval_s": ANDROID_SAMPLE_INTERVAL_S}
     raw = run_on_device(target, args.artifact, pipeline, frames, iterations=args.iterations, warmup=args.warmup,
                         threads=args.threads or 1, timeout_s=max(args.timeout * 10, 120.0),
-                        options={k: v for k, v in options.items() if v}, monitor=monitor)
+                        options={k: v for k, v in options.items() if v}, monitor=monitor, power_sampler=sampler)
     result = budget(raw, target.profile, args.threads or 1, monitor)
+    check = preprocess_check(raw, pipeline, frames)
     report = {"device": {"kind": target.kind, "name": target.name or target.kind, "profile": (target.profile or {}).get("name")},
               "model": str(args.artifact), "pipeline": {k: v for k, v in pipeline.items() if k != "frames"},
               "frames": [p.name for p in frames], "budget": result, "runtime": raw.get("runtime"),
               "device_python": raw.get("python"),
               "results": dict(zip((p.name for p in frames), raw["results"])),
-              "timing": "every phase timed on the device by pipeline_runner.py (time.perf_counter_ns around each phase)"}
+              "timing": "every phase timed on the device by pipeline_runner.py (time.perf_counter_ns around each phase)",
+              "preprocess_check": check, "c_library_built_with": raw.get("c_library_built_with")}
     md = ["# Pipeline budget", "", f"Model `{args.artifact}` on {report['device']['name']} ({target.kind}); pipeline "
           f"`{args.pipeline}`; {len(frames)} input file(s), {result['iterations']} timed runs.", ""] + budget_table(result)
+    md += ["", check_line(check) + "."]
+    if raw.get("c_library_built_with"):
+        md.append(f"Generated C preprocessing built with {raw['c_library_built_with']}.")
     with atomic_output_dir(args.outdir) as stage:
         (stage / "pipeline.json").write_text(json.dumps(report, indent=2, default=str))
         (stage / "report.md").write_text("\n".join(md) + "\n")
     print("\n".join(budget_table(result)))
+    print(check_line(check))
     print(f"wrote {args.outdir}/pipeline.json, report.md")
-    return 0
+    # the generated C must equal the reference bit for bit (as on a microcontroller); Pillow/OpenCV are reported
+    return 1 if check["implementation"] == "c" and check["differ"] else 0
 
 
 def cmd_mcu_pipeline(args, target: DeviceTarget, pipeline: Dict[str, Any], frames: Sequence[Path]) -> int:
