@@ -138,8 +138,19 @@ def load_pipeline(path: Path, device_kind: str = "host") -> Dict[str, Any]:
     }
 
 
+ENCODED_MAGIC = {"jpeg": (b"\xff\xd8\xff",), "png": (b"\x89PNG\r\n\x1a\n",)}
+
+
+def encoded_format(path: Path) -> Optional[str]:
+    """'jpeg' or 'png' from the file's first bytes (whatever its name says), else None."""
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+    return next((fmt for fmt, magics in ENCODED_MAGIC.items() if head.startswith(magics)), None)
+
+
 def list_frames(inputs: Path, decode: Dict[str, Any]) -> List[Path]:
-    """The input files; raw frames must have exactly the stated size (every wrong one named)."""
+    """The input files; raw frames must have exactly the stated size, encoded files the stated format (every
+    wrong one named, with the expected format)."""
     from edgekit.preprocessing.sources import IMAGE_SUFFIXES
 
     inputs = Path(inputs)
@@ -147,18 +158,35 @@ def list_frames(inputs: Path, decode: Dict[str, Any]) -> List[Path]:
         raise UserError(f"--inputs {inputs} does not exist")
     fmt = decode["format"]
     files = [inputs] if inputs.is_file() else sorted(p for p in inputs.iterdir() if p.is_file() and not p.name.startswith("."))
+    fix = "give frames of the stated format and resolution, or correct decode: in the pipeline file"
     if fmt in RAW_FORMATS:
         expected = decode["width"] * decode["height"] * RAW_FORMATS[fmt]
-        bad = [f"{p.name} ({p.stat().st_size} bytes)" for p in files if p.stat().st_size != expected]
-        if bad:
-            raise UserError(f"{len(bad)} frame(s) are not {fmt} at {decode['width']}x{decode['height']} "
-                            f"({expected} bytes): {', '.join(bad[:5])}",
-                            fix="give frames of the stated format and resolution, or correct decode: in the pipeline file")
-    else:
-        files = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
-    if not files:
-        raise UserError(f"no input frames in {inputs}")
-    return files
+        encoded = [f"{p.name} (a {encoded_format(p).upper()} file)" for p in files if encoded_format(p)]
+        bad = [f"{p.name} ({p.stat().st_size} bytes)" for p in files if p.stat().st_size != expected and not encoded_format(p)]
+        if encoded or bad:
+            what = f"{fmt} at {decode['width']}x{decode['height']} ({expected} bytes)"
+            lines = ([f"{len(encoded)} file(s) are encoded images, not raw {what}: {', '.join(encoded[:5])}"] if encoded else [])
+            lines += [f"{len(bad)} frame(s) are not {what}: {', '.join(bad[:5])}"] if bad else []
+            raise UserError("; ".join(lines), fix=fix)
+        return files
+    if inputs.is_file() and inputs.suffix.lower() not in IMAGE_SUFFIXES and not encoded_format(inputs):
+        raise UserError(f"{inputs.name} is not a JPEG or PNG image; the pipeline's decode format is {fmt}",
+                        fix="give JPEG/PNG files, or state the raw frame format: decode: {format: rgb565|rgb888|gray8, "
+                            "width: W, height: H}")
+    images = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES or encoded_format(p)]
+    if fmt in ENCODED_MAGIC:
+        wrong = [f"{p.name} ({encoded_format(p).upper() if encoded_format(p) else 'not ' + fmt.upper()})"
+                 for p in images if encoded_format(p) != fmt]
+        if wrong:
+            raise UserError(f"{len(wrong)} file(s) are not {fmt.upper()} as the pipeline's decode format says: "
+                            f"{', '.join(wrong[:5])}", fix=f"give {fmt.upper()} files, or set decode: format: auto")
+    if not images:
+        others = [p.name for p in files]
+        raise UserError(f"no input frames in {inputs} for decode format {fmt}"
+                        + (f" (found {len(others)} other file(s): {', '.join(others[:5])})" if others else ""),
+                        fix="give JPEG/PNG files, or state the raw frame format: decode: {format: rgb565|rgb888|gray8, "
+                            "width: W, height: H}")
+    return images
 
 
 def model_facts(artifact: Path, spec: Dict[str, Any]) -> Dict[str, Any]:
