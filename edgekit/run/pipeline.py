@@ -222,6 +222,8 @@ class Workspace:
         self.target, self.options = target, options
         self.local: Optional[tempfile.TemporaryDirectory] = None
         self.ssh = self.adb = None
+        self.sync = False  # stamp the runner's clock lines (a host-read power monitor on a remote device)
+        self.stamps: List[tuple] = []
         if target.kind in ("host", "macos"):
             self.local = tempfile.TemporaryDirectory(prefix="edgekit-pipeline-")
             self.root = self.local.name
@@ -263,6 +265,8 @@ class Workspace:
         return remote
 
     def run(self, words: Sequence[str], timeout_s: float) -> str:
+        if self.local is None and self.sync:
+            return self._run_stamped(words, timeout_s)
         if self.local is not None:
             try:
                 done = subprocess.run(list(words), capture_output=True, text=True, timeout=timeout_s, cwd=self.root)
@@ -274,6 +278,18 @@ class Workspace:
         if self.ssh is not None:
             return self.ssh.run(list(words), timeout_s=timeout_s, what="running the pipeline")
         return self.adb.shell(list(words), timeout_s=timeout_s, what="running the pipeline")
+
+    def _run_stamped(self, words: Sequence[str], timeout_s: float) -> str:
+        """ssh/adb, reading the output as it arrives to stamp the runner's clock lines (self.stamps)."""
+        from edgekit.run.pipeline_clock import stream_lines
+
+        argv = self.ssh.ssh_argv(list(words)) if self.ssh is not None else self.adb.shell_argv(list(words))
+        stdout, stderr, code, self.stamps = stream_lines(argv, timeout_s)
+        if code not in (0, 3):
+            if self.ssh is not None:
+                raise self.ssh.classify(code, stderr, "running the pipeline", connected=bool(stdout))
+            raise DeviceError(f"the pipeline runner failed on the adb device (exit {code}): {stderr.strip()[-500:]}")
+        return stdout
 
     def close(self) -> None:
         if self.local is not None:
@@ -310,7 +326,10 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any]
                      pipeline_c.frame_keys(frames, pipeline["decode"]), ndk)
     if power_sampler:
         config["power_sampler"] = dict(power_sampler)
+    remote_monitor = monitor is not None and target.kind not in ("host", "macos")
+    config["clock_sync"] = remote_monitor
     space = Workspace(target, options)
+    space.sync = remote_monitor
     c_library = None
     try:
         if generated is not None:
@@ -351,6 +370,16 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any]
         raise DeviceError(f"the pipeline failed on the device: {out['error']}")
     if c_library is not None:
         out["c_library_built_with"] = c_library["built_with"]
+    if remote_monitor:
+        from edgekit.run.pipeline_clock import clock_offset
+
+        offset = clock_offset(space.stamps)
+        if offset is None:
+            raise DeviceError("the pipeline runner printed no clock lines: the power monitor's samples cannot be "
+                              "placed on the device's phase windows")
+        out["clock_offset"] = offset
+        out["phase_start_host_s"] = {p: [t + offset["offset_s"] for t in ts]
+                                     for p, ts in out["phase_start_monotonic_s"].items()}
     return out
 
 
@@ -414,9 +443,14 @@ def budget(raw: Dict[str, Any], profile: Dict[str, Any], threads: Optional[int],
             row["energy"] = {"value_uj": float(np.mean(raw["energy_uj"][p])), "method": "measured",
                              "source": raw["energy_source"]}
         elif monitor is not None and getattr(monitor, "samples", None):
-            value = attribute_samples(monitor.samples, raw["phase_start_monotonic_s"][p], phases[p])
+            starts = (raw.get("phase_start_host_s") or raw["phase_start_monotonic_s"])[p]
+            value = attribute_samples(monitor.samples, starts, phases[p])
             row["energy"] = {"value_uj": value, "method": "measured",
                              "source": f"{monitor.describe()}: samples attributed to the phase time windows"}
+            if raw.get("clock_offset"):
+                c = raw["clock_offset"]
+                row["energy"]["note"] = (f"device phase windows placed on this host's clock (offset from {c['lines']} "
+                                         f"clock lines, drift {c['drift_s'] * 1e3:.3g} ms over the run)")
         elif (device := device_power_energy(raw, p)) is not None:
             row["energy"] = device
         else:
@@ -515,20 +549,32 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
     if target.kind in MCU_KINDS:
         return cmd_mcu_pipeline(args, target, pipeline, frames)
     monitor = None
-    if target.kind in ("host", "macos") and args.power_monitor:
-        from edgekit.run.energy import open_monitor
+    if args.power_monitor:  # read on this host; a remote device's phase windows are put on this host's clock
+        from edgekit.run.energy import SamplingMonitor, open_monitor
 
         monitor = open_monitor(args.power_monitor)
+        if monitor.name == "rapl":  # the runner reads RAPL itself, at the phase boundaries
+            monitor.close()
+            monitor = None
+        elif not isinstance(monitor, SamplingMonitor):
+            raise UserError(f"--power-monitor {args.power_monitor} gives one energy total, not power samples: it "
+                            "cannot be split into phases",
+                            fix="use a sampling monitor (ppk2, joulescope, ina219/ina226) with --pipeline; RAPL on a "
+                                "Linux device is read by the runner itself at the phase boundaries")
     options = {"remote_python": args.remote_python, "ssh_identity": str(args.ssh_identity) if args.ssh_identity else None,
                "ssh_options": list(args.ssh_option)}
     sampler = None
-    if target.kind == "adb":  # the runner samples the battery itself, on the clock of the phase windows
+    if target.kind == "adb" and monitor is None:  # the runner samples the battery itself, on the phase windows' clock
         from edgekit.run.adb import BATTERY_SYSFS
 
         sampler = {"uevent": f"{BATTERY_SYSFS}/uevent", "interval_s": ANDROID_SAMPLE_INTERVAL_S}
-    raw = run_on_device(target, args.artifact, pipeline, frames, iterations=args.iterations, warmup=args.warmup,
-                        threads=args.threads or 1, timeout_s=max(args.timeout * 10, 120.0),
-                        options={k: v for k, v in options.items() if v}, monitor=monitor, power_sampler=sampler)
+    try:
+        raw = run_on_device(target, args.artifact, pipeline, frames, iterations=args.iterations, warmup=args.warmup,
+                            threads=args.threads or 1, timeout_s=max(args.timeout * 10, 120.0),
+                            options={k: v for k, v in options.items() if v}, monitor=monitor, power_sampler=sampler)
+    finally:
+        if monitor is not None:
+            monitor.close()
     result = budget(raw, target.profile, args.threads or 1, monitor)
     check = preprocess_check(raw, pipeline, frames)
     report = {"device": {"kind": target.kind, "name": target.name or target.kind, "profile": (target.profile or {}).get("name")},

@@ -310,6 +310,17 @@ class BatterySampler:
         self._thread.join(timeout=5)
 
 
+SYNC_PREFIX = "EKPS "
+
+
+def clock_sync(lines: int = 8, gap_s: float = 0.005) -> None:
+    """Print this device's CLOCK_MONOTONIC a few times; the host stamps each line's arrival on its own clock,
+    so samples of a power monitor read by the host can be placed on the device's phase windows."""
+    for _ in range(lines):
+        print(f"{SYNC_PREFIX}{time.monotonic():.9f}", flush=True)
+        time.sleep(gap_s)
+
+
 def digest(array) -> str:
     import hashlib
 
@@ -363,6 +374,8 @@ def run(cfg: dict, args) -> dict:
     starts = {p: [] for p in PHASES}
     energy = {p: [] for p in PHASES} if rapl else None
     results = []
+    if cfg.get("clock_sync"):
+        clock_sync()
     total = args.warmup + args.iterations
     for it in range(total):
         data = frames[it % len(frames)]
@@ -395,6 +408,8 @@ def run(cfg: dict, args) -> dict:
                     energy[phase].append(marks[k + 1][2] - marks[k][2])
     if sampler is not None:
         sampler.stop()
+    if cfg.get("clock_sync"):
+        clock_sync()
     if args.dump_tensors:
         os.makedirs(args.dump_tensors, exist_ok=True)
         for i, data in enumerate(frames):

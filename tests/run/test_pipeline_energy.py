@@ -95,3 +95,43 @@ def test_phone_pipeline_energy_is_measured_from_the_battery(cli, tmp_path):
     rows = json.loads((out / "pipeline.json").read_text())["budget"]["phases"]
     assert {r["energy"]["method"] for r in rows} == {"measured"}
     assert all("Android battery" in r["energy"]["source"] for r in rows)
+
+
+def test_clock_offset_takes_the_fastest_line_of_each_burst():
+    from edgekit.run.pipeline_clock import clock_offset
+
+    # device clock = host clock - 100 s; lines arrive 0.4..3 ms after they were printed; 0.2 ms drift over the run
+    start = [(1000.0 + i * 0.005 + d, 900.0 + i * 0.005) for i, d in enumerate((0.003, 0.0004, 0.001, 0.002))]
+    end = [(1010.0 + i * 0.005 + d + 0.0002, 910.0 + i * 0.005) for i, d in enumerate((0.0005, 0.0009, 0.0004, 0.003))]
+    c = clock_offset(start + end)
+    assert c["offset_s"] == pytest.approx(100.0 + 0.0004 + 0.0001) and c["drift_s"] == pytest.approx(0.0002)
+    assert c["lines"] == 8 and clock_offset([]) is None
+
+
+def test_ssh_pipeline_with_a_host_read_power_monitor(cli, tmp_path, sshd):
+    """A monitor read by the host (an INA219 through the hwmon driver's files; a constant 2.5 W here) on a
+    remote device: the runner's clock lines put its phase windows on the host clock, then the samples are
+    attributed to them."""
+    hwmon = tmp_path / "hwmon"
+    hwmon.mkdir()
+    (hwmon / "power1_input").write_text("2500000\n")  # microwatts
+    out = tmp_path / "out"
+    code = cli("run", IC_INT8, "--device", sshd.device, *sshd.cli_args(), "--pipeline", write_pipeline(tmp_path),
+               "--inputs", PHOTOS, "-n", "6", "--warmup", "1", "--power-monitor", f"ina219:hwmon={hwmon}", "-o", out)
+    assert code == 0
+    report = json.loads((out / "pipeline.json").read_text())
+    for r in report["budget"]["phases"]:
+        e = r["energy"]
+        assert e["method"] == "measured" and "samples attributed to the phase time windows" in e["source"]
+        assert "placed on this host's clock" in e["note"]
+        assert e["value_uj"] == pytest.approx(2.5 * r["latency_ms"]["mean"] * 1e3)
+
+
+def test_rapl_monitor_for_a_pipeline_on_a_host_without_rapl_is_one_clear_message(cli, tmp_path, capsys):
+    # RAPL is read by the runner itself at the phase boundaries; on this machine it is not readable at all
+    code = cli("run", IC_INT8, "--device", "host", "--pipeline", write_pipeline(tmp_path), "--inputs", PHOTOS,
+               "--power-monitor", "rapl", "-o", tmp_path / "out")
+    err = capsys.readouterr().err
+    if code == 0:
+        pytest.skip("RAPL is readable on this host")
+    assert "power monitor rapl" in err and not (tmp_path / "out").exists()
