@@ -3,16 +3,19 @@
 A pipeline file names the phases an app runs around the model::
 
     decode:      {format: auto | jpeg | png | rgb565 | rgb888 | gray8, width: W, height: H, library: pillow | opencv}
-    preprocess:  {spec: preprocess.json (or an inline spec), implementation: pillow | opencv}
+    preprocess:  {spec: preprocess.json (or an inline spec), implementation: pillow | opencv | c}
     inference:   {runtime: auto}
     postprocess: {steps: [dequantize, softmax, topk], top_k: 5}   or   {function: module:function, python_path: DIR}
 
 The device-side runner (edgekit/run/pipeline_runner.py, copied next to remote_runner.py) times every phase
 on the device itself; the host turns the times into the budget: p50/p90/p99 per phase, share of the total,
-energy per phase (measured from RAPL read at the phase boundaries, or a host power monitor's samples
-attributed to the phase windows; else estimated from the device profile's power model and labelled),
-the bottleneck and the end-to-end figures. On microcontrollers (qemu:, serial:) the pipeline takes raw frames,
-``implementation: c`` and ``steps: [topk]`` and runs in firmware (edgekit.run.pipeline_mcu).
+energy per phase (measured from RAPL read at the phase boundaries, or power samples attributed to the phase
+windows: a host power monitor's, placed on the device's clock with edgekit.run.pipeline_clock, or the Android
+battery's, sampled on the phone; else estimated from the device profile's power model and labelled), the
+bottleneck and the end-to-end figures, and whether the preprocess output equals the spec's reference.
+``implementation: c`` is the generated integer C, built for the device by edgekit.run.pipeline_c. On
+microcontrollers (qemu:, serial:) the pipeline takes raw frames, ``implementation: c`` and ``steps: [topk]``
+and runs in firmware (edgekit.run.pipeline_mcu).
 """
 from __future__ import annotations
 
@@ -251,8 +254,8 @@ class Workspace:
             self.root = f"{DEVICE_TMP}/edgekit-pipeline-{secrets.token_hex(4)}"
             self.adb.shell(["mkdir", "-p", self.root], what="creating a work folder")
         else:
-            raise UserError(f"--pipeline runs on host, ssh and adb devices, not {target.kind}",
-                            fix="microcontroller pipelines (qemu:, serial:) are not available in this build")
+            raise UserError(f"--pipeline runs on host, ssh, adb and microcontroller (qemu:, serial:) devices, not "
+                            f"{target.kind}", fix="choose one of those devices")
 
     def put(self, local: Path, name: str) -> str:
         remote = f"{self.root}/{name}"

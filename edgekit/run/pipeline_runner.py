@@ -3,11 +3,14 @@
 
 Copied with remote_runner.py (its runtime sessions are reused) to SSH and ADB targets and run locally for
 ``--device host``. Needs the standard library, numpy, Pillow or OpenCV (whichever the pipeline names) and
-one runtime. Input: a JSON config written by edgekit.run.pipeline (phases, spec, model input, frames).
+one runtime; ``implementation: c`` loads the generated C library edgekit built for this device (ctypes).
+Input: a JSON config written by edgekit.run.pipeline (phases, spec, model input, frames).
 Output: one line ``EKP1 {...}`` on stdout with, per iteration, the duration of every phase (perf_counter_ns)
-and its start on CLOCK_MONOTONIC (so a host power monitor's samples can be attributed to phase windows),
-per-phase energy when this machine's RAPL counters are readable (read at the phase boundaries), and the
-post-processed result of the first pass over every input.
+and its start on CLOCK_MONOTONIC (so power samples can be attributed to phase windows), per-phase energy when
+this machine's RAPL counters are readable (read at the phase boundaries), the battery samples taken here when
+asked (Android), sha256 of the decoded pixels and preprocessed tensor of every input (the host compares them
+with the spec's reference), and the post-processed result of the first pass over every input. With
+``clock_sync`` it also prints ``EKPS <CLOCK_MONOTONIC>`` lines before and after the timed runs.
 """
 from __future__ import annotations
 
