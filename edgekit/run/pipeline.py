@@ -164,8 +164,10 @@ def list_frames(inputs: Path, decode: Dict[str, Any]) -> List[Path]:
     fix = "give frames of the stated format and resolution, or correct decode: in the pipeline file"
     if fmt in RAW_FORMATS:
         expected = decode["width"] * decode["height"] * RAW_FORMATS[fmt]
-        encoded = [f"{p.name} (a {encoded_format(p).upper()} file)" for p in files if encoded_format(p)]
-        bad = [f"{p.name} ({p.stat().st_size} bytes)" for p in files if p.stat().st_size != expected and not encoded_format(p)]
+        # only a file of the wrong size is judged by its first bytes (a raw frame may start like a JPEG)
+        wrong_size = [p for p in files if p.stat().st_size != expected]
+        encoded = [f"{p.name} (a {encoded_format(p).upper()} file)" for p in wrong_size if encoded_format(p)]
+        bad = [f"{p.name} ({p.stat().st_size} bytes)" for p in wrong_size if not encoded_format(p)]
         if encoded or bad:
             what = f"{fmt} at {decode['width']}x{decode['height']} ({expected} bytes)"
             lines = ([f"{len(encoded)} file(s) are encoded images, not raw {what}: {', '.join(encoded[:5])}"] if encoded else [])
