@@ -252,7 +252,9 @@ class Workspace:
 
             self.adb = Adb(target.address)
             self.adb.choose_device()
-            self.python = str(options.get("remote_python") or "python3")
+            conn = (target.profile or {}).get("connection")
+            self.python = str(options.get("remote_python") or (conn.get("python") if isinstance(conn, dict) else None)
+                              or "python3")
             self.root = f"{DEVICE_TMP}/edgekit-pipeline-{secrets.token_hex(4)}"
             self.adb.shell(["mkdir", "-p", self.root], what="creating a work folder")
         else:
