@@ -3,16 +3,19 @@
 A pipeline file names the phases an app runs around the model::
 
     decode:      {format: auto | jpeg | png | rgb565 | rgb888 | gray8, width: W, height: H, library: pillow | opencv}
-    preprocess:  {spec: preprocess.json (or an inline spec), implementation: pillow | opencv}
+    preprocess:  {spec: preprocess.json (or an inline spec), implementation: pillow | opencv | c}
     inference:   {runtime: auto}
     postprocess: {steps: [dequantize, softmax, topk], top_k: 5}   or   {function: module:function, python_path: DIR}
 
 The device-side runner (edgekit/run/pipeline_runner.py, copied next to remote_runner.py) times every phase
 on the device itself; the host turns the times into the budget: p50/p90/p99 per phase, share of the total,
-energy per phase (measured from RAPL read at the phase boundaries, or a host power monitor's samples
-attributed to the phase windows; else estimated from the device profile's power model and labelled),
-the bottleneck and the end-to-end figures. On microcontrollers (qemu:, serial:) the pipeline takes raw frames,
-``implementation: c`` and ``steps: [topk]`` and runs in firmware (edgekit.run.pipeline_mcu).
+energy per phase (measured from RAPL read at the phase boundaries, or power samples attributed to the phase
+windows: a host power monitor's, placed on the device's clock with edgekit.run.pipeline_clock, or the Android
+battery's, sampled on the phone; else estimated from the device profile's power model and labelled), the
+bottleneck and the end-to-end figures, and whether the preprocess output equals the spec's reference.
+``implementation: c`` is the generated integer C, built for the device by edgekit.run.pipeline_c. On
+microcontrollers (qemu:, serial:) the pipeline takes raw frames, ``implementation: c`` and ``steps: [topk]``
+and runs in firmware (edgekit.run.pipeline_mcu).
 """
 from __future__ import annotations
 
@@ -37,11 +40,12 @@ PHASES = ("decode", "preprocess", "inference", "postprocess")
 DECODE_FORMATS = ("auto", "jpeg", "png", "rgb565", "rgb888", "gray8")
 RAW_FORMATS = {"rgb565": 2, "rgb888": 3, "gray8": 1}
 DECODE_LIBRARIES = ("pillow", "opencv")
-IMPLEMENTATIONS = ("pillow", "opencv")
+IMPLEMENTATIONS = ("pillow", "opencv", "c")
 POSTPROCESS_STEPS = ("dequantize", "softmax", "topk")
 PIPELINE_RUNNER = Path(__file__).with_name("pipeline_runner.py")
 REMOTE_RUNNER = Path(__file__).with_name("remote_runner.py")
 PREFIX = "EKP1 "
+ANDROID_SAMPLE_INTERVAL_S = 0.02
 
 
 # ------------------------------------------------------------------ the pipeline file
@@ -90,8 +94,8 @@ def load_pipeline(path: Path, device_kind: str = "host") -> Dict[str, Any]:
         if library != "pillow" and "library" in decode:
             problems.append("decode library does not apply to raw frames on a microcontroller")
     elif impl not in IMPLEMENTATIONS:
-        extra = " (the generated C runs in firmware: --device qemu:BOARD or serial:PORT)" if impl == "c" else ""
-        problems.append(f"preprocess implementation {impl!r} is not one of {', '.join(IMPLEMENTATIONS)}{extra}")
+        problems.append(f"preprocess implementation {impl!r} is not one of {', '.join(IMPLEMENTATIONS)} "
+                        "(c: the integer C generated from the spec)")
     spec = None
     if "spec" not in pre:
         problems.append("preprocess needs spec: a preprocessing spec file (preprocess.json) or an inline mapping")
@@ -137,8 +141,19 @@ def load_pipeline(path: Path, device_kind: str = "host") -> Dict[str, Any]:
     }
 
 
+ENCODED_MAGIC = {"jpeg": (b"\xff\xd8\xff",), "png": (b"\x89PNG\r\n\x1a\n",)}
+
+
+def encoded_format(path: Path) -> Optional[str]:
+    """'jpeg' or 'png' from the file's first bytes (whatever its name says), else None."""
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+    return next((fmt for fmt, magics in ENCODED_MAGIC.items() if head.startswith(magics)), None)
+
+
 def list_frames(inputs: Path, decode: Dict[str, Any]) -> List[Path]:
-    """The input files; raw frames must have exactly the stated size (every wrong one named)."""
+    """The input files; raw frames must have exactly the stated size, encoded files the stated format (every
+    wrong one named, with the expected format)."""
     from edgekit.preprocessing.sources import IMAGE_SUFFIXES
 
     inputs = Path(inputs)
@@ -146,18 +161,37 @@ def list_frames(inputs: Path, decode: Dict[str, Any]) -> List[Path]:
         raise UserError(f"--inputs {inputs} does not exist")
     fmt = decode["format"]
     files = [inputs] if inputs.is_file() else sorted(p for p in inputs.iterdir() if p.is_file() and not p.name.startswith("."))
+    fix = "give frames of the stated format and resolution, or correct decode: in the pipeline file"
     if fmt in RAW_FORMATS:
         expected = decode["width"] * decode["height"] * RAW_FORMATS[fmt]
-        bad = [f"{p.name} ({p.stat().st_size} bytes)" for p in files if p.stat().st_size != expected]
-        if bad:
-            raise UserError(f"{len(bad)} frame(s) are not {fmt} at {decode['width']}x{decode['height']} "
-                            f"({expected} bytes): {', '.join(bad[:5])}",
-                            fix="give frames of the stated format and resolution, or correct decode: in the pipeline file")
-    else:
-        files = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
-    if not files:
-        raise UserError(f"no input frames in {inputs}")
-    return files
+        # only a file of the wrong size is judged by its first bytes (a raw frame may start like a JPEG)
+        wrong_size = [p for p in files if p.stat().st_size != expected]
+        encoded = [f"{p.name} (a {encoded_format(p).upper()} file)" for p in wrong_size if encoded_format(p)]
+        bad = [f"{p.name} ({p.stat().st_size} bytes)" for p in wrong_size if not encoded_format(p)]
+        if encoded or bad:
+            what = f"{fmt} at {decode['width']}x{decode['height']} ({expected} bytes)"
+            lines = ([f"{len(encoded)} file(s) are encoded images, not raw {what}: {', '.join(encoded[:5])}"] if encoded else [])
+            lines += [f"{len(bad)} frame(s) are not {what}: {', '.join(bad[:5])}"] if bad else []
+            raise UserError("; ".join(lines), fix=fix)
+        return files
+    if inputs.is_file() and inputs.suffix.lower() not in IMAGE_SUFFIXES and not encoded_format(inputs):
+        raise UserError(f"{inputs.name} is not a JPEG or PNG image; the pipeline's decode format is {fmt}",
+                        fix="give JPEG/PNG files, or state the raw frame format: decode: {format: rgb565|rgb888|gray8, "
+                            "width: W, height: H}")
+    images = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES or encoded_format(p)]
+    if fmt in ENCODED_MAGIC:
+        wrong = [f"{p.name} ({encoded_format(p).upper() if encoded_format(p) else 'not ' + fmt.upper()})"
+                 for p in images if encoded_format(p) != fmt]
+        if wrong:
+            raise UserError(f"{len(wrong)} file(s) are not {fmt.upper()} as the pipeline's decode format says: "
+                            f"{', '.join(wrong[:5])}", fix=f"give {fmt.upper()} files, or set decode: format: auto")
+    if not images:
+        others = [p.name for p in files]
+        raise UserError(f"no input frames in {inputs} for decode format {fmt}"
+                        + (f" (found {len(others)} other file(s): {', '.join(others[:5])})" if others else ""),
+                        fix="give JPEG/PNG files, or state the raw frame format: decode: {format: rgb565|rgb888|gray8, "
+                            "width: W, height: H}")
+    return images
 
 
 def model_facts(artifact: Path, spec: Dict[str, Any]) -> Dict[str, Any]:
@@ -193,6 +227,8 @@ class Workspace:
         self.target, self.options = target, options
         self.local: Optional[tempfile.TemporaryDirectory] = None
         self.ssh = self.adb = None
+        self.sync = False  # stamp the runner's clock lines (a host-read power monitor on a remote device)
+        self.stamps: List[tuple] = []
         if target.kind in ("host", "macos"):
             self.local = tempfile.TemporaryDirectory(prefix="edgekit-pipeline-")
             self.root = self.local.name
@@ -204,6 +240,7 @@ class Workspace:
             from edgekit.run.base import RunRequest
 
             request = RunRequest(Path("."), [], options=options)
+            self.board_cc = runner._connection_settings().get("cc")  # the profile may name the board's compiler
             self.ssh = runner.connection(request)
             self.python = runner.remote_python(request)
             self.root = self.ssh.run(["mktemp", "-d", "/tmp/edgekit-pipeline.XXXXXXXX"], timeout_s=30,
@@ -215,12 +252,14 @@ class Workspace:
 
             self.adb = Adb(target.address)
             self.adb.choose_device()
-            self.python = str(options.get("remote_python") or "python3")
+            conn = (target.profile or {}).get("connection")
+            self.python = str(options.get("remote_python") or (conn.get("python") if isinstance(conn, dict) else None)
+                              or "python3")
             self.root = f"{DEVICE_TMP}/edgekit-pipeline-{secrets.token_hex(4)}"
             self.adb.shell(["mkdir", "-p", self.root], what="creating a work folder")
         else:
-            raise UserError(f"--pipeline runs on host, ssh and adb devices, not {target.kind}",
-                            fix="microcontroller pipelines (qemu:, serial:) are not available in this build")
+            raise UserError(f"--pipeline runs on host, ssh, adb and microcontroller (qemu:, serial:) devices, not "
+                            f"{target.kind}", fix="choose one of those devices")
 
     def put(self, local: Path, name: str) -> str:
         remote = f"{self.root}/{name}"
@@ -233,6 +272,8 @@ class Workspace:
         return remote
 
     def run(self, words: Sequence[str], timeout_s: float) -> str:
+        if self.local is None and self.sync:
+            return self._run_stamped(words, timeout_s)
         if self.local is not None:
             try:
                 done = subprocess.run(list(words), capture_output=True, text=True, timeout=timeout_s, cwd=self.root)
@@ -244,6 +285,18 @@ class Workspace:
         if self.ssh is not None:
             return self.ssh.run(list(words), timeout_s=timeout_s, what="running the pipeline")
         return self.adb.shell(list(words), timeout_s=timeout_s, what="running the pipeline")
+
+    def _run_stamped(self, words: Sequence[str], timeout_s: float) -> str:
+        """ssh/adb, reading the output as it arrives to stamp the runner's clock lines (self.stamps)."""
+        from edgekit.run.pipeline_clock import stream_lines
+
+        argv = self.ssh.ssh_argv(list(words)) if self.ssh is not None else self.adb.shell_argv(list(words))
+        stdout, stderr, code, self.stamps = stream_lines(argv, timeout_s)
+        if code not in (0, 3):
+            if self.ssh is not None:
+                raise self.ssh.classify(code, stderr, "running the pipeline", connected=bool(stdout))
+            raise DeviceError(f"the pipeline runner failed on the adb device (exit {code}): {stderr.strip()[-500:]}")
+        return stdout
 
     def close(self) -> None:
         if self.local is not None:
@@ -262,16 +315,33 @@ class Workspace:
 
 def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any], frames: Sequence[Path], *,
                   iterations: int, warmup: int, threads: Optional[int], timeout_s: float, options: Dict[str, Any],
-                  monitor=None) -> Dict[str, Any]:
-    """Copy runner, model, frames (and the user's post-processing module) and run; the runner's JSON."""
+                  monitor=None, power_sampler: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Copy runner, model, frames (the generated C library, the user's post-processing module) and run; the
+    runner's JSON. ``power_sampler`` ({uevent, interval_s}) makes the runner sample battery power itself."""
     from edgekit.run.host import choose_runtime
     from edgekit.run.inputs import model_file
 
     model = model_file(artifact)
     config = dict(pipeline)
     config["inference"] = {"runtime": choose_runtime(model, pipeline["inference"]["runtime"])}
+    generated = None
+    if pipeline["preprocess"]["implementation"] == "c":
+        from edgekit.run import pipeline_c
+
+        ndk = pipeline_c.check_toolchain(target.kind)  # refuse before the device is touched
+        generated = (pipeline_c.spec_for_model(pipeline["preprocess"]["spec"], pipeline["model_input"]),
+                     pipeline_c.frame_keys(frames, pipeline["decode"]), ndk)
+    if power_sampler:
+        config["power_sampler"] = dict(power_sampler)
+    remote_monitor = monitor is not None and target.kind not in ("host", "macos")
+    config["clock_sync"] = remote_monitor
     space = Workspace(target, options)
+    space.sync = remote_monitor
+    c_library = None
     try:
+        if generated is not None:
+            c_library = pipeline_c.prepare_library(space, *generated)
+            config["preprocess"] = dict(config["preprocess"], c_library=c_library["path"])
         space.put(REMOTE_RUNNER, "remote_runner.py")
         runner = space.put(PIPELINE_RUNNER, "pipeline_runner.py")
         remote_model = space.put(model, f"model{model.suffix.lower()}")
@@ -305,6 +375,18 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any]
     out = json.loads(lines[-1])
     if "error" in out:
         raise DeviceError(f"the pipeline failed on the device: {out['error']}")
+    if c_library is not None:
+        out["c_library_built_with"] = c_library["built_with"]
+    if remote_monitor:
+        from edgekit.run.pipeline_clock import clock_offset
+
+        offset = clock_offset(space.stamps)
+        if offset is None:
+            raise DeviceError("the pipeline runner printed no clock lines: the power monitor's samples cannot be "
+                              "placed on the device's phase windows")
+        out["clock_offset"] = offset
+        out["phase_start_host_s"] = {p: [t + offset["offset_s"] for t in ts]
+                                     for p, ts in out["phase_start_monotonic_s"].items()}
     return out
 
 
@@ -327,8 +409,34 @@ def attribute_samples(samples: Sequence[tuple], starts: Sequence[float], duratio
     return float(np.mean(energies))
 
 
+def samples_inside(samples: Sequence[tuple], starts: Sequence[float], durations_ms: Sequence[float]) -> int:
+    """How many power samples fall inside a phase's windows (the rest of its windows took the nearest sample)."""
+    times = np.array([t for t, _ in samples])
+    return int(sum(((times >= s) & (times <= s + ms / 1e3)).sum() for s, ms in zip(starts, durations_ms)))
+
+
+def device_power_energy(raw: Dict[str, Any], phase: str) -> Optional[Dict[str, Any]]:
+    """Energy of one phase from power samples the runner took on the device (Android battery), or None."""
+    power = raw.get("power") or {}
+    samples = [tuple(s) for s in power.get("samples") or []]
+    if not samples:
+        return None
+    starts, durations = raw["phase_start_monotonic_s"][phase], raw["phases_ms"][phase]
+    note = (f"{len(samples)} samples over the run, {samples_inside(samples, starts, durations)} inside this phase's "
+            f"{len(starts)} windows (a window without one takes the nearest sample); whole-device battery power, idle "
+            "and screen included")
+    if power.get("battery_status") == "Charging":
+        note += "; the battery was CHARGING: the current is the charger's, not the device's draw"
+    return {"value_uj": attribute_samples(samples, starts, durations), "method": "measured",
+            "source": f"{power['source']}: samples attributed to the phase time windows", "note": note}
+
+
 def budget(raw: Dict[str, Any], profile: Dict[str, Any], threads: Optional[int], monitor=None) -> Dict[str, Any]:
-    """Per-phase statistics, shares, energy (measured or estimated, labelled) and the bottleneck."""
+    """Per-phase statistics, shares, energy (measured or estimated, labelled) and the bottleneck.
+
+    Energy, first available of: RAPL read by the runner at the phase boundaries; a host power monitor's samples
+    or the runner's own battery samples (Android) attributed to the phase windows; the profile's power model
+    (estimated); else unavailable with the reason."""
     from edgekit.run.energy import estimate_from_profile
 
     phases = raw["phases_ms"]
@@ -342,15 +450,25 @@ def budget(raw: Dict[str, Any], profile: Dict[str, Any], threads: Optional[int],
             row["energy"] = {"value_uj": float(np.mean(raw["energy_uj"][p])), "method": "measured",
                              "source": raw["energy_source"]}
         elif monitor is not None and getattr(monitor, "samples", None):
-            value = attribute_samples(monitor.samples, raw["phase_start_monotonic_s"][p], phases[p])
+            starts = (raw.get("phase_start_host_s") or raw["phase_start_monotonic_s"])[p]
+            value = attribute_samples(monitor.samples, starts, phases[p])
             row["energy"] = {"value_uj": value, "method": "measured",
                              "source": f"{monitor.describe()}: samples attributed to the phase time windows"}
+            if raw.get("clock_offset"):
+                c = raw["clock_offset"]
+                row["energy"]["note"] = (f"device phase windows placed on this host's clock (offset from {c['lines']} "
+                                         f"clock lines, drift {c['drift_s'] * 1e3:.3g} ms over the run)")
+        elif (device := device_power_energy(raw, p)) is not None:
+            row["energy"] = device
         else:
             est = estimate_from_profile(profile or {}, float(values.mean()) / 1e3, threads)
-            row["energy"] = ({"value_uj": est["value"], "method": "estimated", "source": est["source"]} if est else
+            why = f" ({raw['power_unavailable']})" if raw.get("power_unavailable") else ""
+            row["energy"] = ({"value_uj": est["value"], "method": "estimated",
+                              "source": est["source"] + (f"; not measured: {raw['power_unavailable']}" if why else "")}
+                             if est else
                              {"value_uj": None, "method": "unavailable",
-                              "source": "no power source on this device (RAPL not readable, no --power-monitor) and no "
-                                        "power model in a device profile (--profile NAME)"})
+                              "source": f"no power source on this device{why or ' (RAPL not readable, no --power-monitor)'}"
+                                        " and no power model in a device profile (--profile NAME)"})
         rows.append(row)
     bottleneck = max(rows, key=lambda r: r["share"])
     energies = [r["energy"]["value_uj"] for r in rows]
@@ -380,6 +498,50 @@ def budget_table(b: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def preprocess_check(raw: Dict[str, Any], pipeline: Dict[str, Any], frames: Sequence[Path]) -> Dict[str, Any]:
+    """Did the device's preprocess phase give the spec's reference tensor, bit for bit? Compared on the device's
+    own decoded pixels: a frame whose decode differs here (another libjpeg) is not compared, and says so."""
+    from edgekit.preprocessing.decode import to_working_color
+    from edgekit.preprocessing.pillow_impl import resize_crop_pillow
+    from edgekit.preprocessing.values import to_tensor
+    from edgekit.run.pipeline_c import spec_for_model
+    from edgekit.run.pipeline_runner import decode, digest
+
+    impl = pipeline["preprocess"]["implementation"]
+    check: Dict[str, Any] = {"implementation": impl, "frames": 0, "identical": 0, "differ": [], "not_compared": [],
+                             "reference": "edgekit's Pillow reference of the spec on the device's decoded pixels, "
+                                          "quantized to the model input"}
+    try:
+        spec = spec_for_model(pipeline["preprocess"]["spec"], pipeline["model_input"])
+    except UserError as exc:
+        return check | {"note": f"not compared: {exc.message}"}
+    for path, device in zip(frames, raw.get("preprocess_checks") or []):
+        check["frames"] += 1
+        pixels = np.asarray(decode(Path(path).read_bytes(), pipeline["decode"]))
+        if digest(pixels) != device["pixels_sha256"]:
+            check["not_compared"].append(f"{Path(path).name}: the device decoded other pixels than this host")
+            continue
+        pixels = pixels[:, :, None] if pixels.ndim == 2 else pixels
+        reference = to_tensor(resize_crop_pillow(to_working_color(pixels, spec), spec), spec)[None]
+        if digest(reference) == device["tensor_sha256"]:
+            check["identical"] += 1
+        else:
+            check["differ"].append(Path(path).name)
+    return check
+
+
+def check_line(check: Dict[str, Any]) -> str:
+    if check.get("note"):
+        return f"preprocess output vs the spec's reference: {check['note']}"
+    line = (f"preprocess output ({check['implementation']}) identical to the spec's reference on {check['identical']} "
+            f"of {check['frames']} frames")
+    if check["differ"]:
+        line += f"; differs on {', '.join(check['differ'][:5])}"
+    if check["not_compared"]:
+        line += f"; {len(check['not_compared'])} not compared ({check['not_compared'][0]})"
+    return line
+
+
 def cmd_pipeline(args, target: DeviceTarget) -> int:
     """The `edgekit run --pipeline` command body."""
     from edgekit.atomic import atomic_output_dir
@@ -394,30 +556,54 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
     if target.kind in MCU_KINDS:
         return cmd_mcu_pipeline(args, target, pipeline, frames)
     monitor = None
-    if target.kind in ("host", "macos") and args.power_monitor:
-        from edgekit.run.energy import open_monitor
+    if args.power_monitor:  # read on this host; a remote device's phase windows are put on this host's clock
+        from edgekit.run.energy import SamplingMonitor, open_monitor
 
         monitor = open_monitor(args.power_monitor)
+        if monitor.name == "rapl":  # the runner reads RAPL itself, at the phase boundaries
+            monitor.close()
+            monitor = None
+        elif not isinstance(monitor, SamplingMonitor):
+            raise UserError(f"--power-monitor {args.power_monitor} gives one energy total, not power samples: it "
+                            "cannot be split into phases",
+                            fix="use a sampling monitor (ppk2, joulescope, ina219/ina226) with --pipeline; RAPL on a "
+                                "Linux device is read by the runner itself at the phase boundaries")
     options = {"remote_python": args.remote_python, "ssh_identity": str(args.ssh_identity) if args.ssh_identity else None,
                "ssh_options": list(args.ssh_option)}
-    raw = run_on_device(target, args.artifact, pipeline, frames, iterations=args.iterations, warmup=args.warmup,
-                        threads=args.threads or 1, timeout_s=max(args.timeout * 10, 120.0),
-                        options={k: v for k, v in options.items() if v}, monitor=monitor)
+    sampler = None
+    if target.kind == "adb" and monitor is None:  # the runner samples the battery itself, on the phase windows' clock
+        from edgekit.run.adb import BATTERY_SYSFS
+
+        sampler = {"uevent": f"{BATTERY_SYSFS}/uevent", "interval_s": ANDROID_SAMPLE_INTERVAL_S}
+    try:
+        raw = run_on_device(target, args.artifact, pipeline, frames, iterations=args.iterations, warmup=args.warmup,
+                            threads=args.threads or 1, timeout_s=max(args.timeout * 10, 120.0),
+                            options={k: v for k, v in options.items() if v}, monitor=monitor, power_sampler=sampler)
+    finally:
+        if monitor is not None:
+            monitor.close()
     result = budget(raw, target.profile, args.threads or 1, monitor)
+    check = preprocess_check(raw, pipeline, frames)
     report = {"device": {"kind": target.kind, "name": target.name or target.kind, "profile": (target.profile or {}).get("name")},
               "model": str(args.artifact), "pipeline": {k: v for k, v in pipeline.items() if k != "frames"},
               "frames": [p.name for p in frames], "budget": result, "runtime": raw.get("runtime"),
               "device_python": raw.get("python"),
               "results": dict(zip((p.name for p in frames), raw["results"])),
-              "timing": "every phase timed on the device by pipeline_runner.py (time.perf_counter_ns around each phase)"}
+              "timing": "every phase timed on the device by pipeline_runner.py (time.perf_counter_ns around each phase)",
+              "preprocess_check": check, "c_library_built_with": raw.get("c_library_built_with")}
     md = ["# Pipeline budget", "", f"Model `{args.artifact}` on {report['device']['name']} ({target.kind}); pipeline "
           f"`{args.pipeline}`; {len(frames)} input file(s), {result['iterations']} timed runs.", ""] + budget_table(result)
+    md += ["", check_line(check) + "."]
+    if raw.get("c_library_built_with"):
+        md.append(f"Generated C preprocessing built with {raw['c_library_built_with']}.")
     with atomic_output_dir(args.outdir) as stage:
         (stage / "pipeline.json").write_text(json.dumps(report, indent=2, default=str))
         (stage / "report.md").write_text("\n".join(md) + "\n")
     print("\n".join(budget_table(result)))
+    print(check_line(check))
     print(f"wrote {args.outdir}/pipeline.json, report.md")
-    return 0
+    # the generated C must equal the reference bit for bit (as on a microcontroller); Pillow/OpenCV are reported
+    return 1 if check["implementation"] == "c" and check["differ"] else 0
 
 
 def cmd_mcu_pipeline(args, target: DeviceTarget, pipeline: Dict[str, Any], frames: Sequence[Path]) -> int:

@@ -3,11 +3,14 @@
 
 Copied with remote_runner.py (its runtime sessions are reused) to SSH and ADB targets and run locally for
 ``--device host``. Needs the standard library, numpy, Pillow or OpenCV (whichever the pipeline names) and
-one runtime. Input: a JSON config written by edgekit.run.pipeline (phases, spec, model input, frames).
+one runtime; ``implementation: c`` loads the generated C library edgekit built for this device (ctypes).
+Input: a JSON config written by edgekit.run.pipeline (phases, spec, model input, frames).
 Output: one line ``EKP1 {...}`` on stdout with, per iteration, the duration of every phase (perf_counter_ns)
-and its start on CLOCK_MONOTONIC (so a host power monitor's samples can be attributed to phase windows),
-per-phase energy when this machine's RAPL counters are readable (read at the phase boundaries), and the
-post-processed result of the first pass over every input.
+and its start on CLOCK_MONOTONIC (so power samples can be attributed to phase windows), per-phase energy when
+this machine's RAPL counters are readable (read at the phase boundaries), the battery samples taken here when
+asked (Android), sha256 of the decoded pixels and preprocessed tensor of every input (the host compares them
+with the spec's reference), and the post-processed result of the first pass over every input. With
+``clock_sync`` it also prints ``EKPS <CLOCK_MONOTONIC>`` lines before and after the timed runs.
 """
 from __future__ import annotations
 
@@ -152,6 +155,57 @@ def to_model_input(pixels: np.ndarray, spec: dict, model_input: dict) -> np.ndar
     return np.ascontiguousarray(values)[None]
 
 
+class GeneratedC:
+    """implementation c: the generated integer C (libekpp.so, edgekit.run.pipeline_c) called through ctypes.
+
+    The tables for a frame's size are found once; every call then runs ek_preprocess into a buffer of the
+    model's input shape and dtype (the model's quantization is folded into the C's value tables)."""
+
+    def __init__(self, path: str, model_input: dict) -> None:
+        import ctypes
+
+        self.ctypes = ctypes
+        lib = self.lib = ctypes.CDLL(path)
+        lib.ek_pp_library_find.restype = ctypes.c_int32
+        lib.ek_pp_library_find.argtypes = [ctypes.c_uint32] * 3
+        for name in ("ek_pp_library_output_bytes", "ek_pp_library_scratch_bytes"):
+            getattr(lib, name).restype = ctypes.c_uint32
+            getattr(lib, name).argtypes = [ctypes.c_int32]
+        lib.ek_pp_library_run.restype = ctypes.c_int32
+        lib.ek_pp_library_run.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                                          ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+        self.shape = tuple(model_input["shape"])
+        self.dtype = np.dtype(model_input["dtype"])
+        self.tables = {}
+
+    def _find(self, h: int, w: int, c: int):
+        index = self.lib.ek_pp_library_find(w, h, 1 if c == 1 else 3)
+        if index < 0:
+            raise PipelineFailure(f"the generated C has no tables for a {w}x{h} frame with {c} channel(s)")
+        out_bytes = self.lib.ek_pp_library_output_bytes(index)
+        expected = int(np.prod(self.shape)) * self.dtype.itemsize
+        if out_bytes != expected:
+            raise PipelineFailure(f"the generated C writes {out_bytes} bytes, the model input takes {expected}")
+        scratch = np.zeros(max(1, self.lib.ek_pp_library_scratch_bytes(index)), np.uint8)
+        return index, scratch
+
+    def __call__(self, pixels) -> np.ndarray:
+        array = np.ascontiguousarray(np.asarray(pixels), dtype=np.uint8)
+        if array.ndim == 2:
+            array = array[:, :, None]
+        h, w, c = array.shape
+        entry = self.tables.get((h, w, c))
+        if entry is None:
+            entry = self.tables[(h, w, c)] = self._find(h, w, c)
+        index, scratch = entry
+        out = np.empty(self.shape, self.dtype)
+        status = self.lib.ek_pp_library_run(index, array.ctypes.data, array.nbytes, out.ctypes.data, out.nbytes,
+                                            scratch.ctypes.data, scratch.nbytes)
+        if status != 0:
+            raise PipelineFailure(f"the generated C preprocessing failed with ek_pp_status {status}")
+        return out
+
+
 # --- post-process ---------------------------------------------------------------------------------
 def postprocess(outputs, cfg: dict, output_quant):
     if cfg.get("function"):
@@ -205,6 +259,78 @@ def rapl_uj(files) -> int:
     return total
 
 
+class BatterySampler:
+    """Android battery power read on the device itself (same clock as the phase windows): CURRENT_NOW (uA,
+    either sign) x VOLTAGE_NOW (uV) from the power_supply uevent file (the file and the arithmetic of
+    edgekit.run.adb.AndroidBatteryMonitor), every interval_s in a thread."""
+
+    def __init__(self, uevent: str, interval_s: float) -> None:
+        import threading
+
+        self.uevent, self.interval_s = uevent, float(interval_s)
+        self.samples = []
+        self.status = ""
+        self.reads = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="battery-sampler", daemon=True)
+
+    def read_w(self):
+        with open(self.uevent) as handle:
+            values = {}
+            for line in handle.read().splitlines():
+                key, sep, value = line.strip().partition("=")
+                if sep:
+                    values[key.replace("POWER_SUPPLY_", "", 1) if key.startswith("POWER_SUPPLY_") else key] = value.strip()
+        self.status = values.get("STATUS", self.status)
+        try:
+            current, voltage = abs(int(values["CURRENT_NOW"])), int(values["VOLTAGE_NOW"])
+        except (KeyError, ValueError):
+            return None
+        return current * 1e-6 * voltage * 1e-6 if voltage > 0 else None
+
+    def unavailable_reason(self):
+        try:
+            return None if self.read_w() is not None else f"{self.uevent} has no readable CURRENT_NOW and VOLTAGE_NOW"
+        except OSError as exc:
+            return f"{self.uevent} is not readable here ({exc.strerror or exc})"
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                value = self.read_w()
+            except (OSError, ValueError):
+                value = None
+            self.reads += 1
+            if value is not None:
+                self.samples.append((time.monotonic(), value))
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+SYNC_PREFIX = "EKPS "
+
+
+def clock_sync(lines: int = 8, gap_s: float = 0.005) -> None:
+    """Print this device's CLOCK_MONOTONIC a few times; the host stamps each line's arrival on its own clock,
+    so samples of a power monitor read by the host can be placed on the device's phase windows."""
+    for _ in range(lines):
+        print(f"{SYNC_PREFIX}{time.monotonic():.9f}", flush=True)
+        time.sleep(gap_s)
+
+
+def digest(array) -> str:
+    import hashlib
+
+    array = np.ascontiguousarray(np.asarray(array))
+    return hashlib.sha256(str(array.shape).encode() + str(array.dtype).encode() + array.tobytes()).hexdigest()
+
+
 # --- the loop -------------------------------------------------------------------------------------
 def run(cfg: dict, args) -> dict:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -227,12 +353,32 @@ def run(cfg: dict, args) -> dict:
         with open(path, "rb") as handle:
             frames.append(handle.read())
     spec, model_input = cfg["preprocess"]["spec"], cfg["model_input"]
-    resize = resize_opencv if cfg["preprocess"]["implementation"] == "opencv" else resize_pillow
+    if cfg["preprocess"]["implementation"] == "c":
+        generated = GeneratedC(cfg["preprocess"]["c_library"], model_input)
+
+        def preprocess(pixels):
+            return generated(pixels)
+    else:
+        resize = resize_opencv if cfg["preprocess"]["implementation"] == "opencv" else resize_pillow
+
+        def preprocess(pixels):
+            return to_model_input(resize(pixels, spec), spec, model_input)
     rapl = rapl_files()
+    sampler, power_note = None, None
+    if cfg.get("power_sampler"):
+        sampler = BatterySampler(cfg["power_sampler"]["uevent"], cfg["power_sampler"].get("interval_s", 0.02))
+        power_note = sampler.unavailable_reason()
+        if power_note is None:
+            sampler.start()
+        else:
+            sampler = None
+    checks = []
     phases = {p: [] for p in PHASES}
     starts = {p: [] for p in PHASES}
     energy = {p: [] for p in PHASES} if rapl else None
     results = []
+    if cfg.get("clock_sync"):
+        clock_sync()
     total = args.warmup + args.iterations
     for it in range(total):
         data = frames[it % len(frames)]
@@ -246,7 +392,7 @@ def run(cfg: dict, args) -> dict:
         if not hasattr(pixels, "mode"):
             pixels = np.asarray(pixels)
         mark()
-        tensor = to_model_input(resize(pixels, spec), spec, model_input)
+        tensor = preprocess(pixels)
         mark()
         session.set_inputs([tensor])
         session.invoke()
@@ -256,18 +402,29 @@ def run(cfg: dict, args) -> dict:
         mark()
         if it < len(frames):
             results.append(jsonable(result))
+            checks.append({"pixels_sha256": digest(np.asarray(pixels)), "tensor_sha256": digest(tensor)})
         if timed:
             for k, phase in enumerate(PHASES):
                 phases[phase].append((marks[k + 1][1] - marks[k][1]) / 1e6)
                 starts[phase].append(marks[k][0])
                 if energy is not None:
                     energy[phase].append(marks[k + 1][2] - marks[k][2])
+    if sampler is not None:
+        sampler.stop()
+    if cfg.get("clock_sync"):
+        clock_sync()
     if args.dump_tensors:
         os.makedirs(args.dump_tensors, exist_ok=True)
         for i, data in enumerate(frames):
-            pixels = decode(data, cfg["decode"])
-            np.save(os.path.join(args.dump_tensors, f"{i}.npy"), to_model_input(resize(pixels, spec), spec, model_input))
-    return {"phases_ms": phases, "phase_start_monotonic_s": starts,
+            np.save(os.path.join(args.dump_tensors, f"{i}.npy"), preprocess(decode(data, cfg["decode"])))
+    power = None
+    if sampler is not None:
+        power = {"samples": sampler.samples, "reads": sampler.reads, "interval_s": sampler.interval_s,
+                 "battery_status": sampler.status,
+                 "source": f"Android battery CURRENT_NOW x VOLTAGE_NOW ({sampler.uevent}) sampled on the device "
+                           f"every {sampler.interval_s * 1e3:g} ms"}
+    return {"phases_ms": phases, "phase_start_monotonic_s": starts, "power": power, "power_unavailable": power_note,
+            "preprocess_checks": checks,
             "energy_uj": energy, "energy_source": f"RAPL {', '.join(rapl)} read at phase boundaries" if rapl else None,
             "results": results, "runtime": getattr(session, "info", {}),
             "python": sys.version.split()[0], "numpy": np.__version__, "pid": os.getpid()}

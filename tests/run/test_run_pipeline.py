@@ -134,7 +134,7 @@ def test_unknown_phase_and_implementation_are_refused_with_the_valid_ones(cli, t
     assert cli("run", IC_INT8, "--device", "host", "--pipeline", pipe, "--inputs", PHOTOS, "-o", tmp_path / "out") != 0
     err = capsys.readouterr().err
     assert "unknown phase(s) ['camera']; valid phases: decode, preprocess, inference, postprocess" in err
-    assert "implementation 'skimage' is not one of pillow, opencv" in err
+    assert "implementation 'skimage' is not one of pillow, opencv, c (c: the integer C generated from the spec)" in err
     assert "unknown post-processing step(s) ['argmax']; valid steps: dequantize, softmax, topk" in err
     assert not (tmp_path / "out").exists()
 
