@@ -797,6 +797,218 @@ static void dw_blocked_mve(const dw_data *d, const ek_conv_channel *ch, const ek
 }
 #endif
 
+#if EK_CONV_MVE && defined(__thumb2__) && !defined(EK_CONV_NO_ASM)
+/* ---------- Helium path for small maps (3x3, stride 1, SAME, rows of 2-5 pixels: KWS's 25x5 layers) ----------
+ * One channel at a time, so the whole 3x3 window is one 16-byte vector and one VMLADAV.S8 does its 9 MACs. A group
+ * of 8 channels is first copied out of the NHWC input into 8 channel-major planes in the scratch (one widening load of
+ * the pixel's 8 channels, one scatter store to the 8 planes), each padded with the input zero point and stored with
+ * row stride s = w + 1: a row is [zp, x0 .. x(w-1)], its right padding is the next row's left padding. The window of
+ * output (y, x) then starts at y * s + x and ends at y * s + x + 2s + 2 <= 15 bytes further: lanes ky * s + kx of the
+ * weight vector hold the channel's weights, the other lanes 0. Two neighbouring outputs share a load (the second one's
+ * weights are the same vector shifted by one lane). The sums go through a buffer in the scratch and are requantized
+ * 4 at a time in a tail-predicated loop: + fold (bias + input offset * sum of weights, exact in wrap-around int32 as in
+ * the other blocked paths), then exactly ek_mve_requant4, and a byte scatter to the NHWC output (C bytes apart).
+ * Access order: the group's planes are filled completely before any of its outputs is written, and only the group's
+ * channels are written: the channel-groups-in-place contract of the blocked path (d_max = 0, dw_overlap). */
+#define DW_DOT_ASM 1
+#define DW_DOT_GROUP 8
+#define DW_DOT_SLACK 16 /* the last windows' 16-byte loads read up to 15 bytes past the last plane (weights 0) */
+
+typedef struct dw_dot_fit {
+  int32_t s;           /* plane row stride, w + 1 */
+  int32_t plane_bytes; /* (h + 2) * s + 1 */
+  int32_t acc_offset;  /* scratch bytes before the accumulator buffer */
+  int32_t block_rows;  /* output rows per accumulator buffer */
+} dw_dot_fit;
+
+static int dw_dot_applies(const dw_data *d, const ek_op_params *p, const ek_tensor *in, const ek_tensor *out,
+                          const dw_geometry *g, dw_dot_fit *fit) {
+  if (d->multiplier != 1 || !g->plane || g->kh != 3 || g->kw != 3 || p->stride_h != 1 || p->stride_w != 1 ||
+      p->dilation_h != 1 || p->dilation_w != 1 || d->pad_h != 1 || d->pad_w != 1)
+    return 0;
+  const int32_t h = in->dims[1], w = in->dims[2];
+  if (out->dims[1] != h || out->dims[2] != w || w < 2 || w > 5 || g->wp != w + 2 || g->hp != h + 2) return 0;
+  fit->s = w + 1;
+  fit->plane_bytes = (h + 2) * fit->s + 1;
+  fit->acc_offset = (DW_DOT_GROUP * fit->plane_bytes + DW_DOT_SLACK + 15) & ~15;
+  const int32_t left = g->words * 4 - fit->acc_offset;
+  fit->block_rows = left > 0 ? left / (4 * w) : 0;
+  if (fit->block_rows > h) fit->block_rows = h;
+  return fit->block_rows >= 1;
+}
+
+/* r0 = input (first pixel, first channel of the group), r1 = scratch, r2 = rows, r3 = {w, c, fill bytes, zp, offsets
+   of the 8 planes (uint16 x 8), lanes, s + 1}: zero-point fill of the planes, then per pixel one widening load of the
+   group's channels and one byte scatter to their planes (predicated to `lanes`). */
+void ek_dw_dot_fill(const int8_t *src, int8_t *planes, int32_t rows, const int32_t *prm);
+/* r0 = plane at the first window, r1 = sums, r2 = weights (33 bytes, see dw_dot_weights), r3 = rows: the 3x3 window sums
+   of `rows` output rows of w pixels (one function per w). */
+void ek_dw_dot_rows2(const int8_t *plane, int32_t *acc, const int8_t *wa, int32_t rows);
+void ek_dw_dot_rows3(const int8_t *plane, int32_t *acc, const int8_t *wa, int32_t rows);
+void ek_dw_dot_rows4(const int8_t *plane, int32_t *acc, const int8_t *wa, int32_t rows);
+void ek_dw_dot_rows5(const int8_t *plane, int32_t *acc, const int8_t *wa, int32_t rows);
+/* r0 = sums, r1 = output of the first, r2 = count, r3 = {fold, multiplier, -exponent, zp, lo, hi, 4 * c, offsets
+   (uint32 x 4: 0, c, 2c, 3c)}: requantization of `count` sums 4 at a time, byte scatter to the NHWC output. */
+void ek_dw_dot_requant(const int32_t *acc, int8_t *out, int32_t count, const int32_t *prm);
+
+#define DW_DOT_FN(name)                \
+  "  .section .text." name ", \"ax\", %progbits\n" \
+  "  .global " name "\n"               \
+  "  .type " name ", %function\n"      \
+  "  .thumb_func\n"                    \
+  "  .balign 4\n"                      \
+  name ":\n"
+#define DW_DOT_PAIR                    \
+  "  vldrb.8 q2, [r0], #2\n"           \
+  "  vmladav.s8 r4, q2, q0\n"          \
+  "  vmladav.s8 r6, q2, q1\n"          \
+  "  strd r4, r6, [r1], #8\n"
+#define DW_DOT_ONE                     \
+  "  vldrb.8 q2, [r0], #2\n"           \
+  "  vmladav.s8 r4, q2, q0\n"          \
+  "  str r4, [r1], #4\n"
+#define DW_DOT_ROWS(name, BODY)        \
+  DW_DOT_FN(name)                      \
+  "  push {r4-r7, lr}\n"               \
+  "  vldrb.8 q0, [r2, #1]\n"           \
+  "  vldrb.8 q1, [r2]\n"               \
+  "  dls lr, r3\n"                     \
+  "1:\n"                               \
+  BODY                                 \
+  "  le lr, 1b\n"                      \
+  "  pop {r4-r7, pc}\n"                \
+  "  .size " name ", . - " name "\n"
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    DW_DOT_FN("ek_dw_dot_fill")
+    "  push {r4-r7, lr}\n"
+    "  ldrd r4, r5, [r3]\n"            /* w, c */
+    "  ldrd r6, r7, [r3, #8]\n"        /* fill bytes, zp */
+    "  ldr r12, [r3, #16]\n"
+    "  vldrh.u16 q1, [r12]\n"          /* plane offsets */
+    "  vdup.8 q0, r7\n"
+    "  mov r7, r1\n"
+    "  dlstp.8 lr, r6\n"
+    "1:\n"
+    "  vstrb.8 q0, [r7], #16\n"
+    "  letp lr, 1b\n"
+    "  ldrd r12, r7, [r3, #20]\n"      /* lanes, s + 1 */
+    "  add r1, r1, r7\n"
+    "  cmp r12, #8\n"
+    "  beq 4f\n"
+    "  vctp.16 r12\n"                 /* a partial group: predicated */
+    "2:\n"
+    "  dls lr, r4\n"
+    "3:\n"
+    "  vpstt\n"
+    "  vldrbt.s16 q0, [r0]\n"
+    "  vstrbt.16 q0, [r1, q1]\n"
+    "  add r0, r0, r5\n"
+    "  add r1, r1, #1\n"
+    "  le lr, 3b\n"
+    "  add r1, r1, #1\n"
+    "  subs r2, r2, #1\n"
+    "  bne 2b\n"
+    "  pop {r4-r7, pc}\n"
+    "4:\n"
+    "  dls lr, r4\n"
+    "5:\n"
+    "  vldrb.s16 q0, [r0]\n"
+    "  vstrb.16 q0, [r1, q1]\n"
+    "  add r0, r0, r5\n"
+    "  add r1, r1, #1\n"
+    "  le lr, 5b\n"
+    "  add r1, r1, #1\n"
+    "  subs r2, r2, #1\n"
+    "  bne 4b\n"
+    "  pop {r4-r7, pc}\n"
+    "  .size ek_dw_dot_fill, . - ek_dw_dot_fill\n"
+    DW_DOT_ROWS("ek_dw_dot_rows2", DW_DOT_PAIR "  adds r0, r0, #1\n")
+    DW_DOT_ROWS("ek_dw_dot_rows3", DW_DOT_PAIR DW_DOT_ONE)
+    DW_DOT_ROWS("ek_dw_dot_rows4", DW_DOT_PAIR DW_DOT_PAIR "  adds r0, r0, #1\n")
+    DW_DOT_ROWS("ek_dw_dot_rows5", DW_DOT_PAIR DW_DOT_PAIR DW_DOT_ONE)
+    DW_DOT_FN("ek_dw_dot_requant")
+    "  push {r4-r9, lr}\n"
+    "  vpush {d8, d9}\n"
+    "  ldm r3, {r4-r9, r12}\n"         /* fold, multiplier, -e, zp, lo, hi, 4c */
+    "  ldr r3, [r3, #28]\n"
+    "  vldrw.u32 q4, [r3]\n"           /* output offsets 0, c, 2c, 3c */
+    "  vdup.32 q2, r8\n"
+    "  vdup.32 q3, r9\n"
+    "  dlstp.32 lr, r2\n"
+    "1:\n"
+    "  vldrw.u32 q0, [r0], #16\n"
+    "  vadd.i32 q0, q0, r4\n"
+    "  vqrdmulh.s32 q0, q0, r5\n"
+    "  vshr.s32 q1, q0, #31\n"
+    "  vqadd.s32 q0, q0, q1\n"
+    "  vrshl.s32 q0, r6\n"
+    "  vadd.i32 q0, q0, r7\n"
+    "  vmax.s32 q0, q0, q2\n"
+    "  vmin.s32 q0, q0, q3\n"
+    "  vstrb.32 q0, [r1, q4]\n"
+    "  add r1, r1, r12\n"
+    "  letp lr, 1b\n"
+    "  vpop {d8, d9}\n"
+    "  pop {r4-r9, pc}\n"
+    "  .size ek_dw_dot_requant, . - ek_dw_dot_requant\n"
+    "  .text\n");
+#undef DW_DOT_FN
+#undef DW_DOT_PAIR
+#undef DW_DOT_ONE
+#undef DW_DOT_ROWS
+
+/* The channel's window weights at a[1 + ky * s + kx], all other bytes 0: a + 1 is the window at x, a the one at x + 1. */
+static inline void dw_dot_weights(const int8_t *wt, int32_t oc, int32_t s, int8_t a[48]) {
+  const int8x16_t zero = vdupq_n_s8(0);
+  vst1q_s8(a, zero);
+  vst1q_s8(a + 16, zero);
+  vst1q_s8(a + 32, zero);
+  for (int32_t ky = 0; ky < 3; ++ky, wt += 3 * oc)
+    for (int32_t kx = 0; kx < 3; ++kx) a[1 + ky * s + kx] = wt[kx * oc];
+}
+
+static void dw_dot_mve(const dw_data *d, const ek_conv_channel *ch, const ek_tensor *in, const ek_tensor *f,
+                       ek_tensor *out, int8_t *scratch, const dw_dot_fit *fit) {
+  typedef void (*rows_fn)(const int8_t *, int32_t *, const int8_t *, int32_t);
+  static const rows_fn rows_of[4] = {ek_dw_dot_rows2, ek_dw_dot_rows3, ek_dw_dot_rows4, ek_dw_dot_rows5};
+  const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t s = fit->s, pb = fit->plane_bytes;
+  const rows_fn rows = rows_of[w - 2];
+  int32_t *acc = (int32_t *)(void *)(scratch + fit->acc_offset);
+  uint16_t plane_offsets[8] __attribute__((aligned(8)));
+  uint32_t out_offsets[4] __attribute__((aligned(16)));
+  for (int32_t j = 0; j < 8; ++j) plane_offsets[j] = (uint16_t)(j * pb);
+  for (int32_t j = 0; j < 4; ++j) out_offsets[j] = (uint32_t)(j * c);
+  int32_t fill[7] = {w, c, 0, -d->input_offset, (int32_t)(intptr_t)plane_offsets, 0, s + 1};
+  int32_t rq[8] = {0, 0, 0, d->output_offset, d->act_min, d->act_max, 4 * c, (int32_t)(intptr_t)out_offsets};
+  for (int32_t b = 0; b < n; ++b) {
+    const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c;
+    int8_t *y = (int8_t *)out->data + (ptrdiff_t)b * h * w * c;
+    for (int32_t c0 = 0; c0 < c; c0 += DW_DOT_GROUP) {
+      const int32_t lanes = c - c0 < DW_DOT_GROUP ? c - c0 : DW_DOT_GROUP;
+      fill[2] = lanes * pb + DW_DOT_SLACK;
+      fill[5] = lanes;
+      ek_dw_dot_fill(x + c0, scratch, h, fill);
+      for (int32_t k = 0; k < lanes; ++k) {
+        const int32_t cc = c0 + k;
+        int8_t wa[48] __attribute__((aligned(16)));
+        dw_dot_weights((const int8_t *)f->data + cc, c, s, wa);
+        rq[0] = ch[cc].fold;
+        rq[1] = ch[cc].multiplier;
+        rq[2] = -ek_conv_exponent(&ch[cc]);
+        for (int32_t y0 = 0; y0 < h; y0 += fit->block_rows) {
+          const int32_t count = (y0 + fit->block_rows < h ? fit->block_rows : h - y0);
+          rows(scratch + k * pb + y0 * s, acc, wa, count);
+          ek_dw_dot_requant(acc, y + (ptrdiff_t)y0 * w * c + cc, count * w, rq);
+        }
+      }
+    }
+  }
+}
+#endif
+
 static ek_status dw_eval(ek_context *ctx, ek_op *op) {
   const dw_data *d = (const dw_data *)op->user_data;
   const ek_conv_channel *ch = dw_channels(op->user_data);
@@ -810,6 +1022,13 @@ static ek_status dw_eval(ek_context *ctx, ek_op *op) {
         dw_blocked_multiplier(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
         return EK_OK;
       }
+#if defined(DW_DOT_ASM)
+      dw_dot_fit fit;
+      if (dw_dot_applies(d, p, in, out, &g, &fit)) {
+        dw_dot_mve(d, ch, in, f, out, (int8_t *)op->scratch, &fit);
+        return EK_OK;
+      }
+#endif
 #if EK_CONV_MVE
       if (dw_mve_applies(&g)) {
         dw_blocked_mve(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
