@@ -813,6 +813,7 @@ static void dw_blocked_mve(const dw_data *d, const ek_conv_channel *ch, const ek
 #define DW_DOT_ASM 1
 #define DW_DOT_GROUP 8
 #define DW_DOT_SLACK 16 /* the last windows' 16-byte loads read up to 15 bytes past the last plane (weights 0) */
+#define DW_DOT_WREC 17  /* bytes per channel weight record: byte 1 + ky * s + kx holds tap (ky, kx), the rest 0 */
 
 typedef struct dw_dot_fit {
   int32_t s;           /* plane row stride, w + 1 */
@@ -837,19 +838,32 @@ static int dw_dot_applies(const dw_data *d, const ek_op_params *p, const ek_tens
   return fit->block_rows >= 1;
 }
 
+/* One channel's outputs (ek_dw_dot_channel<w>, w = 2..5; offsets used by the assembly). */
+typedef struct dw_dot_job {
+  const int8_t *plane;          /*  0: the channel's plane */
+  int32_t *acc;                 /*  4: accumulator buffer (block_rows * w) */
+  const int8_t *weights;        /*  8: the channel's weight record (DW_DOT_WREC bytes) */
+  int32_t rows;                 /* 12: output rows */
+  int32_t block_rows;           /* 16 */
+  int8_t *out;                  /* 20: output of pixel 0 for this channel */
+  int32_t c;                    /* 24: bytes between output pixels */
+  int32_t fold, multiplier;     /* 28, 32 */
+  int32_t neg_exponent, zp;     /* 36, 40 */
+  int32_t lo, hi;               /* 44, 48: activation clamp */
+  const uint32_t *out_offsets;  /* 52: 0, c, 2c, 3c */
+} dw_dot_job;
+typedef char dw_dot_job_is_56_bytes[sizeof(dw_dot_job) == 56 ? 1 : -1];
+
 /* r0 = input (first pixel, first channel of the group), r1 = scratch, r2 = rows, r3 = {w, c, fill bytes, zp, offsets
    of the 8 planes (uint16 x 8), lanes, s + 1}: zero-point fill of the planes, then per pixel one widening load of the
-   group's channels and one byte scatter to their planes (predicated to `lanes`). */
+   group's channels and one byte scatter to their planes (predicated for a partial group). */
 void ek_dw_dot_fill(const int8_t *src, int8_t *planes, int32_t rows, const int32_t *prm);
-/* r0 = plane at the first window, r1 = sums, r2 = weights (33 bytes, see dw_dot_weights), r3 = rows: the 3x3 window sums
-   of `rows` output rows of w pixels (one function per w). */
-void ek_dw_dot_rows2(const int8_t *plane, int32_t *acc, const int8_t *wa, int32_t rows);
-void ek_dw_dot_rows3(const int8_t *plane, int32_t *acc, const int8_t *wa, int32_t rows);
-void ek_dw_dot_rows4(const int8_t *plane, int32_t *acc, const int8_t *wa, int32_t rows);
-void ek_dw_dot_rows5(const int8_t *plane, int32_t *acc, const int8_t *wa, int32_t rows);
-/* r0 = sums, r1 = output of the first, r2 = count, r3 = {fold, multiplier, -exponent, zp, lo, hi, 4 * c, offsets
-   (uint32 x 4: 0, c, 2c, 3c)}: requantization of `count` sums 4 at a time, byte scatter to the NHWC output. */
-void ek_dw_dot_requant(const int32_t *acc, int8_t *out, int32_t count, const int32_t *prm);
+/* Per block of rows: the 3x3 window sums into the buffer (per row: w / 2 shared loads, w VMLADAV.S8), then
+   + fold and ek_mve_requant4 on 4 sums at a time (tail-predicated loop), byte scatter to the NHWC output. */
+void ek_dw_dot_channel2(const dw_dot_job *job);
+void ek_dw_dot_channel3(const dw_dot_job *job);
+void ek_dw_dot_channel4(const dw_dot_job *job);
+void ek_dw_dot_channel5(const dw_dot_job *job);
 
 #define DW_DOT_FN(name)                \
   "  .section .text." name ", \"ax\", %progbits\n" \
@@ -859,24 +873,68 @@ void ek_dw_dot_requant(const int32_t *acc, int8_t *out, int32_t count, const int
   "  .balign 4\n"                      \
   name ":\n"
 #define DW_DOT_PAIR                    \
-  "  vldrb.8 q2, [r0], #2\n"           \
-  "  vmladav.s8 r4, q2, q0\n"          \
-  "  vmladav.s8 r6, q2, q1\n"          \
+  "  vldrb.8 q5, [r0], #2\n"           \
+  "  vmladav.s8 r4, q5, q0\n"          \
+  "  vmladav.s8 r6, q5, q1\n"          \
   "  strd r4, r6, [r1], #8\n"
 #define DW_DOT_ONE                     \
-  "  vldrb.8 q2, [r0], #2\n"           \
-  "  vmladav.s8 r4, q2, q0\n"          \
+  "  vldrb.8 q5, [r0], #2\n"           \
+  "  vmladav.s8 r4, q5, q0\n"          \
   "  str r4, [r1], #4\n"
-#define DW_DOT_ROWS(name, BODY)        \
+#define DW_DOT_CHANNEL(name, W, BODY)  \
   DW_DOT_FN(name)                      \
-  "  push {r4-r7, lr}\n"               \
-  "  vldrb.8 q0, [r2, #1]\n"           \
-  "  vldrb.8 q1, [r2]\n"               \
-  "  dls lr, r3\n"                     \
+  "  push {r4-r11, lr}\n"              \
+  "  vpush {d8-d13}\n"                 \
+  "  mov r11, r0\n"                    \
+  "  ldr r2, [r11, #8]\n"              \
+  "  vldrb.8 q0, [r2, #1]\n"           /* window at x */ \
+  "  vldrb.8 q1, [r2]\n"               /* window at x + 1 */ \
+  "  ldr r3, [r11, #52]\n"             \
+  "  vldrw.u32 q4, [r3]\n"             /* output offsets */ \
+  "  ldrd r2, r3, [r11, #44]\n"        \
+  "  vdup.32 q2, r2\n"                 \
+  "  vdup.32 q3, r3\n"                 \
+  "  ldr r0, [r11, #0]\n"              \
+  "  ldr r9, [r11, #12]\n"             /* rows left */ \
+  "  ldr r10, [r11, #20]\n"            /* output of the block */ \
   "1:\n"                               \
+  "  ldr r3, [r11, #16]\n"             \
+  "  cmp r9, r3\n"                     \
+  "  it lt\n"                          \
+  "  movlt r3, r9\n"                   \
+  "  sub r9, r9, r3\n"                 \
+  "  ldr r1, [r11, #4]\n"              \
+  "  mov r8, r1\n"                     \
+  "  mov r12, #" #W "\n"               \
+  "  mul r12, r12, r3\n"               /* sums in this block */ \
+  "  dls lr, r3\n"                     \
+  "2:\n"                               \
   BODY                                 \
-  "  le lr, 1b\n"                      \
-  "  pop {r4-r7, pc}\n"                \
+  "  le lr, 2b\n"                      \
+  "  ldrd r4, r5, [r11, #28]\n"        /* fold, multiplier */ \
+  "  ldrd r6, r7, [r11, #36]\n"        /* -exponent, zp */ \
+  "  ldr r2, [r11, #24]\n"             \
+  "  mov r3, r10\n"                    \
+  "  mla r10, r2, r12, r10\n"          \
+  "  lsls r2, r2, #2\n"                \
+  "  dlstp.32 lr, r12\n"               \
+  "3:\n"                               \
+  "  vldrw.u32 q5, [r8], #16\n"        \
+  "  vadd.i32 q5, q5, r4\n"            \
+  "  vqrdmulh.s32 q5, q5, r5\n"        \
+  "  vshr.s32 q6, q5, #31\n"           \
+  "  vqadd.s32 q5, q5, q6\n"           \
+  "  vrshl.s32 q5, r6\n"               \
+  "  vadd.i32 q5, q5, r7\n"            \
+  "  vmax.s32 q5, q5, q2\n"            \
+  "  vmin.s32 q5, q5, q3\n"            \
+  "  vstrb.32 q5, [r3, q4]\n"          \
+  "  add r3, r3, r2\n"                 \
+  "  letp lr, 3b\n"                    \
+  "  cmp r9, #0\n"                     \
+  "  bne 1b\n"                         \
+  "  vpop {d8-d13}\n"                  \
+  "  pop {r4-r11, pc}\n"               \
   "  .size " name ", . - " name "\n"
 __asm__(
     "  .syntax unified\n"
@@ -897,7 +955,7 @@ __asm__(
     "  add r1, r1, r7\n"
     "  cmp r12, #8\n"
     "  beq 4f\n"
-    "  vctp.16 r12\n"                 /* a partial group: predicated */
+    "  vctp.16 r12\n"                  /* a partial group: predicated */
     "2:\n"
     "  dls lr, r4\n"
     "3:\n"
@@ -924,65 +982,44 @@ __asm__(
     "  bne 4b\n"
     "  pop {r4-r7, pc}\n"
     "  .size ek_dw_dot_fill, . - ek_dw_dot_fill\n"
-    DW_DOT_ROWS("ek_dw_dot_rows2", DW_DOT_PAIR "  adds r0, r0, #1\n")
-    DW_DOT_ROWS("ek_dw_dot_rows3", DW_DOT_PAIR DW_DOT_ONE)
-    DW_DOT_ROWS("ek_dw_dot_rows4", DW_DOT_PAIR DW_DOT_PAIR "  adds r0, r0, #1\n")
-    DW_DOT_ROWS("ek_dw_dot_rows5", DW_DOT_PAIR DW_DOT_PAIR DW_DOT_ONE)
-    DW_DOT_FN("ek_dw_dot_requant")
-    "  push {r4-r9, lr}\n"
-    "  vpush {d8, d9}\n"
-    "  ldm r3, {r4-r9, r12}\n"         /* fold, multiplier, -e, zp, lo, hi, 4c */
-    "  ldr r3, [r3, #28]\n"
-    "  vldrw.u32 q4, [r3]\n"           /* output offsets 0, c, 2c, 3c */
-    "  vdup.32 q2, r8\n"
-    "  vdup.32 q3, r9\n"
-    "  dlstp.32 lr, r2\n"
-    "1:\n"
-    "  vldrw.u32 q0, [r0], #16\n"
-    "  vadd.i32 q0, q0, r4\n"
-    "  vqrdmulh.s32 q0, q0, r5\n"
-    "  vshr.s32 q1, q0, #31\n"
-    "  vqadd.s32 q0, q0, q1\n"
-    "  vrshl.s32 q0, r6\n"
-    "  vadd.i32 q0, q0, r7\n"
-    "  vmax.s32 q0, q0, q2\n"
-    "  vmin.s32 q0, q0, q3\n"
-    "  vstrb.32 q0, [r1, q4]\n"
-    "  add r1, r1, r12\n"
-    "  letp lr, 1b\n"
-    "  vpop {d8, d9}\n"
-    "  pop {r4-r9, pc}\n"
-    "  .size ek_dw_dot_requant, . - ek_dw_dot_requant\n"
+    DW_DOT_CHANNEL("ek_dw_dot_channel2", 2, DW_DOT_PAIR "  adds r0, r0, #1\n")
+    DW_DOT_CHANNEL("ek_dw_dot_channel3", 3, DW_DOT_PAIR DW_DOT_ONE)
+    DW_DOT_CHANNEL("ek_dw_dot_channel4", 4, DW_DOT_PAIR DW_DOT_PAIR "  adds r0, r0, #1\n")
+    DW_DOT_CHANNEL("ek_dw_dot_channel5", 5, DW_DOT_PAIR DW_DOT_PAIR DW_DOT_ONE)
     "  .text\n");
 #undef DW_DOT_FN
 #undef DW_DOT_PAIR
 #undef DW_DOT_ONE
-#undef DW_DOT_ROWS
+#undef DW_DOT_CHANNEL
 
-/* The channel's window weights at a[1 + ky * s + kx], all other bytes 0: a + 1 is the window at x, a the one at x + 1. */
-static inline void dw_dot_weights(const int8_t *wt, int32_t oc, int32_t s, int8_t a[48]) {
+/* The group's weight records: record k holds channel c0 + k's tap (ky, kx) at byte 1 + ky * s + kx and 0 elsewhere,
+   so record + 1 is the window at x and the record itself the window at x + 1. Per tap one widening load of the group's
+   weights and one byte scatter to the records. */
+static void dw_dot_weight_records(const int8_t *wt, int32_t oc, int32_t c0, int32_t lanes, int32_t s, int8_t *rec) {
   const int8x16_t zero = vdupq_n_s8(0);
-  vst1q_s8(a, zero);
-  vst1q_s8(a + 16, zero);
-  vst1q_s8(a + 32, zero);
-  for (int32_t ky = 0; ky < 3; ++ky, wt += 3 * oc)
-    for (int32_t kx = 0; kx < 3; ++kx) a[1 + ky * s + kx] = wt[kx * oc];
+  for (int32_t i = 0; i < DW_DOT_GROUP * DW_DOT_WREC; i += 16) vst1q_s8(rec + i, zero);
+  const uint16x8_t offsets = vmulq_n_u16(vidupq_n_u16(0, 1), DW_DOT_WREC);
+  const mve_pred16_t live = vctp16q((uint32_t)lanes);
+  for (int32_t t = 0; t < 9; ++t)
+    vstrbq_scatter_offset_p_s16(rec + 1 + (t / 3) * s + t % 3, offsets, vldrbq_z_s16(wt + t * oc + c0, live), live);
 }
 
-static void dw_dot_mve(const dw_data *d, const ek_conv_channel *ch, const ek_tensor *in, const ek_tensor *f,
+static __attribute__((noinline)) void dw_dot_mve(const dw_data *d, const ek_conv_channel *ch, const ek_tensor *in, const ek_tensor *f,
                        ek_tensor *out, int8_t *scratch, const dw_dot_fit *fit) {
-  typedef void (*rows_fn)(const int8_t *, int32_t *, const int8_t *, int32_t);
-  static const rows_fn rows_of[4] = {ek_dw_dot_rows2, ek_dw_dot_rows3, ek_dw_dot_rows4, ek_dw_dot_rows5};
+  typedef void (*channel_fn)(const dw_dot_job *);
+  static const channel_fn channel_of[4] = {ek_dw_dot_channel2, ek_dw_dot_channel3, ek_dw_dot_channel4,
+                                           ek_dw_dot_channel5};
   const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t s = fit->s, pb = fit->plane_bytes;
-  const rows_fn rows = rows_of[w - 2];
-  int32_t *acc = (int32_t *)(void *)(scratch + fit->acc_offset);
-  uint16_t plane_offsets[8] __attribute__((aligned(8)));
+  const channel_fn run = channel_of[w - 2];
+  uint16_t plane_offsets[8] __attribute__((aligned(16)));
   uint32_t out_offsets[4] __attribute__((aligned(16)));
+  int8_t records[DW_DOT_GROUP * DW_DOT_WREC + 16] __attribute__((aligned(16)));
   for (int32_t j = 0; j < 8; ++j) plane_offsets[j] = (uint16_t)(j * pb);
   for (int32_t j = 0; j < 4; ++j) out_offsets[j] = (uint32_t)(j * c);
   int32_t fill[7] = {w, c, 0, -d->input_offset, (int32_t)(intptr_t)plane_offsets, 0, s + 1};
-  int32_t rq[8] = {0, 0, 0, d->output_offset, d->act_min, d->act_max, 4 * c, (int32_t)(intptr_t)out_offsets};
+  dw_dot_job job = {0, (int32_t *)(void *)(scratch + fit->acc_offset), 0, h, fit->block_rows, 0, c, 0, 0, 0,
+                    d->output_offset, d->act_min, d->act_max, out_offsets};
   for (int32_t b = 0; b < n; ++b) {
     const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c;
     int8_t *y = (int8_t *)out->data + (ptrdiff_t)b * h * w * c;
@@ -991,18 +1028,16 @@ static void dw_dot_mve(const dw_data *d, const ek_conv_channel *ch, const ek_ten
       fill[2] = lanes * pb + DW_DOT_SLACK;
       fill[5] = lanes;
       ek_dw_dot_fill(x + c0, scratch, h, fill);
+      dw_dot_weight_records((const int8_t *)f->data, c, c0, lanes, s, records);
       for (int32_t k = 0; k < lanes; ++k) {
-        const int32_t cc = c0 + k;
-        int8_t wa[48] __attribute__((aligned(16)));
-        dw_dot_weights((const int8_t *)f->data + cc, c, s, wa);
-        rq[0] = ch[cc].fold;
-        rq[1] = ch[cc].multiplier;
-        rq[2] = -ek_conv_exponent(&ch[cc]);
-        for (int32_t y0 = 0; y0 < h; y0 += fit->block_rows) {
-          const int32_t count = (y0 + fit->block_rows < h ? fit->block_rows : h - y0);
-          rows(scratch + k * pb + y0 * s, acc, wa, count);
-          ek_dw_dot_requant(acc, y + (ptrdiff_t)y0 * w * c + cc, count * w, rq);
-        }
+        const ek_conv_channel *cc = &ch[c0 + k];
+        job.plane = scratch + k * pb;
+        job.weights = records + k * DW_DOT_WREC;
+        job.out = y + c0 + k;
+        job.fold = cc->fold;
+        job.multiplier = cc->multiplier;
+        job.neg_exponent = -ek_conv_exponent(cc);
+        run(&job);
       }
     }
   }
