@@ -21,6 +21,9 @@
  *    on Cortex-M with the DSP extension, the same steps in exact C elsewhere.
  *  - blocked with a depth multiplier > 1 (dw_blocked_multiplier): the same passes; each lane of a group is
  *    filled from its output channel's input channel (a broadcast of one byte when the group reads one).
+ *  - Helium (Cortex-M55), multiplier 1, plane mode: 3x3 stride-1 SAME layers with rows of 2-5 pixels (KWS) run
+ *    dw_dot_mve (one VMLADAV.S8 per window over channel-major planes); other layers with at least 4 taps run
+ *    dw_blocked_mve (8 channels per vector, widening multiplies). Both keep the blocked path's access contract.
  */
 #include "ek_conv_common.h"
 #include "ek_stream.h"
@@ -1004,8 +1007,9 @@ static void dw_dot_weight_records(const int8_t *wt, int32_t oc, int32_t c0, int3
     vstrbq_scatter_offset_p_s16(rec + 1 + (t / 3) * s + t % 3, offsets, vldrbq_z_s16(wt + t * oc + c0, live), live);
 }
 
-static __attribute__((noinline)) void dw_dot_mve(const dw_data *d, const ek_conv_channel *ch, const ek_tensor *in, const ek_tensor *f,
-                       ek_tensor *out, int8_t *scratch, const dw_dot_fit *fit) {
+static __attribute__((noinline)) void dw_dot_mve(const dw_data *d, const ek_conv_channel *ch, const ek_tensor *in,
+                                                 const ek_tensor *f, ek_tensor *out, int8_t *scratch,
+                                                 const dw_dot_fit *fit) {
   typedef void (*channel_fn)(const dw_dot_job *);
   static const channel_fn channel_of[4] = {ek_dw_dot_channel2, ek_dw_dot_channel3, ek_dw_dot_channel4,
                                            ek_dw_dot_channel5};
