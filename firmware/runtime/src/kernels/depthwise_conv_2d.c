@@ -31,8 +31,8 @@
 enum { DW_PATH_REFERENCE = 0, DW_PATH_BLOCKED = 1 };
 
 /* Helium builds: the eval paths are not inlined into dw_eval, so the stack holds only the frame of the path that runs
-   (measured: KWS stack high-water 828 B on mps3-an547, 836 B before the small-map path). Elsewhere gcc's inlining
-   gives the smaller high-water mark. */
+   (measured: KWS stack high-water 836 B on mps3-an547, as before the small-map path). Elsewhere gcc's inlining
+   gives the smaller high-water mark (and the Cortex-M4 code stays as it was). */
 #if defined(__GNUC__) && EK_CONV_MVE
 #define EK_DW_NOINLINE __attribute__((noinline))
 #else
@@ -200,8 +200,8 @@ static inline int8_t dw_output(const dw_data *d, const ek_conv_channel *ch, int3
 
 /* One output pixel, TFLite's loop (taps outside the image skipped, input offset added per tap). */
 static EK_DW_NOINLINE void dw_pixel_reference(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
-                               const ek_tensor *in, const ek_tensor *f, const int32_t *bias, int32_t b, int32_t oy,
-                               int32_t ox, int8_t *yp) {
+                                              const ek_tensor *in, const ek_tensor *f, const int32_t *bias, int32_t b,
+                                              int32_t oy, int32_t ox, int8_t *yp) {
   const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t kh = f->dims[1], kw = f->dims[2], oc = f->dims[3], m = d->multiplier;
   const int8_t *x = (const int8_t *)in->data, *wt = (const int8_t *)f->data;
@@ -503,8 +503,9 @@ static void dw_fill_interior(const int8_t *x, int32_t h, int32_t w, int32_t c, i
   }
 }
 
-static EK_DW_NOINLINE void dw_blocked(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
-                       const ek_tensor *f, ek_tensor *out, uint32_t *scratch, const dw_geometry *g) {
+static EK_DW_NOINLINE void dw_blocked(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
+                                      const ek_tensor *in, const ek_tensor *f, ek_tensor *out, uint32_t *scratch,
+                                      const dw_geometry *g) {
   const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t kh = g->kh, kw = g->kw, wp = g->wp;
   const int32_t oh = out->dims[1], ow = out->dims[2];
@@ -621,8 +622,8 @@ static void dw_fill_row_lanes(const int8_t *x, int32_t h, int32_t w, int32_t c, 
 }
 
 static EK_DW_NOINLINE void dw_blocked_multiplier(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
-                                  const ek_tensor *in, const ek_tensor *f, ek_tensor *out, uint32_t *scratch,
-                                  const dw_geometry *g) {
+                                                 const ek_tensor *in, const ek_tensor *f, ek_tensor *out,
+                                                 uint32_t *scratch, const dw_geometry *g) {
   const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t oc = out->dims[3], m = d->multiplier;
   const int32_t kh = g->kh, kw = g->kw, wp = g->wp;
@@ -761,8 +762,9 @@ static inline void dw_mve_rows(const dw_data *d, const ek_op_params *p, const in
   }
 }
 
-static EK_DW_NOINLINE void dw_blocked_mve(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
-                           const ek_tensor *f, ek_tensor *out, uint32_t *scratch, const dw_geometry *g) {
+static EK_DW_NOINLINE void dw_blocked_mve(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
+                                          const ek_tensor *in, const ek_tensor *f, ek_tensor *out, uint32_t *scratch,
+                                          const dw_geometry *g) {
   const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t kh = g->kh, kw = g->kw, wp = g->wp, hp = g->hp;
   const int32_t oh = out->dims[1], ow = out->dims[2];
@@ -1011,7 +1013,8 @@ __asm__(
 /* The group's weight records: record k holds channel c0 + k's tap (ky, kx) at byte 1 + ky * s + kx and 0 elsewhere,
    so record + 1 is the window at x and the record itself the window at x + 1. Per tap one widening load of the group's
    weights and one byte scatter to the records. */
-static EK_DW_NOINLINE void dw_dot_weight_records(const int8_t *wt, int32_t oc, int32_t c0, int32_t lanes, int32_t s, int8_t *rec) {
+static EK_DW_NOINLINE void dw_dot_weight_records(const int8_t *wt, int32_t oc, int32_t c0, int32_t lanes, int32_t s,
+                                                 int8_t *rec) {
   const int8x16_t zero = vdupq_n_s8(0);
   for (int32_t i = 0; i < DW_DOT_GROUP * DW_DOT_WREC; i += 16) vst1q_s8(rec + i, zero);
   const uint16x8_t offsets = vmulq_n_u16(vidupq_n_u16(0, 1), DW_DOT_WREC);
