@@ -130,6 +130,14 @@ def cases(rng):
         fc_model(rng, depth=37, units=9, act="RELU", out_zp=-128, per_tensor=True, batches=2), 2 * 37 * 9
     yield "conv 3x3 96x96 3->8 s2 SAME RELU6 (VWW first layer)", \
         conv_model(rng, h=96, w=96, c=3, oc=8, kh=3, kw=3, stride=2, act="RELU6"), 48 * 48 * 27 * 8
+    # the Helium small-map depthwise path (rows of 2-5 pixels): partial channel groups, narrow clamps, even and odd
+    # row widths, several accumulator blocks per channel
+    yield "dw 3x3 40x3x20 s1 RELU6 zp7 (Helium small map, partial group, row blocks)", \
+        dw_model(rng, h=40, w=3, c=20, act="RELU6", out_zp=7), 40 * 3 * 20 * 9
+    yield "dw 3x3 9x4x20 s1 NONE zp-5 (Helium small map, even rows)", \
+        dw_model(rng, h=9, w=4, c=20, act="NONE", out_zp=-5), 9 * 4 * 20 * 9
+    yield "dw 3x3 6x2x44 s1 RELU zp-128 (Helium small map, 2-pixel rows)", dw_model(rng, h=6, w=2, c=44), \
+        6 * 2 * 44 * 9
 
 
 def run_case(path: Path, board: str, samples: int, seed: int) -> dict:

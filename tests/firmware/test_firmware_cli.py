@@ -369,6 +369,23 @@ def test_real_board_over_serial_with_flash(mlperf, tmp_path, cli):
 
 @pytest.mark.slow
 @needs_qemu
+@pytest.mark.parametrize("shape", [dict(h=40, w=3, c=20, act="RELU6", out_zp=7), dict(h=6, w=4, c=44, act="NONE",
+                                                                                      out_zp=-5)])
+def test_helium_small_map_depthwise_is_bit_exact(tmp_path, cli, shape):
+    """DEPTHWISE_CONV_2D's Helium small-map path (KWS's layers run it in the test below) on the cases KWS does not
+    have: a partial channel group, a clamp narrower than int8, even row width, several accumulator blocks."""
+    from tests.benchmarks.bench_kernels_qemu import dw_model
+
+    model = tmp_path / "dw.tflite"
+    model.write_bytes(dw_model(np.random.default_rng(3), **shape))
+    out = tmp_path / "run"
+    assert cli("run", model, "--device", "qemu:mps3-an547", "-n", "2", "-o", out) == 0
+    exact = json.loads((out / "run.json").read_text())["outputs_bit_exact"]
+    assert exact["bit_exact"] is True and exact["differing_elements"] == 0
+
+
+@pytest.mark.slow
+@needs_qemu
 @pytest.mark.parametrize("name", [KWS, IC, AD])
 def test_mlperf_models_run_bit_exact_on_cortex_m55_helium(mlperf, tmp_path, cli, name):
     """The Helium (MVE) kernel paths only exist in the Cortex-M55 build: run them on mps3-an547 in CI."""

@@ -21,11 +21,23 @@
  *    on Cortex-M with the DSP extension, the same steps in exact C elsewhere.
  *  - blocked with a depth multiplier > 1 (dw_blocked_multiplier): the same passes; each lane of a group is
  *    filled from its output channel's input channel (a broadcast of one byte when the group reads one).
+ *  - Helium (Cortex-M55), multiplier 1, plane mode: 3x3 stride-1 SAME layers with rows of 2-5 pixels (KWS) run
+ *    dw_dot_mve (one VMLADAV.S8 per window over channel-major planes); other layers with at least 4 taps run
+ *    dw_blocked_mve (8 channels per vector, widening multiplies). Both keep the blocked path's access contract.
  */
 #include "ek_conv_common.h"
 #include "ek_stream.h"
 
 enum { DW_PATH_REFERENCE = 0, DW_PATH_BLOCKED = 1 };
+
+/* Helium builds: the eval paths are not inlined into dw_eval, so the stack holds only the frame of the path that runs
+   (measured: KWS stack high-water 836 B on mps3-an547, as before the small-map path). Elsewhere gcc's inlining
+   gives the smaller high-water mark (and the Cortex-M4 code stays as it was). */
+#if defined(__GNUC__) && EK_CONV_MVE
+#define EK_DW_NOINLINE __attribute__((noinline))
+#else
+#define EK_DW_NOINLINE
+#endif
 
 typedef struct dw_data {
   int32_t pad_h, pad_w;
@@ -187,9 +199,9 @@ static inline int8_t dw_output(const dw_data *d, const ek_conv_channel *ch, int3
 }
 
 /* One output pixel, TFLite's loop (taps outside the image skipped, input offset added per tap). */
-static void dw_pixel_reference(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
-                               const ek_tensor *in, const ek_tensor *f, const int32_t *bias, int32_t b, int32_t oy,
-                               int32_t ox, int8_t *yp) {
+static EK_DW_NOINLINE void dw_pixel_reference(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
+                                              const ek_tensor *in, const ek_tensor *f, const int32_t *bias, int32_t b,
+                                              int32_t oy, int32_t ox, int8_t *yp) {
   const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t kh = f->dims[1], kw = f->dims[2], oc = f->dims[3], m = d->multiplier;
   const int8_t *x = (const int8_t *)in->data, *wt = (const int8_t *)f->data;
@@ -491,8 +503,9 @@ static void dw_fill_interior(const int8_t *x, int32_t h, int32_t w, int32_t c, i
   }
 }
 
-static void dw_blocked(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
-                       const ek_tensor *f, ek_tensor *out, uint32_t *scratch, const dw_geometry *g) {
+static EK_DW_NOINLINE void dw_blocked(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
+                                      const ek_tensor *in, const ek_tensor *f, ek_tensor *out, uint32_t *scratch,
+                                      const dw_geometry *g) {
   const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t kh = g->kh, kw = g->kw, wp = g->wp;
   const int32_t oh = out->dims[1], ow = out->dims[2];
@@ -608,9 +621,9 @@ static void dw_fill_row_lanes(const int8_t *x, int32_t h, int32_t w, int32_t c, 
   }
 }
 
-static void dw_blocked_multiplier(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
-                                  const ek_tensor *in, const ek_tensor *f, ek_tensor *out, uint32_t *scratch,
-                                  const dw_geometry *g) {
+static EK_DW_NOINLINE void dw_blocked_multiplier(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
+                                                 const ek_tensor *in, const ek_tensor *f, ek_tensor *out,
+                                                 uint32_t *scratch, const dw_geometry *g) {
   const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t oc = out->dims[3], m = d->multiplier;
   const int32_t kh = g->kh, kw = g->kw, wp = g->wp;
@@ -749,8 +762,9 @@ static inline void dw_mve_rows(const dw_data *d, const ek_op_params *p, const in
   }
 }
 
-static void dw_blocked_mve(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
-                           const ek_tensor *f, ek_tensor *out, uint32_t *scratch, const dw_geometry *g) {
+static EK_DW_NOINLINE void dw_blocked_mve(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
+                                          const ek_tensor *in, const ek_tensor *f, ek_tensor *out, uint32_t *scratch,
+                                          const dw_geometry *g) {
   const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t kh = g->kh, kw = g->kw, wp = g->wp, hp = g->hp;
   const int32_t oh = out->dims[1], ow = out->dims[2];
@@ -797,6 +811,255 @@ static void dw_blocked_mve(const dw_data *d, const ek_conv_channel *ch, const ek
 }
 #endif
 
+#if EK_CONV_MVE && defined(__thumb2__) && !defined(EK_CONV_NO_ASM)
+/* ---------- Helium path for small maps (3x3, stride 1, SAME, rows of 2-5 pixels: KWS's 25x5 layers) ----------
+ * One channel at a time, so the whole 3x3 window is one 16-byte vector and one VMLADAV.S8 does its 9 MACs. A group
+ * of 8 channels is first copied out of the NHWC input into 8 channel-major planes in the scratch (one widening load of
+ * the pixel's 8 channels, one scatter store to the 8 planes), each padded with the input zero point and stored with
+ * row stride s = w + 1: a row is [zp, x0 .. x(w-1)], its right padding is the next row's left padding. The window of
+ * output (y, x) then starts at y * s + x and ends at y * s + x + 2s + 2 <= 15 bytes further: lanes ky * s + kx of the
+ * weight vector hold the channel's weights, the other lanes 0. Two neighbouring outputs share a load (the second one's
+ * weights are the same vector shifted by one lane). The sums go through a buffer in the scratch and are requantized
+ * 4 at a time in a tail-predicated loop: + fold (bias + input offset * sum of weights, exact in wrap-around int32 as in
+ * the other blocked paths), then exactly ek_mve_requant4, and a byte scatter to the NHWC output (C bytes apart).
+ * Access order: the group's planes are filled completely before any of its outputs is written, and only the group's
+ * channels are written: the channel-groups-in-place contract of the blocked path (d_max = 0, dw_overlap). */
+#define DW_DOT_ASM 1
+#define DW_DOT_GROUP 8
+#define DW_DOT_SLACK 16 /* the last windows' 16-byte loads read up to 15 bytes past the last plane (weights 0) */
+#define DW_DOT_WREC 17  /* bytes per channel weight record: byte 1 + ky * s + kx holds tap (ky, kx), the rest 0 */
+
+typedef struct dw_dot_fit {
+  int32_t s;           /* plane row stride, w + 1 */
+  int32_t plane_bytes; /* (h + 2) * s + 1 */
+  int32_t acc_offset;  /* scratch bytes before the accumulator buffer */
+  int32_t block_rows;  /* output rows per accumulator buffer */
+} dw_dot_fit;
+
+static int dw_dot_applies(const dw_data *d, const ek_op_params *p, const ek_tensor *in, const ek_tensor *out,
+                          const dw_geometry *g, dw_dot_fit *fit) {
+  if (d->multiplier != 1 || !g->plane || g->kh != 3 || g->kw != 3 || p->stride_h != 1 || p->stride_w != 1 ||
+      p->dilation_h != 1 || p->dilation_w != 1 || d->pad_h != 1 || d->pad_w != 1)
+    return 0;
+  const int32_t h = in->dims[1], w = in->dims[2];
+  if (out->dims[1] != h || out->dims[2] != w || w < 2 || w > 5 || g->wp != w + 2 || g->hp != h + 2) return 0;
+  fit->s = w + 1;
+  fit->plane_bytes = (h + 2) * fit->s + 1;
+  fit->acc_offset = (DW_DOT_GROUP * fit->plane_bytes + DW_DOT_SLACK + 15) & ~15;
+  const int32_t left = g->words * 4 - fit->acc_offset;
+  fit->block_rows = left > 0 ? left / (4 * w) : 0;
+  if (fit->block_rows > h) fit->block_rows = h;
+  return fit->block_rows >= 1;
+}
+
+/* One channel's outputs (ek_dw_dot_channel<w>, w = 2..5; offsets used by the assembly). */
+typedef struct dw_dot_job {
+  const int8_t *plane;          /*  0: the channel's plane */
+  int32_t *acc;                 /*  4: accumulator buffer (block_rows * w) */
+  const int8_t *weights;        /*  8: the channel's weight record (DW_DOT_WREC bytes) */
+  int32_t rows;                 /* 12: output rows */
+  int32_t block_rows;           /* 16 */
+  int8_t *out;                  /* 20: output of pixel 0 for this channel */
+  int32_t c;                    /* 24: bytes between output pixels */
+  int32_t fold, multiplier;     /* 28, 32 */
+  int32_t neg_exponent, zp;     /* 36, 40 */
+  int32_t lo, hi;               /* 44, 48: activation clamp */
+} dw_dot_job;
+typedef char dw_dot_job_is_52_bytes[sizeof(dw_dot_job) == 52 ? 1 : -1];
+
+/* r0 = input (first pixel, first channel of the group), r1 = scratch, r2 = rows, r3 = {w, c, fill bytes, zp, offsets
+   bytes, lanes, s + 1}: zero-point fill of the planes, then per pixel one widening load of the
+   group's channels and one byte scatter to their planes (predicated for a partial group). */
+void ek_dw_dot_fill(const int8_t *src, int8_t *planes, int32_t rows, const int32_t *prm);
+/* Per block of rows: the 3x3 window sums into the buffer (per row: w / 2 shared loads, w VMLADAV.S8), then
+   + fold and ek_mve_requant4 on 4 sums at a time (tail-predicated loop), byte scatter to the NHWC output. */
+void ek_dw_dot_channel2(const dw_dot_job *job);
+void ek_dw_dot_channel3(const dw_dot_job *job);
+void ek_dw_dot_channel4(const dw_dot_job *job);
+void ek_dw_dot_channel5(const dw_dot_job *job);
+
+#define DW_DOT_FN(name)                \
+  "  .section .text." name ", \"ax\", %progbits\n" \
+  "  .global " name "\n"               \
+  "  .type " name ", %function\n"      \
+  "  .thumb_func\n"                    \
+  "  .balign 4\n"                      \
+  name ":\n"
+#define DW_DOT_PAIR                    \
+  "  vldrb.8 q5, [r0], #2\n"           \
+  "  vmladav.s8 r4, q5, q0\n"          \
+  "  vmladav.s8 r6, q5, q1\n"          \
+  "  strd r4, r6, [r1], #8\n"
+#define DW_DOT_ONE                     \
+  "  vldrb.8 q5, [r0], #2\n"           \
+  "  vmladav.s8 r4, q5, q0\n"          \
+  "  str r4, [r1], #4\n"
+#define DW_DOT_CHANNEL(name, W, BODY)  \
+  DW_DOT_FN(name)                      \
+  "  push {r4-r11, lr}\n"              \
+  "  vpush {d8-d13}\n"                 \
+  "  mov r11, r0\n"                    \
+  "  ldr r2, [r11, #8]\n"              \
+  "  vldrb.8 q0, [r2, #1]\n"           /* window at x */ \
+  "  vldrb.8 q1, [r2]\n"               /* window at x + 1 */ \
+  "  ldr r3, [r11, #24]\n"             \
+  "  movs r2, #0\n"                    \
+  "  vidup.u32 q4, r2, #1\n"          /* 0, 1, 2, 3 */ \
+  "  vmul.i32 q4, q4, r3\n"           /* output offsets 0, c, 2c, 3c */ \
+  "  ldrd r2, r3, [r11, #44]\n"        \
+  "  vdup.32 q2, r2\n"                 \
+  "  vdup.32 q3, r3\n"                 \
+  "  ldr r0, [r11, #0]\n"              \
+  "  ldr r9, [r11, #12]\n"             /* rows left */ \
+  "  ldr r10, [r11, #20]\n"            /* output of the block */ \
+  "1:\n"                               \
+  "  ldr r3, [r11, #16]\n"             \
+  "  cmp r9, r3\n"                     \
+  "  it lt\n"                          \
+  "  movlt r3, r9\n"                   \
+  "  sub r9, r9, r3\n"                 \
+  "  ldr r1, [r11, #4]\n"              \
+  "  mov r8, r1\n"                     \
+  "  mov r12, #" #W "\n"               \
+  "  mul r12, r12, r3\n"               /* sums in this block */ \
+  "  dls lr, r3\n"                     \
+  "2:\n"                               \
+  BODY                                 \
+  "  le lr, 2b\n"                      \
+  "  ldrd r4, r5, [r11, #28]\n"        /* fold, multiplier */ \
+  "  ldrd r6, r7, [r11, #36]\n"        /* -exponent, zp */ \
+  "  ldr r2, [r11, #24]\n"             \
+  "  mov r3, r10\n"                    \
+  "  mla r10, r2, r12, r10\n"          \
+  "  lsls r2, r2, #2\n"                \
+  "  dlstp.32 lr, r12\n"               \
+  "3:\n"                               \
+  "  vldrw.u32 q5, [r8], #16\n"        \
+  "  vadd.i32 q5, q5, r4\n"            \
+  "  vqrdmulh.s32 q5, q5, r5\n"        \
+  "  vshr.s32 q6, q5, #31\n"           \
+  "  vqadd.s32 q5, q5, q6\n"           \
+  "  vrshl.s32 q5, r6\n"               \
+  "  vadd.i32 q5, q5, r7\n"            \
+  "  vmax.s32 q5, q5, q2\n"            \
+  "  vmin.s32 q5, q5, q3\n"            \
+  "  vstrb.32 q5, [r3, q4]\n"          \
+  "  add r3, r3, r2\n"                 \
+  "  letp lr, 3b\n"                    \
+  "  cmp r9, #0\n"                     \
+  "  bne 1b\n"                         \
+  "  vpop {d8-d13}\n"                  \
+  "  pop {r4-r11, pc}\n"               \
+  "  .size " name ", . - " name "\n"
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    DW_DOT_FN("ek_dw_dot_fill")
+    "  push {r4-r7, lr}\n"
+    "  ldrd r4, r5, [r3]\n"            /* w, c */
+    "  movs r6, #0\n"
+    "  vidup.u16 q1, r6, #1\n"         /* 0, 1, .., 7 (VIDUP wants an even base register) */
+    "  ldr r12, [r3, #16]\n"           /* plane bytes */
+    "  vmul.i16 q1, q1, r12\n"         /* plane offsets 0, pb, .., 7pb */
+    "  ldr r6, [r3, #8]\n"             /* fill bytes */
+    "  ldr r7, [r3, #12]\n"            /* zp */
+    "  vdup.8 q0, r7\n"
+    "  mov r7, r1\n"
+    "  dlstp.8 lr, r6\n"
+    "1:\n"
+    "  vstrb.8 q0, [r7], #16\n"
+    "  letp lr, 1b\n"
+    "  ldrd r12, r7, [r3, #20]\n"      /* lanes, s + 1 */
+    "  add r1, r1, r7\n"
+    "  cmp r12, #8\n"
+    "  beq 4f\n"
+    "  vctp.16 r12\n"                  /* a partial group: predicated */
+    "2:\n"
+    "  dls lr, r4\n"
+    "3:\n"
+    "  vpstt\n"
+    "  vldrbt.s16 q0, [r0]\n"
+    "  vstrbt.16 q0, [r1, q1]\n"
+    "  add r0, r0, r5\n"
+    "  add r1, r1, #1\n"
+    "  le lr, 3b\n"
+    "  add r1, r1, #1\n"
+    "  subs r2, r2, #1\n"
+    "  bne 2b\n"
+    "  pop {r4-r7, pc}\n"
+    "4:\n"
+    "  dls lr, r4\n"
+    "5:\n"
+    "  vldrb.s16 q0, [r0]\n"
+    "  vstrb.16 q0, [r1, q1]\n"
+    "  add r0, r0, r5\n"
+    "  add r1, r1, #1\n"
+    "  le lr, 5b\n"
+    "  add r1, r1, #1\n"
+    "  subs r2, r2, #1\n"
+    "  bne 4b\n"
+    "  pop {r4-r7, pc}\n"
+    "  .size ek_dw_dot_fill, . - ek_dw_dot_fill\n"
+    DW_DOT_CHANNEL("ek_dw_dot_channel2", 2, DW_DOT_PAIR "  adds r0, r0, #1\n")
+    DW_DOT_CHANNEL("ek_dw_dot_channel3", 3, DW_DOT_PAIR DW_DOT_ONE)
+    DW_DOT_CHANNEL("ek_dw_dot_channel4", 4, DW_DOT_PAIR DW_DOT_PAIR "  adds r0, r0, #1\n")
+    DW_DOT_CHANNEL("ek_dw_dot_channel5", 5, DW_DOT_PAIR DW_DOT_PAIR DW_DOT_ONE)
+    "  .text\n");
+#undef DW_DOT_FN
+#undef DW_DOT_PAIR
+#undef DW_DOT_ONE
+#undef DW_DOT_CHANNEL
+
+/* The group's weight records: record k holds channel c0 + k's tap (ky, kx) at byte 1 + ky * s + kx and 0 elsewhere,
+   so record + 1 is the window at x and the record itself the window at x + 1. Per tap one widening load of the group's
+   weights and one byte scatter to the records. */
+static EK_DW_NOINLINE void dw_dot_weight_records(const int8_t *wt, int32_t oc, int32_t c0, int32_t lanes, int32_t s,
+                                                 int8_t *rec) {
+  const int8x16_t zero = vdupq_n_s8(0);
+  for (int32_t i = 0; i < DW_DOT_GROUP * DW_DOT_WREC; i += 16) vst1q_s8(rec + i, zero);
+  const uint16x8_t offsets = vmulq_n_u16(vidupq_n_u16(0, 1), DW_DOT_WREC);
+  const mve_pred16_t live = vctp16q((uint32_t)lanes);
+  for (int32_t t = 0; t < 9; ++t)
+    vstrbq_scatter_offset_p_s16(rec + 1 + (t / 3) * s + t % 3, offsets, vldrbq_z_s16(wt + t * oc + c0, live), live);
+}
+
+static EK_DW_NOINLINE void dw_dot_mve(const dw_data *d, const ek_conv_channel *ch, const ek_tensor *in,
+                                                 const ek_tensor *f, ek_tensor *out, int8_t *scratch,
+                                                 const dw_dot_fit *fit) {
+  typedef void (*channel_fn)(const dw_dot_job *);
+  static const channel_fn channel_of[4] = {ek_dw_dot_channel2, ek_dw_dot_channel3, ek_dw_dot_channel4,
+                                           ek_dw_dot_channel5};
+  const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t s = fit->s, pb = fit->plane_bytes;
+  const channel_fn run = channel_of[w - 2];
+  int8_t records[DW_DOT_GROUP * DW_DOT_WREC + 16] __attribute__((aligned(16)));
+  int32_t fill[7] = {w, c, 0, -d->input_offset, pb, 0, s + 1};
+  dw_dot_job job = {0, (int32_t *)(void *)(scratch + fit->acc_offset), 0, h, fit->block_rows, 0, c, 0, 0, 0,
+                    d->output_offset, d->act_min, d->act_max};
+  for (int32_t b = 0; b < n; ++b) {
+    const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c;
+    int8_t *y = (int8_t *)out->data + (ptrdiff_t)b * h * w * c;
+    for (int32_t c0 = 0; c0 < c; c0 += DW_DOT_GROUP) {
+      const int32_t lanes = c - c0 < DW_DOT_GROUP ? c - c0 : DW_DOT_GROUP;
+      fill[2] = lanes * pb + DW_DOT_SLACK;
+      fill[5] = lanes;
+      ek_dw_dot_fill(x + c0, scratch, h, fill);
+      dw_dot_weight_records((const int8_t *)f->data, c, c0, lanes, s, records);
+      for (int32_t k = 0; k < lanes; ++k) {
+        const ek_conv_channel *cc = &ch[c0 + k];
+        job.plane = scratch + k * pb;
+        job.weights = records + k * DW_DOT_WREC;
+        job.out = y + c0 + k;
+        job.fold = cc->fold;
+        job.multiplier = cc->multiplier;
+        job.neg_exponent = -ek_conv_exponent(cc);
+        run(&job);
+      }
+    }
+  }
+}
+#endif
+
 static ek_status dw_eval(ek_context *ctx, ek_op *op) {
   const dw_data *d = (const dw_data *)op->user_data;
   const ek_conv_channel *ch = dw_channels(op->user_data);
@@ -810,6 +1073,13 @@ static ek_status dw_eval(ek_context *ctx, ek_op *op) {
         dw_blocked_multiplier(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
         return EK_OK;
       }
+#if defined(DW_DOT_ASM)
+      dw_dot_fit fit;
+      if (dw_dot_applies(d, p, in, out, &g, &fit)) {
+        dw_dot_mve(d, ch, in, f, out, (int8_t *)op->scratch, &fit);
+        return EK_OK;
+      }
+#endif
 #if EK_CONV_MVE
       if (dw_mve_applies(&g)) {
         dw_blocked_mve(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
