@@ -21,6 +21,7 @@ import numpy as np
 
 from edgekit.calibration.dataset import InputSpec, Sample
 from edgekit.calibration.degenerate import ONNX_CONSEQUENCE, TensorRange, check_ranges
+from edgekit.progress import step_progress
 from edgekit.quiet import captured_output
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ def check_not_degenerate(float_path: Path, samples: List[Sample], specs: List[In
     if ranges is None:
         with tempfile.TemporaryDirectory(prefix="edgekit-ortrange-") as work:
             ranges = calibrate(float_path, samples, specs, ort_settings("minmax", 100.0), Path(work) / "ranges.json",
-                               lambda n: None)
+                               step_progress("range check", len(samples)))
     check_ranges(tensor_ranges(ranges), len(samples), ONNX_CONSEQUENCE)
 
 

@@ -95,13 +95,16 @@ def cmd_preprocess_parity(args) -> int:
         say_all([f"preprocessing parity FAILED on {report.aggregate.get('compared', 0)} images:"]
                 + [f"  - {failure}" for failure in report.failures], file=sys.stderr)
     if args.outdir:
-        say_all([f"wrote {args.outdir}/parity.json, report.md, worst_diff.png, manifest.json "
-                 "(every image, the pipelines' settings and the diagnosis in full)"])
+        say_all([f"wrote {args.outdir}/{_written(args.outdir)} (every image, the pipelines' settings and the "
+                 "diagnosis in full: parity.json, report.md)"])
     return 0 if report.passed else 1
 
 
-ERRORS_SHOWN = 5   # skipped calibration/live files named on the console (all of them in calib_check.json)
-FILES_SHOWN = 20   # files a pipeline could not process, named on the console (all of them in parity.json)
+FILES_SHOWN = 20  # unreadable / skipped files named on the console (all of them in parity.json / calib_check.json)
+
+
+def _written(outdir: Path) -> str:
+    return ", ".join(sorted(p.name for p in Path(outdir).iterdir()))
 
 
 def _image_errors(report) -> List[str]:
@@ -174,13 +177,13 @@ def cmd_calib_check(args) -> int:
     from edgekit.console import say_all
 
     skipped = [f"{where}: skipped {e}" for where, errors in report.errors.items() for e in errors]
-    if len(skipped) > ERRORS_SHOWN:
-        skipped = skipped[:ERRORS_SHOWN] + [f"... and {len(skipped) - ERRORS_SHOWN} more (all in calib_check.json)"]
+    if len(skipped) > FILES_SHOWN:
+        skipped = skipped[:FILES_SHOWN] + [f"... and {len(skipped) - FILES_SHOWN} more (all in calib_check.json)"]
     say_all(skipped, file=sys.stderr)
     say_all(calib_summary_lines(report))
     if args.outdir:
-        say_all([f"wrote {args.outdir}/calib_check.json, report.md, ranges.png, manifest.json "
-                 "(every tensor's ranges and clipping, and the thresholds)"])
+        say_all([f"wrote {args.outdir}/{_written(args.outdir)} (every tensor's ranges and clipping, and the "
+                 "thresholds: calib_check.json, report.md)"])
     return 0 if report.passed else 1
 
 
