@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # end to end through `edgekit quantize` (~8 s per case)
 
 
 def _save_cnn(path, *, zeroed: bool) -> None:

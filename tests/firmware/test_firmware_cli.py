@@ -383,6 +383,7 @@ def test_mlperf_models_run_bit_exact_on_cortex_m55_helium(mlperf, tmp_path, cli,
 
 @pytest.mark.skipif(not (shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc")),
                     reason="qemu-system-arm and arm-none-eabi-gcc are needed")
+@pytest.mark.slow
 def test_build_and_boot_report_progress(cli, capsys, tmp_path):
     """Every arm-none-eabi-gcc compile/link step of the build, the QEMU boot of the stack check and of a run are
     reported to the CLI's progress display (the library draws nothing itself)."""
