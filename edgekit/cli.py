@@ -213,6 +213,11 @@ def cmd_parity(args) -> int:
             (stage / "report.md").write_text("\n".join(lines) + "\n")
             manifest.write(stage / "manifest.json")
     _print_parity(report)
+    if args.outdir:
+        from edgekit.console import say
+
+        say(f"wrote {args.outdir}/parity.json, report.md, manifest.json" + (", layers.*" if layers is not None else "")
+            + " (data, thresholds and runtimes of every figure)")
     return 0 if report.passed else 1
 
 
@@ -224,16 +229,16 @@ def _print_parity(report) -> None:
         say(f"{o['name']}: {' '.join(parts)}")
     if report.accuracy:
         a = report.accuracy
-        print(f"accuracy: reference {a['reference_top1']:.4f}, candidate {a['candidate_top1']:.4f} on {a['labels']} labelled samples")
+        say(f"accuracy: reference {a['reference_top1']:.4f}, candidate {a['candidate_top1']:.4f} on {a['labels']} labelled samples")
     run = (report.data or {}).get("execution") if isinstance(report.data, dict) else None
     if run:
         corrupt = report.data.get("corrupt", {}).get("count", 0)
-        print(f"ran on {run['engine']} with {run['workers']} worker(s): {run['samples_per_s']} samples/s, "
+        say(f"ran on {run['engine']} with {run['workers']} worker(s): {run['samples_per_s']} samples/s, "
               f"{run['wall_time_s']:.1f} s" + (f"; {corrupt} corrupt sample(s) skipped (see parity.json)" if corrupt else ""))
     if report.passed:
-        print(f"parity PASSED on {report.samples} samples")
+        say(f"parity PASSED on {report.samples} samples")
     else:
-        print(f"parity FAILED on {report.samples} samples:", file=sys.stderr)
+        say(f"parity FAILED on {report.samples} samples:", file=sys.stderr)
         for failure in report.failures:
             say(f"  - {failure}", file=sys.stderr)
 

@@ -24,7 +24,7 @@ def cmd_verify(args) -> int:
         say(f"CHANGED {text}" if problem.actual else f"MISSING {text}", file=sys.stderr)
     checked = len(report.checks)
     if report.skipped:
-        print(f"not checked: {len(report.skipped)} file(s) outside {args.outdir} (e.g. the source model)")
+        say(f"not checked: {len(report.skipped)} file(s) outside {args.outdir} (e.g. the source model)")
     if report.ok:
         say(f"verify: all {checked} artifact(s) in {args.outdir} match their recorded sha256")
         return 0

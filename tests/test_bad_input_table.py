@@ -113,6 +113,12 @@ CASES: List[Case] = [
     Case("calib-check -o under a file", ("calib-check", "--model", MISSING, "--calib", "{tmp}/c.npy", "--live",
          "{tmp}/c.npy", "-o", "{tmp}/f/x"), 2, "{tmp}/f is a file", a_file("f")),
     Case("compile -o existing file", ("compile", MISSING, "-o", "{tmp}/out"), 2, "exists and is a file", a_file("out")),
+    Case("package -o under a file", ("package", MISSING, "--ios", "-o", "{tmp}/f/pkg"), 2, "{tmp}/f is a file",
+         a_file("f")),
+    Case("mlperf-dataset -o existing file", ("mlperf-dataset", MISSING, "--task", "kws", "-o", "{tmp}/out"), 2,
+         "exists and is a file", a_file("out")),
+    Case("run --harness -o in /proc", ("run", MISSING, "--device", "qemu:mps2-an386", "--harness", "mlperf-tiny",
+         "-o", "/proc/edgekit-nope"), 2, "/proc is not writable"),
     # 4. never mix runs: a non-empty folder edgekit did not write is refused, and so is one holding an input
     Case("quantize -o a foreign non-empty folder", ("quantize", MISSING, "--calib", "{tmp}/c.npy", "-o", "{tmp}/out"), 2,
          "is not empty and was not written by edgekit", foreign_folder),

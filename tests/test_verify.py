@@ -53,6 +53,10 @@ def test_flipped_weights_in_a_manifest_artifact_are_named(cli, capsys, tmp_path)
     assert cli("run", model, "--device", "host", "-n", "2", "--warmup", "0", "-o", tmp_path / "run") == 0
     err = capsys.readouterr().err
     assert "edgekit run: warning:" in err and "model_int8.tflite: changed since manifest.json" in err
+    # firmware warns before any work (an unknown board then stops it cheaply: the warning was already given)
+    assert cli("firmware", model, "--board", "no-such-board", "-o", tmp_path / "fw") == 2
+    err = capsys.readouterr().err
+    assert "edgekit firmware: warning:" in err and "model_int8.tflite: changed since manifest.json" in err
 
 
 def test_firmware_project_model_is_checked_against_firmware_json(cli, capsys, tmp_path):

@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import warnings
-from typing import Callable, Sequence
+from typing import Callable, List, Sequence
 
 from edgekit.calibration.dataset import Sample
-from edgekit.errors import ConversionError, ToolMissingError, first_line
+from edgekit.calibration.degenerate import COREML_CONSEQUENCE, TensorRange, check_ranges
+from edgekit.errors import ConversionError, EdgekitError, ToolMissingError, first_line
 from edgekit.quiet import captured_output
 
 from .options import ACTIVATION_OBSERVERS
@@ -53,10 +54,28 @@ def calibrated_program(source: TorchSource, samples: Sequence[Sample], method: s
                 for sample in samples:
                     prepared(torch.from_numpy(np.ascontiguousarray(sample[0], np.float32)))
                     tick(1)
+            check_ranges(observed_ranges(prepared), len(samples), COREML_CONSEQUENCE)  # collapsed: refuse first
             converted = convert_pt2e(prepared)
             return torch.export.export(converted, example).run_decompositions({})
+    except EdgekitError:
+        raise
     except Exception as exc:
         raise ConversionError(
             f"PT2E calibration of {source.model} failed: {first_line(exc)}",
             fix="run with --verbose for the log; --activations float16 (W8) needs no activation calibration",
         ) from None
+
+
+def observed_ranges(prepared) -> List[TensorRange]:
+    """The range every activation observer of a calibrated PT2E graph recorded, named by the op it observes
+    (per-channel weight observers and observers of constants are left out)."""
+    found = []
+    for node in prepared.graph.nodes:
+        if node.op != "call_module" or not node.args or getattr(node.args[0], "op", None) == "get_attr":
+            continue
+        observer = getattr(prepared, node.target, None)
+        lo, hi = getattr(observer, "min_val", None), getattr(observer, "max_val", None)
+        if lo is None or hi is None or lo.numel() != 1 or hi.numel() != 1:
+            continue
+        found.append(TensorRange(str(node.args[0]), float(lo), float(hi)))
+    return found

@@ -125,7 +125,8 @@ def _run_ort(float_path: Path, out: Path, specs, inputs: QuantizeInputs, options
     excluded = sorted(set(names) | set(_nodes_of_types(float_path, types)))
     settings = ort_quant.ort_settings(options.method, options.range_options.percentile, excluded)
     cache = inputs.workdir / "ort_ranges.json"
-    ort_quant.calibrate(float_path, inputs.calib_samples, specs, settings, cache, tick)  # once, for every variant
+    ranges = ort_quant.calibrate(float_path, inputs.calib_samples, specs, settings, cache, tick)  # once, every variant
+    ort_quant.check_not_degenerate(float_path, inputs.calib_samples, specs, ranges)  # collapsed: refuse before quantizing
     fallback = None
     if options.fallback == "auto":
         fallback = ort_fallback(float_path, cache, settings, reference, inputs, options)
@@ -143,6 +144,7 @@ def _run_ort(float_path: Path, out: Path, specs, inputs: QuantizeInputs, options
 def _run_nncf(float_path: Path, out: Path, specs, inputs: QuantizeInputs, options, names, types, tick,
               reference: FloatReference) -> dict:
     settings = nncf_quant.nncf_settings(options.method, len(inputs.calib_samples), names, types)
+    ort_quant.check_not_degenerate(float_path, inputs.calib_samples, specs)  # collapsed: refuse before quantizing
     nncf_quant.quantize(float_path, out, inputs.calib_samples, specs, settings, tick)
     return {"engine": "nncf.quantize (ONNX backend)", "version": tool_version("nncf"), "method": options.method,
             "engine_method": f"RangeEstimatorParametersSet.{settings.range_estimator}",

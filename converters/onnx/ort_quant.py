@@ -20,6 +20,8 @@ from typing import Callable, Dict, List, Sequence
 import numpy as np
 
 from edgekit.calibration.dataset import InputSpec, Sample
+from edgekit.calibration.degenerate import ONNX_CONSEQUENCE, TensorRange, check_ranges
+from edgekit.progress import step_progress
 from edgekit.quiet import captured_output
 
 log = logging.getLogger(__name__)
@@ -113,6 +115,28 @@ def calibrate(float_path: Path, samples: List[Sample], specs: List[InputSpec], s
         ranges = calibrator.compute_data()
     save_tensors_data(ranges, cache_path)
     return ranges
+
+
+def tensor_ranges(ranges) -> List[TensorRange]:
+    """onnxruntime's calibrated ranges (TensorsData) as edgekit TensorRange records (for the degenerate check):
+    the observed extremes (the histogram's edges for Entropy / Percentile, whose chosen range may clip)."""
+    found = []
+    for name, data in ranges.items():
+        edges = getattr(data, "hist_edges", None)
+        lo, hi = (edges[0], edges[-1]) if edges is not None and len(edges) else data.range_value
+        found.append(TensorRange(name, float(np.min(lo)), float(np.max(hi))))
+    return found
+
+
+def check_not_degenerate(float_path: Path, samples: List[Sample], specs: List[InputSpec], ranges=None) -> None:
+    """Refuse calibration whose activation ranges collapsed to ~0 (edgekit.calibration.degenerate), before
+    quantizing. ``ranges``: the calibrator's output when there is one; otherwise a MinMax pass of onnxruntime's
+    calibrator over the samples gives them (the NNCF engine calibrates inside nncf.quantize)."""
+    if ranges is None:
+        with tempfile.TemporaryDirectory(prefix="edgekit-ortrange-") as work:
+            ranges = calibrate(float_path, samples, specs, ort_settings("minmax", 100.0), Path(work) / "ranges.json",
+                               step_progress("range check", len(samples)))
+    check_ranges(tensor_ranges(ranges), len(samples), ONNX_CONSEQUENCE)
 
 
 def quantize(float_path: Path, out_path: Path, cache_path: Path, settings: OrtSettings) -> None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict
+from typing import Callable, Dict, List
 
 DEFAULT_TARGET = "ethos-u55-128"
 
@@ -26,6 +26,11 @@ def register(subparsers) -> Dict[str, Callable]:
 
 
 def cmd_compile(args) -> int:
+    import sys
+
+    from edgekit.console import say_all
+    from edgekit.progress import progress_bars
+
     if args.target == "gpu":  # LiteRT GPU delegate placement (edgekit/mobile)
         from edgekit.mobile.delegate_cli import cmd_compile_gpu
 
@@ -39,18 +44,40 @@ def cmd_compile(args) -> int:
 
     outdir = args.outdir or Path("out") / "compile" / f"{args.model.stem}-{args.target}"
     converter = CONVERTERS.get("vela")()
-    result = converter.convert(args.model, target=args.target, outdir=outdir, system_config=args.system_config,
-                               memory_mode=args.memory_mode, config=args.config, optimise=args.optimise,
-                               timeout_s=args.timeout)
-    info = result.info
-    p, m, pl = info["performance"], info["memory"], info["placement"]
-    print(f"wrote {outdir}/model_vela.tflite, compile.json, report.md, per_layer_cycles.png, manifest.json")
-    print(f"all figures {result.label}:")
-    print(f"  NPU cycles {p['npu_cycles_total']:,}; inference {p['inference_time_ms']:.4g} ms; "
-          f"MACs {p['macs_total']:,}; utilization {p['mac_utilization_percent']:.1f} %")
-    print(f"  SRAM {m['sram_used_bytes']:,} bytes; off-chip flash {m['off_chip_flash_used_bytes']:,} bytes")
-    if pl["all_on_npu"]:
-        print("  every operator on the NPU")
-    for op in pl["cpu_operators"]:
-        print(f"  on the CPU: {op['op']} -> {op['ofm']}: {'; '.join(op['reasons'])}")
+    with progress_bars(sys.stderr.isatty()):
+        result = converter.convert(args.model, target=args.target, outdir=outdir, system_config=args.system_config,
+                                   memory_mode=args.memory_mode, config=args.config, optimise=args.optimise,
+                                   timeout_s=args.timeout)
+    say_all(summary_lines(result.info, outdir))
     return 0
+
+
+CPU_OPS_SHOWN = 5  # operators left on the CPU named on the console (all of them in report.md / compile.json)
+
+
+def summary_lines(info: dict, outdir: Path) -> List[str]:
+    """The compile's key figures, one short line each; the configuration and sources in full are in compile.json."""
+    p, m, pl, t = info["performance"], info["memory"], info["placement"], info["target"]
+    lines = [f"compiled for {t['accelerator']} ({t['system_config']}, {t['memory_mode']}, {t['npu_clock_hz'] / 1e6:g} MHz)"]
+    lines.append(f"NPU: {p['npu_cycles_total']:,} cycles = {p['inference_time_ms']:.4g} ms per inference (estimated by "
+                 f"Vela, not measured)")
+    lines.append(f"MACs: {p['macs_total']:,}, utilization {p['mac_utilization_percent']:.1f} %")
+    lines.append(f"memory: SRAM {m['sram_used_bytes']:,} B, off-chip flash {m['off_chip_flash_used_bytes']:,} B")
+    cpu = pl["cpu_operators"]
+    if pl["all_on_npu"]:
+        lines.append("placement: every operator on the NPU")
+    else:
+        lines.append(f"placement: {len(cpu)} operator(s) on the CPU:")
+        for op in cpu[:CPU_OPS_SHOWN]:
+            reason = op["reasons"][0] if op["reasons"] else "no reason given"
+            more = f" (+{len(op['reasons']) - 1} more reasons)" if len(op["reasons"]) > 1 else ""
+            lines.append(f"  {op['op']} -> {_short(op['ofm'])}: {_short(reason, 70)}{more}")
+        if len(cpu) > CPU_OPS_SHOWN:
+            lines.append(f"  ... and {len(cpu) - CPU_OPS_SHOWN} more (all listed in report.md)")
+    lines.append(f"wrote {outdir}/model_vela.tflite, compile.json, report.md, per_layer_cycles.png, manifest.json")
+    lines.append("configuration and method of every figure: compile.json, report.md")
+    return lines
+
+
+def _short(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."

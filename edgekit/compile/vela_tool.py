@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from edgekit.errors import ConversionError, ToolMissingError, UserError
+from edgekit.progress import step_progress
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +190,10 @@ def run_vela(model: Path, options: VelaOptions, workdir: Path, *, display: str =
     command = [sys.executable, "-m", "ethosu.vela", str(model), "--output-dir", str(workdir),
                *options.cli_args(), "--verbose-performance", "--show-cpu-operations"]
     log.debug("vela: %s", " ".join(command))
+    compiled = step_progress("Vela", 1)  # seconds even for MLPerf Tiny models
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=options.timeout_s, cwd=workdir)
+        compiled(1)
     except subprocess.TimeoutExpired:
         raise ConversionError(f"Vela took longer than {options.timeout_s:.0f} s on {display}",
                               fix="try --optimise Size or a smaller model") from None

@@ -6,9 +6,13 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
+import threading
 from pathlib import Path
+from typing import Dict, List
 
 from edgekit.errors import DoesNotFitError, InternalError, ToolMissingError
+from edgekit.progress import step_progress
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +41,7 @@ def make_project(project: Path, *, build_dir: str = "build", jobs: int = 2, time
     cmd = ["make", "-C", str(project), f"-j{max(1, jobs)}", f"BUILD={build_dir}"]
     log.info("building firmware: %s", " ".join(cmd))
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "CFLAGS", "LDFLAGS")}
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        raise InternalError(f"building the firmware in {project} took longer than {timeout_s:.0f} s") from None
+    done = _run_make(cmd, env, timeout_s, project)
     output = (done.stdout + done.stderr).strip()
     if done.returncode != 0:
         overflows = _OVERFLOW.findall(output)
@@ -57,3 +58,46 @@ def make_project(project: Path, *, build_dir: str = "build", jobs: int = 2, time
     if not elf.is_file():
         raise InternalError(f"make succeeded but {elf} is missing")
     return elf
+
+
+def _gcc_steps(cmd: List[str], env: Dict[str, str]) -> int:
+    """How many compile and link commands ``make`` will run (a dry run, ~50 ms): the progress total."""
+    try:
+        dry = subprocess.run([*cmd, "-n"], capture_output=True, text=True, timeout=60, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        return 0
+    return sum(1 for line in dry.stdout.splitlines() if _is_gcc_step(line))
+
+
+def _is_gcc_step(line: str) -> bool:
+    first = line.strip().split(" ", 1)[0]
+    return first.endswith("gcc") and " -o " in line
+
+
+def _run_make(cmd: List[str], env: Dict[str, str], timeout_s: float, project: Path) -> subprocess.CompletedProcess:
+    """``make`` with every compile/link step it echoes reported to the CLI's progress display."""
+    total = _gcc_steps(cmd, env)
+    advance = step_progress("building firmware", total) if total else (lambda n: None)
+    with tempfile.TemporaryFile(mode="w+") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        lines: List[str] = []
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if _is_gcc_step(line):
+                    advance(1)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise InternalError(f"building the firmware in {project} took longer than {timeout_s:.0f} s") from None
+        finally:
+            reader.join(timeout=10)
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, "".join(lines), err.read())

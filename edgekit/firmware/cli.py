@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict
 
+from edgekit.console import say
 from edgekit.errors import UserError
 
 DEFAULT_BOARD = "mps2-an386"
@@ -46,10 +47,13 @@ def register(subparsers) -> Dict[str, Callable]:
 
 
 def cmd_firmware(args) -> int:
+    from edgekit.progress import progress_bars
+
     if args.harness or args.task:
         from edgekit.firmware.mlperf import harness_command
 
-        return harness_command(args)
+        with progress_bars(sys.stderr.isatty()):  # the arm-none-eabi-gcc build takes seconds
+            return harness_command(args)
     from edgekit.converters import CONVERTERS
     import edgekit.converters.firmware  # noqa: F401  (registers "firmware")
 
@@ -57,14 +61,15 @@ def cmd_firmware(args) -> int:
 
     warn_if_changed(args.model, "firmware")
     converter = CONVERTERS.get("firmware")()
-    result = converter.convert(args.model, board=args.board, outdir=args.outdir, runtime=args.runtime, build=args.build,
-                               optimize=args.optimize)
+    with progress_bars(sys.stderr.isatty()):  # the size build (arm-none-eabi-gcc) and --build take seconds
+        result = converter.convert(args.model, board=args.board, outdir=args.outdir, runtime=args.runtime,
+                                   build=args.build, optimize=args.optimize)
     info = result.info
     if info["runtime"] == "ethos-u":  # NPU board: placement only (edgekit.firmware.ethosu)
         from edgekit.firmware.ethosu import summary_lines
 
-        print(f"wrote {result.outdir}")
-        print("\n".join(summary_lines(info)))
+        say(f"wrote {result.outdir}")
+        say("\n".join(summary_lines(info)))
         return 0
     from edgekit.console import say_all
 
@@ -115,5 +120,5 @@ def cmd_deploy(args) -> int:
     from edgekit.console import say_all
 
     say_all(result.summary_lines())
-    print(f"report: {result.outdir / 'report.md'}")
+    say(f"report: {result.outdir / 'report.md'}")
     return 0 if result.passed else 1

@@ -26,6 +26,7 @@ from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
 from edgekit.firmware import build as fw_build
 from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack, flash_split
 from edgekit.firmware.support import KERNELS_DIR, REPO, kernel_files, require_support
+from edgekit.progress import step_progress
 from edgekit.tflite_graph import Graph, read_graph
 from edgekit.provenance import host_info, sha256_bytes, sha256_file, tool_versions, utc_now
 from edgekit.report import json_safe
@@ -419,9 +420,11 @@ def device_measurement(board, elf: Path, graph: Graph) -> Dict[str, Any]:
     """Boot the firmware under QEMU and run one inference (zero-point inputs): the device's own figures."""
     from edgekit.firmware.qemu import QemuSession
 
+    measured = step_progress("QEMU boot + 1 inference", 1)
     with QemuSession(board, elf, count_instructions=False, timeout_s=300.0, boot_timeout_s=30.0) as session:
         info = session.info
         result = session.infer(_zero_inputs(graph))
+    measured(1)
     return {"stack_used": max(info.stack_used, int(result.stack_used)), "stack_bytes": info.stack_bytes,
             "state_used": info.state_used, "arena_used": info.arena_used, "machine": board.qemu_machine}
 
@@ -585,7 +588,9 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
     if graph.inputs and any(graph.tensors[i].type not in ("INT8", "FLOAT32") for i in graph.inputs):
         raise UserError(f"{source}: model inputs must be int8 (or float32 feeding a QUANTIZE)")
     sha = sha256_bytes(data)
+    planned = step_progress("memory plan", 1)  # prepares every op on the host runtime: seconds for big models
     plan = memory_plan(data, graph, source, optimize, board)
+    planned(1)
     # the model alone against the flash (the prepared data and the code are measured at link time)
     if plan["arena_bytes"] + plan["state_bytes"] + board.stack_bytes > board.ram.bytes:
         modes = {m: {k: p[k] for k in ("arena_bytes", "state_bytes")} for m, p in

@@ -35,6 +35,7 @@ from edgekit.errors import (
     ToolMissingError,
     UnsupportedOpError,
 )
+from edgekit.progress import step_progress
 from edgekit.support import OpSupport, SupportReport
 from edgekit.tflite_graph import read_graph
 
@@ -107,7 +108,9 @@ def _build(kind: str, output_name: str, sources: Sequence[Path], flags: Sequence
         cmd = [cc, *flags, "-I", str(RUNTIME_DIR / "include"), "-I", str(RUNTIME_DIR / "src"),
                "-o", str(tmp / output_name), *map(str, sources), "-lm"]
         log.info("building the edgekit host runtime: %s", " ".join(cmd))
+        built = step_progress(f"host runtime ({kind})", 1)  # one gcc -O2 of the whole runtime: seconds
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        built(1)
         if done.returncode != 0:
             raise InternalError(f"building the edgekit host runtime failed:\n{done.stderr.strip()}")
         if done.stderr.strip():

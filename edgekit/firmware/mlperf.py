@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from edgekit.console import say
 from edgekit.errors import UserError
 from edgekit.firmware.generate import AppSpec, FIRMWARE_DIR, FirmwareResult
 
@@ -194,13 +195,13 @@ def harness_command(args) -> int:
     result = generate_harness_firmware(args.model, args.board, args.outdir, task=args.task, mode=args.harness_mode,
                                        build=args.build)
     app, fits = result.info["app"], result.info["fits"]
-    print(f"wrote {result.outdir} (MLPerf Tiny {app['model_id']} device under test, {app['mode']} mode, "
+    say(f"wrote {result.outdir} (MLPerf Tiny {app['model_id']} device under test, {app['mode']} mode, "
           f"board {result.info['board']['board']}, UART {app['uart_baud']} baud)")
-    print(f"input on the wire: {app['input_bytes']} bytes, {app['input_format']}; results: {app['results']}")
-    print(f"timestamps: {app.get('timestamp_pin') and 'pulse on ' + app['timestamp_pin'] or app['timer_source']}")
+    say(f"input on the wire: {app['input_bytes']} bytes, {app['input_format']}; results: {app['results']}")
+    say(f"timestamps: {app.get('timestamp_pin') and 'pulse on ' + app['timestamp_pin'] or app['timer_source']}")
     for key in ("flash", "ram"):
         f = fits[key]
-        print(f"{key}: {f['used']:,} of {f['available']:,} bytes ({'fits' if f['fits'] else 'DOES NOT FIT'})")
+        say(f"{key}: {f['used']:,} of {f['available']:,} bytes ({'fits' if f['fits'] else 'DOES NOT FIT'})")
     if result.elf is not None:
-        print(f"built {result.elf}")
+        say(f"built {result.elf}")
     return 0

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from edgekit.errors import DeviceError, InternalError, ToolMissingError, UserError
+from edgekit.progress import step_progress
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +49,11 @@ def build_plugin(cache_dir: Optional[Path] = None) -> Path:
     target_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".ekcount-", suffix=".so", dir=target_dir)
     os.close(fd)
+    built = step_progress("QEMU plugin", 1)
     try:
         proc = subprocess.run([compiler, *PLUGIN_CFLAGS, "-o", tmp, str(PLUGIN_SOURCE)],
                               capture_output=True, text=True, timeout=120)
+        built(1)
         if proc.returncode != 0:
             raise InternalError(f"building the QEMU plugin failed:\n{proc.stderr.strip()}")
         os.replace(tmp, target)

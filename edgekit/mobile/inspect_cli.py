@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Dict
 
+from edgekit.console import say
 from edgekit.errors import InvalidModelError
 
 
@@ -51,34 +52,34 @@ def _labels(metadata) -> Any:
 
 
 def _print(info: Dict[str, Any]) -> None:
-    print(f"{info['path']} ({info['bytes']:,} bytes)")
+    say(f"{info['path']} ({info['bytes']:,} bytes)")
     meta = info["metadata"]
     if meta is None:
-        print("metadata: none (no TFLITE_METADATA; `edgekit quantize` writes it)")
+        say("metadata: none (no TFLITE_METADATA; `edgekit quantize` writes it)")
     else:
         for key in ("name", "description", "version", "author", "license", "minParserVersion"):
             if meta.get(key):
-                print(f"  {key}: {meta[key]}")
+                say(f"  {key}: {meta[key]}")
     sub = ((meta or {}).get("subgraphMetadata") or [{}])[0]
     for kind, tensors, described in (("input", info["inputs"], sub.get("inputTensorMetadata") or []),
                                      ("output", info["outputs"], sub.get("outputTensorMetadata") or [])):
         for i, t in enumerate(tensors):
             quant = f" scale={t['scale']:.6g} zero_point={t['zero_point']}" if "scale" in t else ""
-            print(f"{kind} {i}: {t['name']} {t['dtype']} {t['shape']}{quant}")
+            say(f"{kind} {i}: {t['name']} {t['dtype']} {t['shape']}{quant}")
             if i < len(described):
                 d = described[i]
                 if d.get("description"):
-                    print(f"    {d['description']}")
+                    say(f"    {d['description']}")
                 for unit in d.get("processUnits") or []:
                     opts = unit.get("options") or {}
                     if "mean" in opts:
-                        print(f"    normalization: mean {opts['mean']} std {opts.get('std')} (on 0..255 pixels)")
+                        say(f"    normalization: mean {opts['mean']} std {opts.get('std')} (on 0..255 pixels)")
     if info["labels"]:
         shown = ", ".join(info["labels"][:10]) + (", ..." if len(info["labels"]) > 10 else "")
-        print(f"labels ({len(info['labels'])}): {shown}")
+        say(f"labels ({len(info['labels'])}): {shown}")
     if info["packed_files"]:
-        print("packed files: " + ", ".join(info["packed_files"]))
-    print(f"ops ({len(info['ops'])}): " + ", ".join(f"{name} x{n}" for name, n in info["op_counts"].items()))
+        say("packed files: " + ", ".join(info["packed_files"]))
+    say(f"ops ({len(info['ops'])}): " + ", ".join(f"{name} x{n}" for name, n in info["op_counts"].items()))
 
 
 def cmd_inspect(args) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Dict
 
+from edgekit.console import say
 from edgekit.errors import UserError
 
 
@@ -22,5 +23,5 @@ def cmd_package(args) -> int:
     from edgekit.mobile.ios_package import package_ios
 
     done = package_ios(args.model, args.outdir)
-    print(f"wrote {args.outdir}/{args.model.name}, {done['swift']}, README.md")
+    say(f"wrote {args.outdir}/{args.model.name}, {done['swift']}, README.md")
     return 0

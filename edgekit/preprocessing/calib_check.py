@@ -271,7 +271,9 @@ def calib_check(
 
     RANGE_METHODS.get(method)
     progress = progress or (lambda label, total: (lambda n: None))
+    exporting = progress("exporting", 1)  # a Keras / PyTorch conversion can take tens of seconds
     exported = to_float_tflite(model)
+    exporting(1)
     float_model = TFLiteModel(exported.tflite, source=f"{model} (float)")
     inputs = float_model.input_specs()
     calib_set = load_tolerant(calib, inputs, spec, limit=None, seed=seed)

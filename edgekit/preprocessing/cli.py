@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Callable, Dict
+from typing import Callable, Dict, List
 
 from edgekit.errors import UserError
 
@@ -67,6 +67,7 @@ def _thresholds(args):
 
 
 def cmd_preprocess_parity(args) -> int:
+    from edgekit.console import say_all
     from edgekit.preprocessing.parity import input_quantization, open_model, read_labels, run_parity
     from edgekit.preprocessing.report import write_reports
     from edgekit.preprocessing.sources import list_images, open_pipeline
@@ -74,50 +75,76 @@ def cmd_preprocess_parity(args) -> int:
 
     thresholds = _thresholds(args)
     images = list_images(args.images)
-    model = open_model(args.model) if args.model else None
-    quant = input_quantization(model) if model is not None else None
-    reference = open_pipeline(args.reference, python_path=args.python_path, input_quantization=quant)
-    candidate = open_pipeline(args.candidate, python_path=args.python_path, input_quantization=quant)
     with progress_bars(sys.stderr.isatty()) as progress:
+        model = None
+        if args.model:
+            loaded = progress("loading model", 1)  # a Keras / PyTorch model is exported first
+            model = open_model(args.model)
+            loaded(1)
+        quant = input_quantization(model) if model is not None else None
+        reference = open_pipeline(args.reference, python_path=args.python_path, input_quantization=quant)
+        candidate = open_pipeline(args.candidate, python_path=args.python_path, input_quantization=quant)
         report, ref, cand = run_parity(reference, candidate, images, thresholds=thresholds, model=model,
                                        diagnose=not args.no_diagnose, labels=read_labels(args.images),
                                        progress=progress("preprocessing", 2 * len(images)))
     if args.outdir:
         write_reports(args.outdir, report, ref, cand, images, args.images)
-    _print_parity(report)
+    say_all(_image_errors(report), file=sys.stderr)
+    say_all(parity_summary_lines(report))
+    if not report.passed:
+        say_all([f"preprocessing parity FAILED on {report.aggregate.get('compared', 0)} images:"]
+                + [f"  - {failure}" for failure in report.failures], file=sys.stderr)
     if args.outdir:
-        print(f"wrote {args.outdir}/parity.json, report.md, manifest.json")
+        say_all([f"wrote {args.outdir}/{_written(args.outdir)} (every image, the pipelines' settings and the "
+                 "diagnosis in full: parity.json, report.md)"])
     return 0 if report.passed else 1
 
 
-def _print_parity(report) -> None:
+FILES_SHOWN = 20  # unreadable / skipped files named on the console (all of them in parity.json / calib_check.json)
+
+
+def _written(outdir: Path) -> str:
+    return ", ".join(sorted(p.name for p in Path(outdir).iterdir()))
+
+
+def _image_errors(report) -> List[str]:
+    """One line per file a pipeline could not process (the same reason from both pipelines said once)."""
+    lines = []
+    for d in (d for d in report.images if d.errors):
+        reasons = {reason: [who for who, r in d.errors.items() if r == reason] for reason in d.errors.values()}
+        for reason, who in reasons.items():
+            reason = reason if len(reason) <= 90 else reason[:87] + "..."
+            lines.append(f"{d.name}: {' and '.join(who)} could not process it: {reason}")
+    if len(lines) > FILES_SHOWN:
+        lines = lines[:FILES_SHOWN] + [f"... and {len(lines) - FILES_SHOWN} more (all in parity.json)"]
+    return lines
+
+
+def parity_summary_lines(report) -> List[str]:
+    """Key figures of a preprocessing-parity run, one short line each."""
+    import json
+
     a = report.aggregate
-    for d in report.images:
-        for who, reason in d.errors.items():
-            print(f"{d.name}: {who} could not process it: {reason}", file=sys.stderr)
+    lines = []
     if a.get("compared"):
         parts = [f"{k}={a[k]:.4g}" for k in ("max_abs", "mean_abs", "max_abs_lsb", "mean_abs_lsb", "psnr_db") if k in a]
-        print(f"{a['compared']} of {a['images']} images compared: " + " ".join(parts))
+        lines.append(f"{a['compared']} of {a['images']} images compared: " + " ".join(parts))
     if report.model and "flip_rate" in report.model:
         m = report.model
-        print(f"model: flip rate {m['flip_rate']:.4f} ({m['flipped']} of {m['images']}), top-1 agreement {m['top1_agreement']:.4f}")
+        lines.append(f"model: flip rate {m['flip_rate']:.4f} ({m['flipped']} of {m['images']}), "
+                     f"top-1 agreement {m['top1_agreement']:.4f}")
         if m.get("accuracy"):
             acc = m["accuracy"]
-            print(f"accuracy on {acc['labels']} labelled images: reference {acc['reference_top1']:.4f}, "
-                  f"candidate {acc['candidate_top1']:.4f}")
+            lines.append(f"accuracy on {acc['labels']} labelled images: reference {acc['reference_top1']:.4f}, "
+                         f"candidate {acc['candidate_top1']:.4f}")
     if report.diagnosis:
         d = report.diagnosis
-        print("diagnosis: " + (d["summary"] if d.get("available") else f"not available ({d.get('reason')})"))
+        lines.append("diagnosis: " + (d["summary"] if d.get("available") else f"not available ({d.get('reason')})"))
         if d.get("fix"):
-            import json
-
-            print(f"fix ({d['fix']['implementation']} spec): " + json.dumps(d["fix"]["spec"]))
+            lines.append(f"fix ({d['fix']['implementation']} spec): " + json.dumps(d["fix"]["spec"]))  # wrapped, whole
     if report.passed:
-        print(f"preprocessing parity PASSED on {a.get('compared', 0)} images")
-    else:
-        print(f"preprocessing parity FAILED on {a.get('compared', 0)} images:", file=sys.stderr)
-        for failure in report.failures:
-            print(f"  - {failure}", file=sys.stderr)
+        lines.append(f"preprocessing parity PASSED on {a.get('compared', 0)} images")
+    return lines
 
 
 def _short(name: str, width: int = 60) -> str:
@@ -147,20 +174,30 @@ def cmd_calib_check(args) -> int:
                              thresholds=thresholds, effect=args.effect, progress=progress)
     if args.outdir:
         write_reports(args.outdir, report)
-    for where, errors in report.errors.items():
-        for e in errors:
-            print(f"{where}: skipped {e}", file=sys.stderr)
-    print(f"calib-check: {report.verdict.upper()}")
-    for reason in report.reasons:
-        print(f"  - {reason}")
-    print("worst tensors: " + ", ".join(f"{_short(t['name'])} ({t['clipped']:.2%} clipped)" for t in report.worst(3)))
+    from edgekit.console import say_all
+
+    skipped = [f"{where}: skipped {e}" for where, errors in report.errors.items() for e in errors]
+    if len(skipped) > FILES_SHOWN:
+        skipped = skipped[:FILES_SHOWN] + [f"... and {len(skipped) - FILES_SHOWN} more (all in calib_check.json)"]
+    say_all(skipped, file=sys.stderr)
+    say_all(calib_summary_lines(report))
+    if args.outdir:
+        say_all([f"wrote {args.outdir}/{_written(args.outdir)} (every tensor's ranges and clipping, and the "
+                 "thresholds: calib_check.json, report.md)"])
+    return 0 if report.passed else 1
+
+
+def calib_summary_lines(report) -> List[str]:
+    """Key figures of a calib-check run, one short line each."""
+    lines = [f"calib-check: {report.verdict.upper()}"]
+    lines += [f"  - {reason}" for reason in report.reasons]
+    lines.append("worst tensors: " + ", ".join(f"{_short(t['name'], 40)} ({t['clipped']:.2%} clipped)"
+                                               for t in report.worst(3)))
     if report.effect and report.effect.get("available"):
         for key in ("with_calibration_set", "with_live_data"):
             e = report.effect[key]
             o = e["outputs"][0]
             acc = f", accuracy {e['accuracy']['candidate_top1']:.4f}" if e.get("accuracy") else ""
-            print(f"int8 {key.replace('_', ' ')}: top-1 agreement {o.get('top1_agreement', float('nan')):.4f}, "
-                  f"SQNR {o['sqnr_db']:.2f} dB{acc}")
-    if args.outdir:
-        print(f"wrote {args.outdir}/calib_check.json, report.md, manifest.json")
-    return 0 if report.passed else 1
+            lines.append(f"int8 {key.replace('_', ' ')}: top-1 agreement {o.get('top1_agreement', float('nan')):.4f}, "
+                         f"SQNR {o['sqnr_db']:.2f} dB{acc}")
+    return lines

@@ -178,7 +178,8 @@ def cmd_run(args) -> int:
     if args.pipeline is not None:
         from edgekit.run.pipeline import cmd_pipeline
 
-        return cmd_pipeline(args, target)
+        with progress_bars(sys.stderr.isatty()):  # firmware build, QEMU boot, device setup: seconds each
+            return cmd_pipeline(args, target)
     runner_cls = runner_class(target.kind)
     request, described = build_request(args, runner_cls, target)
     warn_if_changed(args.artifact, "run")

@@ -28,6 +28,7 @@ import numpy as np
 
 from edgekit import __version__
 from edgekit.errors import DeviceError, EdgekitError, InvalidModelError, UserError
+from edgekit.progress import step_progress
 from edgekit.run.base import RUNNERS, DeviceTarget, RunRequest, RunResult, Runner
 
 log = logging.getLogger(__name__)
@@ -352,8 +353,10 @@ class McuRunner(Runner):
         stack_used = 0
         done = 0
         started = time.monotonic()
+        booted = step_progress("device boot", 1)  # QEMU start (+ plugin), BOOT frame and HELLO: seconds
         try:
             with self.open_session(board, firmware, request) as session:
+                booted(1)
                 info = session.info
                 result.runtime = {"name": info.runtime, "edgekit": __version__, "board": info.board,
                                   "model_crc32": f"{info.model_crc32:08x}"}

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict
 
+from edgekit.console import say
 from edgekit.errors import UserError
 
 
@@ -38,8 +39,8 @@ def cmd_dataset(args) -> int:
             raise UserError(f"cannot read --inputs {args.inputs}: {exc}", fix="pass a .npy array") from None
     dataset = generate_dataset(model, args.task, args.outdir, inputs=inputs, count=args.count, seed=args.seed,
                                frames=args.frames)
-    print(f"wrote {len(dataset.entries)} files and y_labels.csv to {dataset.folder}")
-    print(f"note: {LABEL_SOURCE}")
+    say(f"wrote {len(dataset.entries)} files and y_labels.csv to {dataset.folder}")
+    say(f"note: {LABEL_SOURCE}")
     return 0
 
 
@@ -54,22 +55,22 @@ def cmd_run_harness(args) -> int:
                           count_instructions=args.count_instructions, progress=lambda: bar(1))
     s = run.summary
     if run.mode == "performance":
-        print(f"median throughput {s['median_throughput_inf_per_s']:.3f} inf./sec. over {s['inputs']} inputs, latency "
+        say(f"median throughput {s['median_throughput_inf_per_s']:.3f} inf./sec. over {s['inputs']} inputs, latency "
               f"{s['latency_ms']:.3f} ms (measured from the device's m-lap-us: "
               f"{run.firmware.get('app', {}).get('timer_source')})")
         if s.get("instructions_per_inference"):
-            print(f"instructions per inference: {s['instructions_per_inference']['median']:,} (exact, QEMU plugin)")
+            say(f"instructions per inference: {s['instructions_per_inference']['median']:,} (exact, QEMU plugin)")
         if not s["mlperf_runtime_met"]:
-            print(f"note: runs shorter than 10 s (--min-runtime {s['min_runtime_s']:g}): not a valid MLPerf Tiny result")
+            say(f"note: runs shorter than 10 s (--min-runtime {s['min_runtime_s']:g}): not a valid MLPerf Tiny result")
     else:
         if "top1" in s:
-            print(f"top-1 {100 * s['top1']:.1f}% over {s['files']} files" + (f", AUC {s['auc']:.3f}" if s.get("auc") is not None else ""))
+            say(f"top-1 {100 * s['top1']:.1f}% over {s['files']} files" + (f", AUC {s['auc']:.3f}" if s.get("auc") is not None else ""))
         else:
-            print(f"AUC {s['auc']:.3f} over {s['files']} files ({s['windows']} windows)" if s.get("auc") is not None
+            say(f"AUC {s['auc']:.3f} over {s['files']} files ({s['windows']} windows)" if s.get("auc") is not None
                   else f"AUC undefined: the labels of {s['files']} files hold one class")
         be = run.bit_exact
         if be.get("value") is not None:
-            print(f"device outputs vs LiteRT BUILTIN_REF: {'bit-exact' if be['value'] else 'DIFFER'} "
+            say(f"device outputs vs LiteRT BUILTIN_REF: {'bit-exact' if be['value'] else 'DIFFER'} "
                   f"({be['differing_elements']} of {be['total_elements']} elements differ)")
-    print(f"wrote {args.outdir}/results.txt, run.json, log.txt")
+    say(f"wrote {args.outdir}/results.txt, run.json, log.txt")
     return 0

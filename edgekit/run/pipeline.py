@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from edgekit.console import say
 from edgekit.errors import DeviceError, UserError
 from edgekit.run.base import DeviceTarget
 from edgekit.run.stats import latency_summary
@@ -599,9 +600,9 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
     with atomic_output_dir(args.outdir) as stage:
         (stage / "pipeline.json").write_text(json.dumps(report, indent=2, default=str))
         (stage / "report.md").write_text("\n".join(md) + "\n")
-    print("\n".join(budget_table(result)))
-    print(check_line(check))
-    print(f"wrote {args.outdir}/pipeline.json, report.md")
+    say("\n".join(budget_table(result)))
+    say(check_line(check))
+    say(f"wrote {args.outdir}/pipeline.json, report.md")
     # the generated C must equal the reference bit for bit (as on a microcontroller); Pillow/OpenCV are reported
     return 1 if check["implementation"] == "c" and check["differ"] else 0
 
@@ -630,7 +631,7 @@ def cmd_mcu_pipeline(args, target: DeviceTarget, pipeline: Dict[str, Any], frame
     with atomic_output_dir(args.outdir) as stage:
         (stage / "pipeline.json").write_text(json.dumps(report, indent=2, default=str))
         (stage / "report.md").write_text("\n".join(md) + "\n")
-    print("\n".join(mcu_table(result)))
-    print(f"device top-{raw['k']} bit-exact with the host reference on {sum(exact)} of {len(exact)} frames")
-    print(f"wrote {args.outdir}/pipeline.json, report.md")
+    say("\n".join(mcu_table(result)))
+    say(f"device top-{raw['k']} bit-exact with the host reference on {sum(exact)} of {len(exact)} frames")
+    say(f"wrote {args.outdir}/pipeline.json, report.md")
     return 0 if all(exact) else 1

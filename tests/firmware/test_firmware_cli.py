@@ -396,3 +396,28 @@ def test_mlperf_models_run_bit_exact_on_cortex_m55_helium(mlperf, tmp_path, cli,
     exact = run["outputs_bit_exact"]
     assert exact["bit_exact"] is True and exact["differing_elements"] == 0
     assert exact["reference"] == "LiteRT OpResolverType.BUILTIN_REF"
+
+
+@pytest.mark.skipif(not (shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc")),
+                    reason="qemu-system-arm and arm-none-eabi-gcc are needed")
+@pytest.mark.slow
+def test_build_and_boot_report_progress(cli, capsys, tmp_path):
+    """Every arm-none-eabi-gcc compile/link step of the build, the QEMU boot of the stack check and of a run are
+    reported to the CLI's progress display (the library draws nothing itself)."""
+    from edgekit.progress import reporting_to
+    from tests.conftest import MLPERF
+
+    events = []
+
+    def factory(label, total):
+        events.append(("total", label, total))
+        return lambda n: events.append(("done", label, n))
+
+    with reporting_to(factory):
+        assert cli("firmware", MLPERF / "ad_autoencoder_int8.tflite", "--build", "-o", tmp_path / "fw") == 0
+        assert cli("run", tmp_path / "fw", "--device", "qemu:mps2-an386", "-n", "1", "-o", tmp_path / "run") == 0
+    capsys.readouterr()
+    totals = {label: total for kind, label, total in events if kind == "total"}
+    done = {label: sum(n for kind, lbl, n in events if kind == "done" and lbl == label) for label in totals}
+    assert totals["building firmware"] >= 10 and done["building firmware"] == totals["building firmware"]
+    assert done["memory plan"] == 1 and done["QEMU boot + 1 inference"] == 1 and done["device boot"] == 1
