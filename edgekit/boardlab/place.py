@@ -215,3 +215,21 @@ class LabPlace:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def lab_places(coordinator: Optional[str]) -> List[Dict[str, Any]]:
+    """Every place of the lab: name, board tag, holder (None when free), whether all its resources are exported."""
+    lab = LabPlace("", coordinator)
+    try:
+        lab.sync()
+        rows = []
+        for name, place in sorted(lab.session.places.items()):
+            exported = all(lab.session.resources.get(e, {}).get(g, {}).get(r) is not None
+                           and lab.session.resources[e][g][r].data.get("avail")
+                           for e, g, _, r in place.acquired_resources) if place.acquired else None
+            rows.append({"place": name, "board": place.tags.get("board"), "tags": dict(place.tags),
+                         "holder": place.acquired, "resources_exported": exported,
+                         "device": f"labgrid:{name}"})
+        return rows
+    finally:
+        lab.close()

@@ -65,6 +65,8 @@ def register(subparsers) -> Dict[str, Callable]:
 
     d = subparsers.add_parser("devices", help="list device profiles with their key figures")
     d.add_argument("--json", action="store_true", help="machine-readable output")
+    d.add_argument("--coordinator", metavar="HOST:PORT",
+                   help="also list the places of this labgrid lab (board tag, holder); run them with --device labgrid:PLACE")
     return {"run": cmd_run, "devices": cmd_devices}
 
 
@@ -295,8 +297,18 @@ def cmd_devices(args) -> int:
     from edgekit.run.devices import device_rows, format_table
 
     rows = device_rows()
+    places = None
+    if getattr(args, "coordinator", None):
+        from edgekit.boardlab.place import coordinator_address, lab_places
+
+        places = lab_places(coordinator_address(args.coordinator))
     if args.json:
-        print(json.dumps(rows, indent=2))
-    else:
-        print(format_table(rows))
+        print(json.dumps(rows if places is None else {"profiles": rows, "lab_places": places}, indent=2))
+        return 0
+    print(format_table(rows))
+    if places is not None:
+        print(f"\nlab places on {args.coordinator}:" if places else f"\nno places on {args.coordinator}")
+        for row in places:
+            held = f"held by {row['holder']}" if row["holder"] else "free"
+            print(f"  {row['device']:<28} board {row['board'] or '(no board tag)':<16} {held}")
     return 0

@@ -78,9 +78,12 @@ def test_lock_deploy_run_release_matches_qemu(lab, cli, tmp_path):
     assert lab.holder("bench-1") is None   # released
 
 
-def test_busy_place_names_its_holder_after_the_lock_timeout(lab, tmp_path):
+def test_busy_place_names_its_holder_after_the_lock_timeout(lab, cli, capsys, tmp_path):
     lab.client("-p", "bench-1", "acquire", user="alice")
     try:
+        assert cli("devices", "--coordinator", lab.address) == 0
+        listed = capsys.readouterr().out
+        assert "labgrid:bench-1" in listed and "board mps2-an386" in listed and "held by" in listed and "/alice" in listed
         out = tmp_path / "busy"
         started = time.monotonic()
         proc = edgekit_run(lab, "bench-1", out, "-n", "2", "--lock-timeout", "1.5")
