@@ -9,7 +9,16 @@ import pytest
 from tests.benchmarks.run_all import BENCHMARKS, script, takes
 from tests.conftest import REPO
 
-SMOKE_TIMEOUT_S = 300
+SMOKE_TIMEOUT_S = 600
+# lines a benchmark's smoke run must print (its key figures), beyond exit 0 and recorded figures
+EXPECTED_OUTPUT = {
+    "bench_optimized_kernels": ("quantize: bare converter", "-> ratio", "parity throughput:",
+                                "ms per inference: float BUILTIN_REF"),
+    "bench_ray_parity": ("1 worker(s):", "2 worker(s):", "scaling 1 -> 2 workers", "peak RSS",
+                         "metrics identical across worker counts (floats within 1e-9 relative): True"),
+    "bench_lab_matrix": ("1 parallel place(s): run", "2 parallel place(s): run", "speed-up 1 -> 2 parallel places",
+                         "same instructions and bit-exactness per cell with 1 and 2 parallel places: True"),
+}
 
 
 @pytest.mark.slow
@@ -20,10 +29,12 @@ def test_benchmark_smoke_mode_runs_and_records_figures(name, tmp_path):
     cmd = [sys.executable, str(script(name)), "--smoke"]
     with_figures = takes(name, "--figures")
     cmd += ["--figures", str(figures)] if with_figures else ["--json", str(tmp_path / "raw.json")]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "TF_CPP_MIN_LOG_LEVEL": "3"}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S)
     assert proc.returncode == 0, f"{name} --smoke failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert "skipped" not in proc.stdout.lower()[:200], f"{name} skipped itself: {proc.stdout[:200]}"
+    for line in EXPECTED_OUTPUT.get(name, ()):
+        assert line in proc.stdout, (name, line, proc.stdout[-3000:])
     if with_figures:
         data = json.loads(figures.read_text())
         assert data["benchmark"] == name and data["smoke"] is True

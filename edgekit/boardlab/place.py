@@ -144,8 +144,9 @@ class LabPlace:
                     f"place {place.name} is held by {place.acquired} (since {since}); waited {timeout_s:g} s",
                     fix=f"raise --lock-timeout to wait longer, or ask {place.acquired} to release it "
                         f"(labgrid-client -p {place.name} release)")
-            if not announced:
-                log.info("place %s is held by %s; waiting up to %g s", place.name, place.acquired, timeout_s)
+            if not announced:   # a warning: the user sees why nothing happens yet
+                log.warning("place %s is held by %s; waiting up to %g s for it (--lock-timeout)", place.name,
+                            place.acquired, timeout_s)
                 announced = True
             self.loop.run_until_complete(asyncio.sleep(min(LOCK_POLL_S, max(0.0, deadline - time.monotonic()))))
 

@@ -5,6 +5,7 @@ waits for the lock; killing the exporter mid-run leaves run.json with complete: 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -97,22 +98,28 @@ def test_busy_place_names_its_holder_after_the_lock_timeout(lab, cli, capsys, tm
         lab.client("-p", "bench-1", "release", user="alice")
 
 
-def test_second_client_gets_the_place_after_the_first(lab, tmp_path):
+def test_second_client_waits_and_gets_the_place_when_the_first_is_interrupted(lab, tmp_path):
+    """The first client holds the place (a long run), the second waits for it; Ctrl-C (SIGINT) ends the first,
+    which releases the place on its way out, and the second gets it and runs."""
     first_out, second_out = tmp_path / "first", tmp_path / "second"
-    first = edgekit_run(lab, "bench-1", first_out, "-n", "12")
+    first = edgekit_run(lab, "bench-1", first_out, "-n", "100000")
     wait_until(lambda: lab.holder("bench-1") is not None or first.poll() is not None, 120, "the first client's lock")
+    assert first.poll() is None, first_out.with_suffix(".log").read_text()
     second = edgekit_run(lab, "bench-1", second_out, "-n", "2", "--lock-timeout", "240")
-    first_log = finish(first, first_out)
-    assert first.returncode == 0, first_log
-    first_done = time.time()
+    wait_until(lambda: "is held by" in second_out.with_suffix(".log").read_text() or second.poll() is not None, 120,
+               "the second client to wait for the place")
+    assert second.poll() is None, second_out.with_suffix(".log").read_text()
+    waiting_since = time.monotonic()
+    first.send_signal(signal.SIGINT)
+    first_log = finish(first, first_out, timeout_s=60)
+    assert first.returncode == 130 and "Traceback" not in first_log, first_log
     second_log = finish(second, second_out)
     assert second.returncode == 0, second_log
-    first_run = json.loads((first_out / "run.json").read_text())
+    assert "waiting up to 240 s" in second_log
     second_run = json.loads((second_out / "run.json").read_text())
-    assert first_run["complete"] and second_run["complete"]
-    assert second_run["extra"]["labgrid"]["lock_wait_s"] > 1.0   # it really waited for the first client
-    assert second_run["outputs_bit_exact"]["value"] is True
-    assert (second_out / "run.json").stat().st_mtime >= first_done - 1
+    assert second_run["complete"] and second_run["outputs_bit_exact"]["value"] is True
+    assert second_run["extra"]["labgrid"]["lock_wait_s"] > 0.5
+    assert time.monotonic() - waiting_since < 200
     assert lab.holder("bench-1") is None
 
 
@@ -150,3 +157,38 @@ def test_exporter_killed_mid_run_leaves_an_incomplete_run_and_a_released_place(l
     assert run["outputs_bit_exact"]["value"] is True
     assert lab.holder("bench-2") is None   # released even though its exporter is gone
     wait_until(lambda: counted() == 0, 20, "the emulated board's QEMU to stop")
+
+
+def _qemu_count_file(port: int):
+    """The instruction-count file of the QEMU serving ``port`` (None when no such QEMU runs)."""
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(f"port={port}," in part for part in cmd):
+            plugin = next((part for part in cmd if "ekcount" in part), "")
+            return Path(plugin.split("out=")[1].split(",")[0]) if "out=" in plugin else None
+    return None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM], ids=["sigterm"])   # SIGINT (Ctrl-C): the waiting-client test
+def test_interrupted_run_releases_the_place_and_stops_the_board(lab, tmp_path, sig):
+    from edgekit.firmware.plugin import parse_counts
+
+    out = tmp_path / "interrupted"
+    proc = edgekit_run(lab, "bench-1", out, "-n", "100000")
+    port = lab.serial_ports["bench-1"]
+
+    def answered() -> int:
+        counts = _qemu_count_file(port)
+        return len(parse_counts(counts).inferences) if counts is not None and counts.exists() else 0
+
+    wait_until(lambda: answered() >= 2 or proc.poll() is not None, 180, "two inferences on the lab board")
+    assert proc.poll() is None, out.with_suffix(".log").read_text()
+    proc.send_signal(sig)
+    log = finish(proc, out, timeout_s=60)
+    assert proc.returncode == 130, log
+    assert "Traceback" not in log
+    assert lab.holder("bench-1") is None            # released on the way out
+    wait_until(lambda: _qemu_count_file(port) is None, 20, "the emulated board's QEMU to stop")
