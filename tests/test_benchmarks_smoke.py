@@ -66,3 +66,18 @@ def test_run_all_turns_a_benchmark_json_into_figures():
     figures = {f["name"]: f for f in figures_from_raw("bench_firmware_mlperf", {"rows": rows})}
     assert figures["KWS on mps2-an386: instructions per inference"]["value"] == 7_000_000
     assert figures["KWS on mps2-an386: latency ms estimated"]["method"] == "estimated"
+
+
+def test_run_all_turns_the_scale_benchmarks_json_into_figures():
+    from tests.benchmarks.run_all import figures_from_raw
+
+    ray_rows = {"scaling_efficiency": 0.8, "rows": [{"dataset": "small", "workers": 2, "samples_per_s": 900.0,
+                                                     "wall_time_s": 3.0, "samples": 60, "cosine": 0.99,
+                                                     "sqnr_db": 20.0, "peak_rss_ray_mib": 700.0}]}
+    figures = {f["name"]: f for f in figures_from_raw("bench_ray_parity", ray_rows)}
+    assert figures["small (60 samples), 2 worker(s): samples per s"]["value"] == 900.0
+    assert figures["scaling efficiency 1 -> 2 workers"]["value"] == 0.8
+    kernels = figures_from_raw("bench_optimized_kernels", {"size": 160, "calib": 64, "quantize_ratio": 1.2,
+                                                           "parity_ratio": 1.1, "edgekit_s": 12.0, "parity_s": 2.0})
+    assert {f["name"] for f in kernels} >= {"edgekit quantize / bare converter", "parity / bare LiteRT invoke loop"}
+    assert all(f["method"] == "measured" and f["source"] for f in [*figures.values(), *kernels])
