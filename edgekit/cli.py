@@ -112,6 +112,7 @@ COMMAND_MODULES = (
     "edgekit.mobile.inspect_cli",  # inspect (TFLite metadata, I/O, ops)
     "edgekit.mobile.package_cli",  # package --ios (Swift/Vision snippet + README)
     "edgekit.run.mlperf_cli",    # mlperf-dataset (MLPerf Tiny harness: dataset folders)
+    "edgekit.lab.cli",           # lab (models x boards matrix)
 )
 
 

@@ -9,7 +9,16 @@ import pytest
 from tests.benchmarks.run_all import BENCHMARKS, script, takes
 from tests.conftest import REPO
 
-SMOKE_TIMEOUT_S = 300
+SMOKE_TIMEOUT_S = 600
+# lines a benchmark's smoke run must print (its key figures), beyond exit 0 and recorded figures
+EXPECTED_OUTPUT = {
+    "bench_optimized_kernels": ("quantize: bare converter", "-> ratio", "parity throughput:",
+                                "ms per inference: float BUILTIN_REF"),
+    "bench_ray_parity": ("1 worker(s):", "2 worker(s):", "scaling 1 -> 2 workers", "peak RSS",
+                         "metrics identical across worker counts (floats within 1e-9 relative): True"),
+    "bench_lab_matrix": ("1 parallel place(s): run", "2 parallel place(s): run", "speed-up 1 -> 2 parallel places",
+                         "same instructions and bit-exactness per cell with 1 and 2 parallel places: True"),
+}
 
 
 @pytest.mark.slow
@@ -20,10 +29,12 @@ def test_benchmark_smoke_mode_runs_and_records_figures(name, tmp_path):
     cmd = [sys.executable, str(script(name)), "--smoke"]
     with_figures = takes(name, "--figures")
     cmd += ["--figures", str(figures)] if with_figures else ["--json", str(tmp_path / "raw.json")]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "TF_CPP_MIN_LOG_LEVEL": "3"}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S)
     assert proc.returncode == 0, f"{name} --smoke failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert "skipped" not in proc.stdout.lower()[:200], f"{name} skipped itself: {proc.stdout[:200]}"
+    for line in EXPECTED_OUTPUT.get(name, ()):
+        assert line in proc.stdout, (name, line, proc.stdout[-3000:])
     if with_figures:
         data = json.loads(figures.read_text())
         assert data["benchmark"] == name and data["smoke"] is True
@@ -55,3 +66,18 @@ def test_run_all_turns_a_benchmark_json_into_figures():
     figures = {f["name"]: f for f in figures_from_raw("bench_firmware_mlperf", {"rows": rows})}
     assert figures["KWS on mps2-an386: instructions per inference"]["value"] == 7_000_000
     assert figures["KWS on mps2-an386: latency ms estimated"]["method"] == "estimated"
+
+
+def test_run_all_turns_the_scale_benchmarks_json_into_figures():
+    from tests.benchmarks.run_all import figures_from_raw
+
+    ray_rows = {"scaling_efficiency": 0.8, "rows": [{"dataset": "small", "workers": 2, "samples_per_s": 900.0,
+                                                     "wall_time_s": 3.0, "samples": 60, "cosine": 0.99,
+                                                     "sqnr_db": 20.0, "peak_rss_ray_mib": 700.0}]}
+    figures = {f["name"]: f for f in figures_from_raw("bench_ray_parity", ray_rows)}
+    assert figures["small (60 samples), 2 worker(s): samples per s"]["value"] == 900.0
+    assert figures["scaling efficiency 1 -> 2 workers"]["value"] == 0.8
+    kernels = figures_from_raw("bench_optimized_kernels", {"size": 160, "calib": 64, "quantize_ratio": 1.2,
+                                                           "parity_ratio": 1.1, "edgekit_s": 12.0, "parity_s": 2.0})
+    assert {f["name"] for f in kernels} >= {"edgekit quantize / bare converter", "parity / bare LiteRT invoke loop"}
+    assert all(f["method"] == "measured" and f["source"] for f in [*figures.values(), *kernels])

@@ -62,15 +62,16 @@ def _kill_leftovers() -> None:
 
 
 class QemuProcess:
-    """One qemu-system-arm process running an ELF, with its UART connected as ``transport``."""
+    """One qemu-system-arm process running an ELF, with its UART connected as ``transport`` (uart="external":
+the caller passes UART0's chardev in ``extra_args`` and connects to it; ``transport`` stays None)."""
 
     def __init__(self, board: Board, elf: Path, *, uart: str = "socket", plugin: Optional[str] = None,
                  icount: bool = False, connect_timeout_s: float = 10.0, extra_args: Sequence[str] = ()) -> None:
         if not board.is_qemu:
             raise UserError(f"board {board.name} is real hardware, not a QEMU board",
                             fix="flash it with edgekit.firmware.flash and talk to it over serial")
-        if uart not in ("socket", "pty"):
-            raise UserError(f"uart must be socket or pty, not {uart!r}")
+        if uart not in ("socket", "pty", "external"):
+            raise UserError(f"uart must be socket, pty or external, not {uart!r}")
         self.board, self.elf = board, Path(elf)
         if not self.elf.is_file():
             raise UserError(f"firmware ELF {self.elf} does not exist", fix="build the firmware first")
@@ -80,7 +81,7 @@ class QemuProcess:
         cmd = [qemu_path(), "-M", board.qemu_machine, "-nodefaults", "-display", "none", "-no-reboot"]
         if uart == "socket":
             cmd += ["-chardev", f"socket,id=uart0,path={self.socket_path},server=on,wait=on", "-serial", "chardev:uart0"]
-        else:
+        elif uart == "pty":
             cmd += ["-serial", "pty"]
         if board.semihosting:
             cmd += ["-semihosting-config", "enable=on,target=native"]
@@ -97,6 +98,8 @@ class QemuProcess:
         self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
         _LIVE.add(self)
+        if uart == "external":  # the caller wired UART0 itself (extra_args) and connects to it
+            return
         try:
             if uart == "socket":
                 self.transport = SocketTransport.connect(self.socket_path, connect_timeout_s, alive=self.alive)

@@ -16,7 +16,12 @@ def register(subparsers) -> Dict[str, Callable]:
     r = subparsers.add_parser("run", help="run an artifact on a device: cold start, latency tail, memory, energy, throttling")
     r.add_argument("artifact", type=Path, help=".tflite, .onnx, .mlpackage, or a firmware folder/ELF for MCU boards")
     r.add_argument("--device", required=True,
-                   help="host | macos | ssh://USER@HOST[:PORT] | adb[:SERIAL] | qemu:BOARD | serial:PORT | a profile name (edgekit devices)")
+                   help="host | macos | ssh://USER@HOST[:PORT] | adb[:SERIAL] | qemu:BOARD | serial:PORT | labgrid:PLACE | "
+                        "a profile name (edgekit devices)")
+    r.add_argument("--coordinator", metavar="HOST:PORT",
+                   help="labgrid:PLACE: the labgrid coordinator (default: $LG_COORDINATOR, else 127.0.0.1:20408)")
+    r.add_argument("--lock-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="labgrid:PLACE: wait this long for a place someone else holds, then say who (default 60)")
     r.add_argument("--profile", help="attach this device profile (power model, thermal limits) to a connection")
     r.add_argument("--inputs", type=Path, help="input data: image folder (with preprocess.json), .npy/.npz, folder of .npy "
                                                "(default: seeded random inputs)")
@@ -60,6 +65,8 @@ def register(subparsers) -> Dict[str, Callable]:
 
     d = subparsers.add_parser("devices", help="list device profiles with their key figures")
     d.add_argument("--json", action="store_true", help="machine-readable output")
+    d.add_argument("--coordinator", metavar="HOST:PORT",
+                   help="also list the places of this labgrid lab (board tag, holder); run them with --device labgrid:PLACE")
     return {"run": cmd_run, "devices": cmd_devices}
 
 
@@ -77,6 +84,8 @@ def _check_numbers(args) -> None:
         problems.append("--timeout must be positive")
     if args.input_limit <= 0:
         problems.append("--input-limit must be positive")
+    if getattr(args, "lock_timeout", 0) is not None and getattr(args, "lock_timeout", 0) < 0:
+        problems.append("--lock-timeout must be >= 0")
     if args.threads is not None and args.threads <= 0:
         problems.append("--threads must be positive")
     if not 0 < args.throttle_threshold < 10:
@@ -128,7 +137,8 @@ def build_request(args, runner_cls, target):
                "ssh_options": list(args.ssh_option), "arena_bytes": args.arena_bytes,
                "flash": True if args.flash else None, "compute_units": compute_units,
                "benchmark_binary": str(args.benchmark_binary) if getattr(args, "benchmark_binary", None) else None,
-               "delegate": getattr(args, "delegate", None)}
+               "delegate": getattr(args, "delegate", None),
+               "coordinator": getattr(args, "coordinator", None), "lock_timeout": getattr(args, "lock_timeout", None)}
     request = RunRequest(artifact=args.artifact, inputs=samples, iterations=args.iterations, warmup=args.warmup,
                          sustain_s=args.sustain, window_s=args.window, timeout_s=args.timeout, runtime=args.runtime,
                          options={k: v for k, v in options.items() if v not in (None, [])})
@@ -288,8 +298,18 @@ def cmd_devices(args) -> int:
     from edgekit.run.devices import device_rows, format_table
 
     rows = device_rows()
+    places = None
+    if getattr(args, "coordinator", None):
+        from edgekit.boardlab.place import coordinator_address, lab_places
+
+        places = lab_places(coordinator_address(args.coordinator))
     if args.json:
-        print(json.dumps(rows, indent=2))
-    else:
-        print(format_table(rows))
+        print(json.dumps(rows if places is None else {"profiles": rows, "lab_places": places}, indent=2))
+        return 0
+    print(format_table(rows))
+    if places is not None:
+        print(f"\nlab places on {args.coordinator}:" if places else f"\nno places on {args.coordinator}")
+        for row in places:
+            held = f"held by {row['holder']}" if row["holder"] else "free"
+            print(f"  {row['device']:<28} board {row['board'] or '(no board tag)':<16} {held}")
     return 0

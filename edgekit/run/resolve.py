@@ -1,7 +1,7 @@
 """The --device argument -> DeviceTarget.
 
 Forms: ``host``, ``macos``, ``ssh://USER@HOST[:PORT]``, ``adb`` / ``adb:SERIAL``, ``qemu:BOARD``,
-``serial:PORT``, or the name of a profile in devices/ (whose ``connection`` key holds one of the forms
+``serial:PORT``, ``labgrid:PLACE`` (a place of a labgrid lab), or the name of a profile in devices/ (whose ``connection`` key holds one of the forms
 above). ``--profile NAME`` attaches a profile's facts (power model, thermal limits) to a connection.
 """
 from __future__ import annotations
@@ -13,7 +13,8 @@ from edgekit.errors import DeviceNotFoundError, UserError
 from edgekit.profiles import all_profiles, load_profile
 from edgekit.run.base import DeviceTarget
 
-CONNECTION_FORMS = ("host", "macos", "ssh://USER@HOST[:PORT]", "adb[:SERIAL]", "qemu:BOARD", "serial:PORT")
+CONNECTION_FORMS = ("host", "macos", "ssh://USER@HOST[:PORT]", "adb[:SERIAL]", "qemu:BOARD", "serial:PORT",
+                    "labgrid:PLACE")
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
 _HOSTNAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9-]{1,63})*\.?$")
 _IPV6 = re.compile(r"^[0-9A-Fa-f:.]+$")
@@ -70,11 +71,12 @@ def _connection(text: str, profile: Dict[str, Any], name: str) -> Optional[Devic
         if serial and not _ADB_SERIAL.match(serial):
             raise UserError(f"--device {text!r}: {serial!r} is not an adb serial (see `adb devices`)")
         return DeviceTarget("adb", serial, profile, name)
-    for kind in ("qemu", "serial"):
+    for kind in ("qemu", "serial", "labgrid"):
         if text.startswith(kind + ":"):
             address = text[len(kind) + 1:]
             if not address:
-                raise UserError(f"--device {text!r}: name the {'board' if kind == 'qemu' else 'port'} after '{kind}:'")
+                what = {"qemu": "board", "serial": "port", "labgrid": "place"}[kind]
+                raise UserError(f"--device {text!r}: name the {what} after '{kind}:'")
             if kind == "qemu" and not profile and address in all_profiles():
                 profile = load_profile(address)
             return DeviceTarget(kind, address, profile, name)

@@ -14,6 +14,7 @@ RUNNER_MODULES = (
     "edgekit.run.ssh",    # ssh
     "edgekit.run.adb",    # adb
     "edgekit.run.mcu",    # qemu, serial (firmware boards)
+    "edgekit.boardlab.runner",  # labgrid (boards of a labgrid lab)
 )
 _loaded = False
 

@@ -162,6 +162,7 @@ def main(argv=None) -> int:
                "edgekit_s": t_edgekit, "quantize_ratio": t_edgekit / t_bare, "parity_s": t_parity, "bare_loop_s": t_loop,
                "parity_ratio": t_parity / t_loop, "ms_per_inference": per_kind, "cosine": out["cosine"]}
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
 

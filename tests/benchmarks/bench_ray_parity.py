@@ -15,6 +15,7 @@ agreement on plausible inputs, accuracy is not measured.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import sys
@@ -87,6 +88,7 @@ def main(argv=None) -> int:
     ap.add_argument("--small", type=int, default=50_000)
     ap.add_argument("--large", type=int, default=200_000)
     ap.add_argument("--chunk", type=int, default=2048)
+    ap.add_argument("--json", type=Path, help="also write the figures as JSON here (run_all.py turns them into its summary)")
     args = ap.parse_args(argv)
     small, large, chunk = (args.small, args.large, args.chunk) if not args.smoke else (60, 120, 32)
     mlperf = find_mlperf_dir()
@@ -132,6 +134,13 @@ def main(argv=None) -> int:
     print(f"peak RSS of Ray processes: {runs[('small', 2)][2] / 2**20:.0f} MiB at {small:,} samples vs "
           f"{runs[('large', 2)][2] / 2**20:.0f} MiB at {large:,} samples (2 workers); driver peak RSS "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    if args.json:
+        rows = [{"dataset": label, "workers": workers, "samples_per_s": e["samples_per_s"], "wall_time_s": e["wall_time_s"],
+                 "samples": e["samples"], "cosine": out["cosine"], "sqnr_db": out["sqnr_db"],
+                 "peak_rss_ray_mib": round(peak / 2**20, 1)} for (label, workers), (e, out, peak) in runs.items()]
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"smoke": args.smoke, "scaling_efficiency": efficiency,
+                                         "metrics_identical": same, "rows": rows}, indent=2))
     return 0 if same else 1
 
 

@@ -34,6 +34,9 @@ BENCHMARKS = (
     "bench_mixed_precision",
     "bench_onnx_methods",
     "bench_npu_vs_cpu",
+    "bench_optimized_kernels",
+    "bench_ray_parity",
+    "bench_lab_matrix",
 )
 
 
@@ -88,7 +91,27 @@ def run_one(name: str, out: Path, smoke: bool) -> Dict[str, Any]:
 
 
 def figures_from_raw(name: str, data: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Figures of a benchmark that only writes its own JSON (bench_firmware_mlperf's ``rows``)."""
+    """Figures of a benchmark that only writes its own JSON (bench_firmware_mlperf's ``rows``, bench_ray_parity's
+    ``rows``, bench_optimized_kernels' timings)."""
+    if name == "bench_optimized_kernels":
+        src = f"MobileNetV2-like float model {data.get('size')} px, {data.get('calib')} calibration samples, this host"
+        return [{"name": label, "value": data[key], "unit": unit, "method": "measured", "source": src}
+                for key, label, unit in (("quantize_ratio", "edgekit quantize / bare converter", "x"),
+                                         ("parity_ratio", "parity / bare LiteRT invoke loop", "x"),
+                                         ("edgekit_s", "edgekit quantize wall time", "s"), ("parity_s", "parity wall time", "s"))
+                if data.get(key) is not None]
+    if name == "bench_ray_parity":
+        figures = []
+        for r in data.get("rows", []):
+            src = f"ray_parity KWS float vs int8 on {r['samples']} generated inputs, local Ray, {r['workers']} worker(s)"
+            for field, unit in (("samples_per_s", "samples/s"), ("wall_time_s", "s"), ("peak_rss_ray_mib", "MiB")):
+                figures.append({"name": f"{r['dataset']} ({r['samples']} samples), {r['workers']} worker(s): "
+                                        f"{field.replace('_', ' ')}", "value": r[field], "unit": unit,
+                                "method": "measured", "source": src})
+        if data.get("scaling_efficiency") is not None:
+            figures.append({"name": "scaling efficiency 1 -> 2 workers", "value": data["scaling_efficiency"], "unit": "",
+                            "method": "measured", "source": "ratio of the measured throughputs"})
+        return figures
     figures = []
     for r in data.get("rows", []):
         src = f"QEMU {r.get('board')} + ekcount plugin, edgekit firmware of {r.get('file')}"
