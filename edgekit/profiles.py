@@ -13,10 +13,11 @@ from typing import Any, Dict, List
 
 import yaml
 
+from edgekit._resources import data_dir
 from edgekit.errors import UnknownNameError, UserError
 
 PROFILE_KINDS = ("mcu", "linux", "android", "host", "macos")
-BUILTIN_DIR = Path(__file__).resolve().parents[1] / "devices"
+BUILTIN_DIR = data_dir("devices")
 
 
 def profile_dirs() -> List[Path]:

@@ -21,17 +21,18 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from edgekit import __version__
+from edgekit._resources import data_dir
 from edgekit.atomic import atomic_output_dir
 from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
 from edgekit.firmware import build as fw_build
 from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack, flash_split
-from edgekit.firmware.support import KERNELS_DIR, REPO, Graph, kernel_files, read_graph, require_support
+from edgekit.firmware.support import KERNELS_DIR, Graph, kernel_files, read_graph, require_support
 from edgekit.provenance import host_info, sha256_bytes, sha256_file, tool_versions, utc_now
 from edgekit.report import json_safe
 
 log = logging.getLogger(__name__)
 
-FIRMWARE_DIR = REPO / "firmware"
+FIRMWARE_DIR = data_dir("firmware")
 RUNTIME_DIR = FIRMWARE_DIR / "runtime"
 TEMPLATES = FIRMWARE_DIR / "templates"
 APP_FILES = ("main.c", "ek_serve.c", "ek_serve.h", "ek_app_runtime.h")

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from edgekit._resources import build_root, data_dir
 from edgekit.errors import DeviceError, InternalError, ToolMissingError, UserError
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
-PLUGIN_SOURCE = REPO / "firmware" / "qemu_plugin" / "ekcount.c"
+PLUGIN_SOURCE = data_dir("firmware") / "qemu_plugin" / "ekcount.c"
 PLUGIN_CFLAGS = ("-O2", "-g", "-Wall", "-Wextra", "-std=gnu99", "-shared", "-fPIC", "-fvisibility=hidden")
 
 # plugin argument -> ELF symbol (firmware/boards/common/ek_markers.S)
@@ -30,8 +30,8 @@ MARKERS = {
 
 
 def build_dir() -> Path:
-    """Where host-built helpers are cached: $EDGEKIT_BUILD_DIR or <repo>/build."""
-    return Path(os.environ.get("EDGEKIT_BUILD_DIR") or REPO / "build")
+    """Where host-built helpers are cached (edgekit._resources.build_root)."""
+    return build_root()
 
 
 def build_plugin(cache_dir: Optional[Path] = None) -> Path:

@@ -14,12 +14,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from edgekit._resources import data_dir
 from edgekit.errors import InvalidModelError, UnsupportedOpError
 from edgekit.support import OpSupport, SupportReport
 from edgekit.tflite_model import check_tflite_bytes
 
-REPO = Path(__file__).resolve().parents[2]
-KERNELS_DIR = REPO / "firmware" / "runtime" / "src" / "kernels"
+KERNELS_DIR = data_dir("firmware") / "runtime" / "src" / "kernels"
 
 RUNTIMES = ("edgekit", "tflm")
 
@@ -256,7 +256,7 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
     if op.name not in EDGEKIT_OPS:
         return False, "the edgekit int8 runtime has no kernel for this operator"
     if op.name not in kernels:
-        return False, f"no kernel file defines ek_kernel for {op.name} in {KERNELS_DIR.relative_to(REPO)} (incomplete checkout)"
+        return False, f"no kernel file defines ek_kernel for {op.name} in {KERNELS_DIR} (incomplete checkout or install)"
     problems = []
     def tensor(i: int) -> Optional[Tensor]:
         return graph.tensors[i] if 0 <= i < len(graph.tensors) else None
