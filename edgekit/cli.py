@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from edgekit import __version__
-from edgekit.errors import EdgekitError, UserError
+from edgekit.errors import EdgekitError, InternalError, UserError
 from edgekit.progress import progress_bars as _progress_bars
 
 log = logging.getLogger("edgekit")
@@ -266,6 +266,16 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+def _print_traceback(exc: BaseException) -> None:
+    """The traceback with every cause, including the ones a `raise ... from None` kept out of the one-line message."""
+    seen, link = set(), exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        link.__suppress_context__ = False
+        link = link.__cause__ or link.__context__
+    traceback.print_exception(exc, file=sys.stderr)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s",
@@ -278,11 +288,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _check_outdir(args)
         return COMMANDS[args.command](args)
     except EdgekitError as exc:
-        if args.verbose:
-            traceback.print_exc()
+        internal = isinstance(exc, InternalError)
+        if args.verbose or internal:
+            _print_traceback(exc)
         from edgekit.tool_messages import strip_ansi
 
         print(f"edgekit {args.command}: error: {strip_ansi(str(exc))}", file=sys.stderr)
+        if internal:
+            print("this is a bug in edgekit: please report it with the traceback above", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("edgekit: interrupted; no output written", file=sys.stderr)

@@ -32,7 +32,7 @@ def _read(path: Path) -> Dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"device profile {path} cannot be read: {exc}", fix="fix the YAML syntax") from None
+        raise UserError(f"device profile {path} cannot be read: {exc}", fix="fix the YAML syntax") from exc
     problems = []
     if not isinstance(data, dict):
         raise UserError(f"device profile {path} is not a mapping", fix="write key: value pairs")

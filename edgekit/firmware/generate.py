@@ -109,7 +109,7 @@ def load_model_bytes(model: Union[Path, str, bytes]) -> Tuple[bytes, str]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise InvalidModelError(f"cannot read model {path}: {exc.strerror}", fix="check the path") from None
+        raise InvalidModelError(f"cannot read model {path}: {exc.strerror}", fix="check the path") from exc
     return model_part(data), str(path)
 
 

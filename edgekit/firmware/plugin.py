@@ -77,7 +77,7 @@ def marker_addresses(elf: Path) -> Dict[str, int]:
                 if symbols:
                     found[arg] = int(symbols[0]["st_value"]) & ~1
     except (OSError, ELFError) as exc:
-        raise UserError(f"cannot read the firmware ELF {elf}: {exc}", fix="pass a firmware .elf built by edgekit") from None
+        raise UserError(f"cannot read the firmware ELF {elf}: {exc}", fix="pass a firmware .elf built by edgekit") from exc
     return found
 
 
@@ -112,7 +112,7 @@ def parse_counts(path: Path) -> PluginCounts:
     try:
         text = Path(path).read_text()
     except OSError as exc:
-        raise DeviceError(f"the QEMU instruction-count plugin wrote no output ({exc})") from None
+        raise DeviceError(f"the QEMU instruction-count plugin wrote no output ({exc})") from exc
     inferences: List[InferenceCount] = []
     total = None
     begin = op_begin = None

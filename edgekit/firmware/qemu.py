@@ -107,7 +107,7 @@ class QemuProcess:
             self.wait_exit(1.0)
             detail = self.describe()
             self.close()
-            raise DeviceError(f"{exc.message}\n{detail}", fix=exc.fix) from None
+            raise DeviceError(f"{exc.message}\n{detail}", fix=exc.fix) from exc
         except BaseException:
             self.close()
             raise

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -202,7 +202,7 @@ def read_graph(data: bytes, source: str = "<bytes>") -> Graph:
         raise InvalidModelError(
             f"{source} is not a readable TFLite flatbuffer ({type(exc).__name__}: {exc}); it may be truncated or corrupt",
             fix="re-export or re-download the model file",
-        ) from None
+        ) from exc
     return Graph(tensors, ops, graph_in, graph_out, subgraphs, source, len(data))
 
 
@@ -333,14 +333,3 @@ def require_support(graph: Graph, runtime: str = "edgekit") -> SupportReport:
         )
         raise error
     return report
-
-
-def op_names_for_kernels(ops: Sequence[str]) -> List[str]:
-    """Kernel source files needed for a list of op names (in a stable order)."""
-    kernels = kernel_files()
-    files: List[str] = []
-    for op in ops:
-        for f in kernels.get(op, ()):
-            if f not in files:
-                files.append(f)
-    return files

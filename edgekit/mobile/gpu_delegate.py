@@ -18,7 +18,7 @@ import contextlib
 import io
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 # Builtin ops with a parser in the GPU delegate (model_builder.cc, NewOperationParser).
 GPU_DELEGATE_OPS = frozenset("""

@@ -59,9 +59,9 @@ def load_pipeline(path: Path, device_kind: str = "host") -> Dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
-        raise UserError(f"cannot read pipeline file {path}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot read pipeline file {path}: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:
-        raise UserError(f"pipeline file {path} is not valid YAML: {exc}") from None
+        raise UserError(f"pipeline file {path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise UserError(f"pipeline file {path} must be a mapping of phases ({', '.join(PHASES)})")
     problems: List[str] = []
