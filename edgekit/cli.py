@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import traceback
@@ -12,6 +11,7 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 from edgekit import __version__
 from edgekit.errors import EdgekitError, InternalError, UserError
 from edgekit.progress import progress_bars as _progress_bars
+from edgekit import schemas
 
 log = logging.getLogger("edgekit")
 
@@ -112,6 +112,7 @@ COMMAND_MODULES = (
     "edgekit.mobile.inspect_cli",  # inspect (TFLite metadata, I/O, ops)
     "edgekit.mobile.package_cli",  # package --ios (Swift/Vision snippet + README)
     "edgekit.run.mlperf_cli",    # mlperf-dataset (MLPerf Tiny harness: dataset folders)
+    "edgekit.schema_cli",        # schema (JSON Schemas of the JSON files edgekit writes)
 )
 
 
@@ -198,7 +199,7 @@ def cmd_parity(args) -> int:
             layers = per_layer_report(args.reference, args.candidate, samples, progress=progress)
     if args.outdir:
         with atomic_output_dir(args.outdir) as stage:
-            (stage / "parity.json").write_text(json.dumps(json_safe(report.to_json()), indent=2) + "\n")
+            (stage / "parity.json").write_text(schemas.dumps("parity", json_safe(report.to_json())))
             manifest = Manifest(command="parity", extra={"data": described})
             manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", params={"thresholds": tolerance.to_json()}))
             layer_files = layers.write(stage) if layers is not None else []

@@ -29,6 +29,7 @@ from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_s
 from edgekit.firmware.support import KERNELS_DIR, Graph, kernel_files, read_graph, require_support
 from edgekit.provenance import host_info, sha256_bytes, sha256_file, tool_versions, utc_now
 from edgekit.report import json_safe
+from edgekit import schemas
 
 log = logging.getLogger(__name__)
 
@@ -578,7 +579,7 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
         info = firmware_info(data, graph, board, plan, flash, ram, fits, written, build_info, source=source, sha=sha)
         if app.info is not None:
             info["app"] = dict(app.info)
-        (stage / FIRMWARE_JSON).write_text(json.dumps(json_safe(info), indent=2) + "\n")
+        (stage / FIRMWARE_JSON).write_text(schemas.dumps("firmware", json_safe(info)))
         (stage / "README.md").write_text(readme_text(info, board))
     elf = outdir / "build" / fw_build.ELF_NAME if build and sizes is not None else None
     log.info("wrote firmware project %s", outdir)
