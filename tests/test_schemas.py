@@ -27,7 +27,7 @@ def test_stamp_comes_first_and_leaves_the_input_alone():
     assert text.startswith('{\n  "schema": "edgekit.deploy/1",') and text.endswith("}\n")
     assert json.loads(text) == {"schema": "edgekit.deploy/1", "passed": True}
     assert data == {"passed": True, "schema": "stale"}
-    with pytest.raises(UnknownNameError, match="valid choices: calib-check, compile, deploy"):
+    with pytest.raises(UnknownNameError, match="unknown JSON schema .runs.; valid choices: calib-check, compile, "):
         schemas.schema_id("runs")
 
 

@@ -93,6 +93,9 @@ def test_wheel_installs_and_deploys_the_demo_outside_the_checkout(tmp_path):
     assert where["calib"].startswith(str(purelib)) and where["model"].startswith(str(purelib)), where
     assert where["build"] == str(tmp_path / "cache" / "edgekit" / "build"), where
 
+    printed = _run([venv / "bin" / "edgekit", "schema", "deploy"], cwd=work, env=env).stdout
+    assert json.loads(printed) == json.loads((REPO / "edgekit" / "schemas" / "deploy.json").read_text())
+
     out = work / "demo"
     done = _run([venv / "bin" / "edgekit", "deploy", where["model"], "--calib", Path(where["calib"]) / "calib",
                  "--eval-data", Path(where["calib"]) / "eval", "--board", "mps2-an386", "-o", out],
@@ -102,3 +105,4 @@ def test_wheel_installs_and_deploys_the_demo_outside_the_checkout(tmp_path):
     assert "bit-exact" in done.stdout
     assert (tmp_path / "cache" / "edgekit" / "build" / "qemu_plugin").is_dir()
     assert not list(purelib.glob("edgekit/build")), "nothing is built inside site-packages"
+    assert json.loads((out / "deploy.json").read_text())["schema"] == "edgekit.deploy/1"  # conftest validates it

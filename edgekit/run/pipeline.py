@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from edgekit import schemas
 from edgekit.errors import DeviceError, UserError
 from edgekit.run.base import DeviceTarget
 from edgekit.run.stats import latency_summary
@@ -413,7 +414,7 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
     md = ["# Pipeline budget", "", f"Model `{args.artifact}` on {report['device']['name']} ({target.kind}); pipeline "
           f"`{args.pipeline}`; {len(frames)} input file(s), {result['iterations']} timed runs.", ""] + budget_table(result)
     with atomic_output_dir(args.outdir) as stage:
-        (stage / "pipeline.json").write_text(json.dumps(report, indent=2, default=str))
+        (stage / "pipeline.json").write_text(schemas.dumps("pipeline", report, default=str))
         (stage / "report.md").write_text("\n".join(md) + "\n")
     print("\n".join(budget_table(result)))
     print(f"wrote {args.outdir}/pipeline.json, report.md")
@@ -442,7 +443,7 @@ def cmd_mcu_pipeline(args, target: DeviceTarget, pipeline: Dict[str, Any], frame
           f"{pipeline['decode']['height']}; top-{raw['k']} on the device.", ""] + mcu_table(result) + [
           "", f"Device output bit-exact with the host reference on {sum(exact)} of {len(exact)} frames."]
     with atomic_output_dir(args.outdir) as stage:
-        (stage / "pipeline.json").write_text(json.dumps(report, indent=2, default=str))
+        (stage / "pipeline.json").write_text(schemas.dumps("pipeline", report, default=str))
         (stage / "report.md").write_text("\n".join(md) + "\n")
     print("\n".join(mcu_table(result)))
     print(f"device top-{raw['k']} bit-exact with the host reference on {sum(exact)} of {len(exact)} frames")

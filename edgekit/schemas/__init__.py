@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from importlib.resources import files
-from typing import Any, Dict, Mapping
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from edgekit.errors import UnknownNameError
 
@@ -25,6 +25,10 @@ VERSIONS: Dict[str, int] = {
     "mlperf-run": 1,         # run.json of `edgekit run --harness mlperf-tiny`
     "deploy": 1,             # deploy.json of `edgekit deploy`
     "compile": 1,            # compile.json of `edgekit compile`
+    "pipeline": 1,           # pipeline.json of `edgekit run --pipeline`
+    "gpu-placement": 1,      # gpu.json of `edgekit compile --target gpu`
+    "coreml-placement": 1,   # coreml_placement.json of `edgekit compile --target ane`
+    "mlperf-dataset": 1,     # dataset.json of `edgekit mlperf-dataset`
 }
 
 
@@ -40,9 +44,9 @@ def stamped(name: str, data: Mapping[str, Any]) -> Dict[str, Any]:
     return {"schema": schema_id(name), **{k: v for k, v in data.items() if k != "schema"}}
 
 
-def dumps(name: str, data: Mapping[str, Any]) -> str:
-    """The text of a stamped JSON file: indented, with a final newline."""
-    return json.dumps(stamped(name, data), indent=2) + "\n"
+def dumps(name: str, data: Mapping[str, Any], *, default: Optional[Callable[[Any], Any]] = None) -> str:
+    """The text of a stamped JSON file: indented, with a final newline (``default`` as for json.dumps)."""
+    return json.dumps(stamped(name, data), indent=2, default=default) + "\n"
 
 
 def schema_text(name: str) -> str:
