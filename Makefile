@@ -40,6 +40,9 @@ demo: install
 test: install
 	$(PY) -m pytest -q -ra tests
 
+test-fast: install  # everything except the end-to-end tests marked slow
+	$(PY) -m pytest -q -ra -m "not slow" tests
+
 bench: install
 	$(PY) tests/benchmarks/run_all.py --out out/bench
 

@@ -1,12 +1,12 @@
 """Artifacts (immutable records of files a stage produced) and the run manifest."""
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from edgekit.provenance import host_info, sha256_file, tool_versions, utc_now
+from edgekit import schemas
 
 
 @dataclass(frozen=True)
@@ -90,4 +90,4 @@ class Manifest:
 
     def write(self, path: Path) -> None:
         path = Path(path)
-        path.write_text(json.dumps(self.to_json(relative_to=path.parent), indent=2, sort_keys=False) + "\n")
+        path.write_text(schemas.dumps("manifest", self.to_json(relative_to=path.parent)))

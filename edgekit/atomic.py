@@ -67,7 +67,7 @@ def _probe_writable(folder: Path, outdir: Path) -> None:
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise UserError(f"output folder {outdir} cannot be created: {folder} is not writable ({reason})",
-                        fix="pass -o a folder in a writable place (for example under out/)") from None
+                        fix="pass -o a folder in a writable place (for example under out/)") from exc
     os.rmdir(probe)
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import traceback
@@ -10,8 +9,9 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from edgekit import __version__
-from edgekit.errors import EdgekitError, UserError
+from edgekit.errors import EdgekitError, InternalError, UserError
 from edgekit.progress import progress_bars as _progress_bars
+from edgekit import schemas
 
 log = logging.getLogger("edgekit")
 
@@ -113,6 +113,7 @@ COMMAND_MODULES = (
     "edgekit.mobile.package_cli",  # package --ios (Swift/Vision snippet + README)
     "edgekit.run.mlperf_cli",    # mlperf-dataset (MLPerf Tiny harness: dataset folders)
     "edgekit.lab.cli",           # lab (models x boards matrix)
+    "edgekit.schema_cli",        # schema (JSON Schemas of the JSON files edgekit writes)
 )
 
 
@@ -199,7 +200,7 @@ def cmd_parity(args) -> int:
             layers = per_layer_report(args.reference, args.candidate, samples, progress=progress)
     if args.outdir:
         with atomic_output_dir(args.outdir) as stage:
-            (stage / "parity.json").write_text(json.dumps(json_safe(report.to_json()), indent=2) + "\n")
+            (stage / "parity.json").write_text(schemas.dumps("parity", json_safe(report.to_json())))
             manifest = Manifest(command="parity", extra={"data": described})
             manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", params={"thresholds": tolerance.to_json()}))
             layer_files = layers.write(stage) if layers is not None else []
@@ -272,6 +273,16 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+def _print_traceback(exc: BaseException) -> None:
+    """The traceback with every cause, including the ones a `raise ... from None` kept out of the one-line message."""
+    seen, link = set(), exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        link.__suppress_context__ = False
+        link = link.__cause__ or link.__context__
+    traceback.print_exception(exc, file=sys.stderr)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s",
@@ -284,11 +295,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _check_outdir(args)
         return COMMANDS[args.command](args)
     except EdgekitError as exc:
-        if args.verbose:
-            traceback.print_exc()
+        internal = isinstance(exc, InternalError)
+        if args.verbose or internal:
+            _print_traceback(exc)
         from edgekit.tool_messages import strip_ansi
 
         print(f"edgekit {args.command}: error: {strip_ansi(str(exc))}", file=sys.stderr)
+        if internal:
+            print("this is a bug in edgekit: please report it with the traceback above", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("edgekit: interrupted; no output written", file=sys.stderr)

@@ -61,12 +61,6 @@ class UnknownNameError(UserError):
         super().__init__(f"unknown {kind} {name!r}; valid choices: {', '.join(self.valid)}")
 
 
-class ParityError(UserError):
-    """A candidate model failed its parity thresholds."""
-
-    exit_code = 1
-
-
 class DoesNotFitError(UserError):
     """A model does not fit the memory of the target board."""
 
@@ -87,7 +81,7 @@ class ConversionError(UserError):
 
 
 class InternalError(EdgekitError):
-    """A bug in edgekit: reported with a traceback."""
+    """A bug in edgekit: the CLI prints its traceback (always, not only with -v) and asks for a report."""
 
     exit_code = 3
 

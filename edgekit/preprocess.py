@@ -156,19 +156,19 @@ class PreprocessSpec:
         try:
             text = path.read_text()
         except OSError as exc:
-            raise UserError(f"cannot read preprocessing spec {path}: {exc.strerror or exc}") from None
+            raise UserError(f"cannot read preprocessing spec {path}: {exc.strerror or exc}") from exc
         if path.suffix.lower() in (".yaml", ".yml"):
             import yaml
 
             try:
                 data = yaml.safe_load(text)
             except yaml.YAMLError as exc:
-                raise UserError(f"preprocessing spec {path} is not valid YAML: {exc}") from None
+                raise UserError(f"preprocessing spec {path} is not valid YAML: {exc}") from exc
         else:
             try:
                 data = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise UserError(f"preprocessing spec {path} is not valid JSON: {exc}") from None
+                raise UserError(f"preprocessing spec {path} is not valid JSON: {exc}") from exc
         if not isinstance(data, dict):
             raise UserError(f"preprocessing spec {path} must be a JSON/YAML object (a mapping of keys to values)")
         return cls.from_dict(data, source=str(path))

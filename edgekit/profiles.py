@@ -13,10 +13,11 @@ from typing import Any, Dict, List
 
 import yaml
 
+from edgekit._resources import data_dir
 from edgekit.errors import UnknownNameError, UserError
 
 PROFILE_KINDS = ("mcu", "linux", "android", "host", "macos")
-BUILTIN_DIR = Path(__file__).resolve().parents[1] / "devices"
+BUILTIN_DIR = data_dir("devices")
 
 
 def profile_dirs() -> List[Path]:
@@ -31,7 +32,7 @@ def _read(path: Path) -> Dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"device profile {path} cannot be read: {exc}", fix="fix the YAML syntax") from None
+        raise UserError(f"device profile {path} cannot be read: {exc}", fix="fix the YAML syntax") from exc
     problems = []
     if not isinstance(data, dict):
         raise UserError(f"device profile {path} is not a mapping", fix="write key: value pairs")

@@ -1,7 +1,6 @@
 """Quantize stage: model + calibration data -> quantized artifact (backend of --format), parity report, manifest."""
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import tempfile
@@ -20,6 +19,7 @@ from edgekit.parity.tolerance import QUANTIZE_DEFAULT, Tolerance
 from edgekit.preprocess import PreprocessSpec
 from edgekit.quantize_backend import FileContent, QuantizeInputs
 from edgekit.report import json_safe, write_quantize_report
+from edgekit import schemas
 
 if TYPE_CHECKING:
     from edgekit.scale.ray_parity import RaySettings
@@ -225,7 +225,7 @@ def _write_outputs(model: str, outdir: Path, options: QuantizeOptions, reference
             params={**options.params(), **quantized.params, "calibration_fingerprint": calib_set.fingerprint,
                     "calibration_samples": len(calib_set)},
         ))
-        (stage / "parity.json").write_text(json.dumps(json_safe(report.to_json()), indent=2) + "\n")
+        (stage / "parity.json").write_text(schemas.dumps("parity", json_safe(report.to_json())))
         manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", parent=int8_art,
                                         params={"thresholds": options.tolerance.to_json()}))
         layer_files = quantized.per_layer.write(stage) if quantized.per_layer is not None else []

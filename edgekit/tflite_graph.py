@@ -183,7 +183,7 @@ def read_graph(data: bytes, source: str = "<bytes>") -> Graph:
         raise InvalidModelError(
             f"{source} is not a readable TFLite flatbuffer ({type(exc).__name__}: {exc}); it may be truncated or corrupt",
             fix="re-export or re-download the model file",
-        ) from None
+        ) from exc
     return Graph(tensors, ops, graph_in, graph_out, subgraphs, source, len(data))
 
 

@@ -107,7 +107,7 @@ class TFLiteModel:
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise InvalidModelError(f"cannot read model {path}: {exc.strerror}") from None
+            raise InvalidModelError(f"cannot read model {path}: {exc.strerror}") from exc
         return cls(data, source=str(path))
 
     def guard_reference_kernels(self, litert, options: dict) -> None:
@@ -146,7 +146,7 @@ class TFLiteModel:
             raise InvalidModelError(
                 f"{self.source} cannot be loaded by LiteRT: {first_line(exc, None)}",
                 fix="the file is corrupt, truncated, or uses operators this runtime lacks",
-            ) from None
+            ) from exc
         self._interpreters[kind] = interp
         return interp
 

@@ -64,7 +64,7 @@ def _load(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise UserError(f"{path} cannot be read as JSON: {exc}", fix="it was damaged; re-run the command that wrote it") from None
+        raise UserError(f"{path} cannot be read as JSON: {exc}", fix="it was damaged; re-run the command that wrote it") from exc
     if not isinstance(data, dict):
         raise UserError(f"{path} is not an edgekit record (not a JSON object)")
     return data

@@ -19,6 +19,19 @@ def isolated_cache(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def json_files_match_their_schemas(request):
+    """Every stamped JSON file a test leaves in its tmp_path validates against its edgekit/schemas/ schema."""
+    folder = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if folder is None:
+        return
+    from tests.schema_check import check_tree
+
+    _, problems = check_tree(folder)
+    assert not problems, "JSON written by edgekit does not match its schema:\n" + "\n".join(problems[:20])
+
+
+@pytest.fixture(autouse=True)
 def rebind_closed_log_streams():
     """torch gives some loggers a StreamHandler bound to sys.stderr at import time; under pytest that is a
     capture stream closed after the test that imported torch, and a later warning would print a logging

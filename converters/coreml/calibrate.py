@@ -39,7 +39,7 @@ def calibrated_program(source: TorchSource, samples: Sequence[Sample], method: s
             from torchao.quantization.pt2e import observer as observers
             from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     except ImportError as exc:
-        raise ToolMissingError(f"PT2E quantization ({exc.name})", "pip install litert-torch==0.10.0 (or run `make install`)") from None
+        raise ToolMissingError(f"PT2E quantization ({exc.name})", "pip install litert-torch==0.10.0 (or run `make install`)") from exc
     observer = getattr(observers, ACTIVATION_OBSERVERS[method]).with_args(eps=OBSERVER_EPS)
     config = get_symmetric_quantization_config(is_per_channel=True)
     activation = dataclasses.replace(config.input_activation, observer_or_fake_quant_ctr=observer)
@@ -63,7 +63,7 @@ def calibrated_program(source: TorchSource, samples: Sequence[Sample], method: s
         raise ConversionError(
             f"PT2E calibration of {source.model} failed: {first_line(exc)}",
             fix="run with --verbose for the log; --activations float16 (W8) needs no activation calibration",
-        ) from None
+        ) from exc
 
 
 def observed_ranges(prepared) -> List[TensorRange]:

@@ -79,7 +79,7 @@ def to_ml_program(source: TorchSource, program, settings: ProgramSettings):
         raise ConversionError(
             f"coremltools could not convert {source.model}: {first_line(exc)}",
             fix="run with --verbose for the converter log",
-        ) from None
+        ) from exc
 
 
 def quantize_weights_int8(mlmodel):

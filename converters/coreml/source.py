@@ -82,4 +82,4 @@ def _export(module, shape: Tuple[int, ...]):
         raise UserError(
             f"torch.export cannot trace the model: {first_line(exc)}",
             fix="make the forward traceable by torch.export (no data-dependent Python control flow), or check --input-shape",
-        ) from None
+        ) from exc

@@ -77,7 +77,7 @@ def load_checked(path: Path):
         raise InvalidModelError(
             f"{path} is not a valid ONNX model ({first})",
             fix="the file may be truncated or corrupt; re-export it (torch.onnx.export / onnx.save)",
-        ) from None
+        ) from exc
     if not proto.graph.input:
         raise InvalidModelError(f"{path} has no graph inputs")
     return proto
@@ -151,7 +151,7 @@ def _torch_export(obj, shape: Tuple[int, ...], out: Path, source: str, *, dynamo
         raise ConversionError(
             f"torch.onnx.export could not export {source}: {first_line(exc)}",
             fix="run with --verbose for the exporter log; unsupported layers must be replaced",
-        ) from None
+        ) from exc
     finally:
         registration.setLevel(level)
 
@@ -170,4 +170,4 @@ def preprocess(raw: Path, out: Path, source: str) -> None:
         raise ConversionError(
             f"onnxruntime quant_pre_process failed on {source}: {first_line(exc)}",
             fix="check that onnxruntime can run the model (python -c \"import onnxruntime as o; o.InferenceSession('m.onnx')\")",
-        ) from None
+        ) from exc

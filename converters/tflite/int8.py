@@ -100,7 +100,7 @@ def quantize_calibrated(calibrated: bytes, *, activations: str = "int8", float_n
         raise ConversionError(
             f"the TFLite {kind} quantizer failed{' on ' + ', '.join(named) if named else ''}: {detail}",
             fix="check the operator list with --verbose; unsupported layers must be replaced",
-        ) from None
+        ) from exc
     if io != "int8":  # TF's quantizer writes int8 I/O here; the app's types are added around it
         from edgekit.mobile.io_types import convert_io
 

@@ -94,7 +94,7 @@ class ArrayFileSource(SampleSource):
         try:
             loaded = np.load(self.path, allow_pickle=False)
         except (OSError, ValueError, EOFError) as exc:
-            raise CalibrationDataError(f"cannot read {self.path}: {exc}") from None
+            raise CalibrationDataError(f"cannot read {self.path}: {exc}") from exc
         if isinstance(loaded, np.ndarray):
             self.arrays = [loaded]
         else:
@@ -164,7 +164,7 @@ class NpyFolderSource(SampleSource):
         try:
             array = np.load(self.files[index], allow_pickle=False)
         except (OSError, ValueError, EOFError) as exc:
-            raise CalibrationDataError(f"cannot read {self.files[index]}: {exc}") from None
+            raise CalibrationDataError(f"cannot read {self.files[index]}: {exc}") from exc
         return [array[None]]
 
     def digest(self, index: int) -> bytes:

@@ -53,7 +53,7 @@ def read_labels_csv(path: Path) -> Dict[str, int]:
                 else:
                     rows[name] = label
     except OSError as exc:
-        raise CalibrationDataError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise CalibrationDataError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if problems:
         shown = problems[:10] + ([f"... and {len(problems) - 10} more"] if len(problems) > 10 else [])
         fix = (f"use class indices, or the class names listed in {path.parent / CLASS_LIST_FILE}" if classes else

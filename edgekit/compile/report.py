@@ -7,7 +7,6 @@ same formula as Vela's per-layer Util%) and unit conversions (KiB -> bytes, s ->
 """
 from __future__ import annotations
 
-import json
 import logging
 import re
 from pathlib import Path
@@ -20,6 +19,7 @@ from edgekit.compile.vela_tool import VelaOptions, VelaRun, resolve_config, vela
 from edgekit.tflite_graph import Graph, read_graph
 from edgekit.provenance import host_info, sha256_bytes, tool_versions, utc_now
 from edgekit.report import json_safe
+from edgekit import schemas
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ def write_compile_files(stage: Path, info: Dict[str, Any], run: VelaRun, vela_by
     """The files of write_outputs into an existing (staging) folder."""
     stage.mkdir(parents=True, exist_ok=True)
     (stage / VELA_MODEL).write_bytes(vela_bytes)
-    (stage / COMPILE_JSON).write_text(json.dumps(json_safe(info), indent=2) + "\n")
+    (stage / COMPILE_JSON).write_text(schemas.dumps("compile", json_safe(info)))
     (stage / REPORT_MD).write_text(report_markdown(info))
     plot_layers(info, stage / PLOT_PNG)
     (stage / "vela_per_layer.csv").write_bytes(run.per_layer_csv.read_bytes())

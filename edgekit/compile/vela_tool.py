@@ -74,7 +74,7 @@ def config_sections(path: Path) -> Tuple[List[str], List[str]]:
     try:
         parser.read(path)
     except configparser.Error as exc:
-        raise UserError(f"Vela config {path} cannot be parsed: {exc}", fix="fix the .ini syntax") from None
+        raise UserError(f"Vela config {path} cannot be parsed: {exc}", fix="fix the .ini syntax") from exc
     systems = [s.split(".", 1)[1] for s in parser.sections() if s.startswith("System_Config.")]
     modes = [s.split(".", 1)[1] for s in parser.sections() if s.startswith("Memory_Mode.")]
     return systems, modes

@@ -104,7 +104,7 @@ class MILProgram:
         except (InvalidModelError, UnsupportedOpError):
             raise
         except Exception as exc:  # a structurally broken program: name it instead of a traceback
-            raise InvalidModelError(f"{path}: the ML Program cannot be read ({type(exc).__name__}: {exc})") from None
+            raise InvalidModelError(f"{path}: the ML Program cannot be read ({type(exc).__name__}: {exc})") from exc
 
     def _tensor_type(self, value_type) -> _TensorType:
         if value_type.WhichOneof("type") != "tensorType":

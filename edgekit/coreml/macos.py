@@ -67,7 +67,7 @@ def load_spec(path: Path):
         return ct.utils.load_spec(str(path))
     except Exception as exc:  # coremltools raises several types for a damaged package
         raise InvalidModelError(f"{path} is not a readable Core ML model: {first_line(exc, None)}",
-                                fix="pass a .mlpackage written by coremltools (MLModel.save)") from None
+                                fix="pass a .mlpackage written by coremltools (MLModel.save)") from exc
 
 
 def coreml_inputs(path: Path) -> List[ModelInput]:

@@ -69,17 +69,17 @@ def read_package(path: Path):
     except FileNotFoundError:
         raise InvalidModelError(f"{path} has no Manifest.json; it is not a complete .mlpackage", fix=fix) from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise InvalidModelError(f"{manifest_path} is corrupt ({type(exc).__name__}: {exc})", fix=fix) from None
+        raise InvalidModelError(f"{manifest_path} is corrupt ({type(exc).__name__}: {exc})", fix=fix) from exc
     Model_pb2, _ = load_protos()
     try:
         data = spec_path.read_bytes()
     except OSError as exc:
-        raise InvalidModelError(f"{path}: cannot read the model spec {spec_path.name}: {exc.strerror}", fix=fix) from None
+        raise InvalidModelError(f"{path}: cannot read the model spec {spec_path.name}: {exc.strerror}", fix=fix) from exc
     spec = Model_pb2.Model()
     try:
         spec.ParseFromString(data)
     except Exception as exc:  # protobuf raises DecodeError, or RuntimeWarning-ish errors on garbage
-        raise InvalidModelError(f"{spec_path} is truncated or corrupt (protobuf: {exc})", fix=fix) from None
+        raise InvalidModelError(f"{spec_path} is truncated or corrupt (protobuf: {exc})", fix=fix) from exc
     if spec.WhichOneof("Type") != "mlProgram":
         kind = spec.WhichOneof("Type") or "empty"
         raise InvalidModelError(
@@ -107,7 +107,7 @@ class BlobStore:
                 raise InvalidModelError(
                     f"weight file {target} is missing or unreadable ({exc.strerror})",
                     fix="copy the whole .mlpackage folder, including Data/com.apple.CoreML/weights",
-                ) from None
+                ) from exc
             if len(self._files[name]) < _HEADER_SIZE:
                 raise InvalidModelError(f"weight file {target} is truncated ({len(self._files[name])} bytes)")
         return self._files[name]

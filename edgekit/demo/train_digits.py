@@ -35,12 +35,12 @@ import torch
 from PIL import Image
 from torch import nn
 
+from edgekit._resources import data_dir
 from edgekit.demo.digits_model import digits_cnn
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-REPO_ROOT = PACKAGE_DIR.parents[1]
 DEFAULT_MODEL = PACKAGE_DIR / "digits_cnn.pt2"
-DEFAULT_DATA_DIR = REPO_ROOT / "calibration_data" / "digits"
+DEFAULT_DATA_DIR = data_dir("calibration_data") / "digits"
 
 SEED = 0
 N_CALIB = 200

@@ -55,7 +55,7 @@ def detect_kind(model: str) -> ModelKind:
         with open(path, "rb") as handle:
             head = handle.read(16)
     except OSError as exc:
-        raise InvalidModelError(f"cannot read model {model}: {exc.strerror}") from None
+        raise InvalidModelError(f"cannot read model {model}: {exc.strerror}") from exc
     if len(head) == 0:
         raise InvalidModelError(f"model file {model} is empty", fix=f"pass {SUPPORTED}")
     if head[4:8] == b"TFL3":
@@ -87,7 +87,7 @@ def _zip_kind(path: Path) -> ModelKind:
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
     except (zipfile.BadZipFile, OSError) as exc:
-        raise InvalidModelError(f"{path} is a damaged archive: {exc}", fix="re-save the model") from None
+        raise InvalidModelError(f"{path} is a damaged archive: {exc}", fix="re-save the model") from exc
     tails = {n.split("/", 1)[1] if "/" in n else n for n in names}
     if any(t.startswith("models/") or t == "archive_format" or t.endswith("serialized_exported_program.json") for t in tails) or any(
         "/models/" in n for n in names

@@ -28,7 +28,7 @@ def load_onnx(path: Path):
         raise InvalidModelError(
             f"{path} is not a valid ONNX model: {first_line(exc)}",
             fix="the file may be truncated or corrupt; re-export it",
-        ) from None
+        ) from exc
     return model
 
 
@@ -64,7 +64,7 @@ def float_tflite_from_onnx(path: Path, input_shape: Optional[Tuple[int, ...]] = 
             raise _conversion_failure(path, model, output) from None
         except Exception as exc:
             output.append(str(exc))
-            raise _conversion_failure(path, model, output) from None
+            raise _conversion_failure(path, model, output) from exc
         produced = sorted(Path(work).glob("*_float32.tflite"))
         if not produced:
             raise _conversion_failure(path, model, output)

@@ -26,7 +26,7 @@ def float_tflite_from_tf(path: Path, kind: ModelKind) -> bytes:
                 raise InvalidModelError(
                     f"cannot load Keras model {path}: {first_line(exc)}",
                     fix="the file may be truncated, corrupt, or need custom layers; re-save it with model.save()",
-                ) from None
+                ) from exc
             converter = _batch_one_converter(tf, model)
         else:
             try:
@@ -35,7 +35,7 @@ def float_tflite_from_tf(path: Path, kind: ModelKind) -> bytes:
                 raise InvalidModelError(
                     f"cannot load SavedModel {path}: {first_line(exc)}",
                     fix="check the folder holds a complete SavedModel (saved_model.pb and variables/)",
-                ) from None
+                ) from exc
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     try:
         with captured_output() as output:
@@ -44,10 +44,10 @@ def float_tflite_from_tf(path: Path, kind: ModelKind) -> bytes:
         text = str(exc) + "\n" + "\n".join(output)
         report = unsupported_tf_ops(text)
         if report.rejected:
-            raise UnsupportedOpError(report, target="TFLite builtins (needed for int8)") from None
+            raise UnsupportedOpError(report, target="TFLite builtins (needed for int8)") from exc
         raise InvalidModelError(
             f"TFLiteConverter failed on {path}: {first_line(exc)}"
-        ) from None
+        ) from exc
 
 
 def _batch_one_converter(tf, model):

@@ -51,7 +51,7 @@ def load_exported_program(model: str):
         raise InvalidModelError(
             f"cannot load {model} with torch.export.load: {first_line(exc)}",
             fix="the file may be truncated or saved by another torch version; re-save with torch.export.save",
-        ) from None
+        ) from exc
 
 
 def load_torchscript(model: str, input_shape: Optional[Tuple[int, ...]]):
@@ -63,7 +63,7 @@ def load_torchscript(model: str, input_shape: Optional[Tuple[int, ...]]):
         raise InvalidModelError(
             f"cannot load TorchScript {model}: {first_line(exc)}",
             fix="the file may be truncated or corrupt; re-save with torch.jit.save",
-        ) from None
+        ) from exc
     if input_shape is None:
         raise UserError(f"TorchScript files do not record the input shape of {model}", fix="pass --input-shape 1,3,224,224")
     return scripted, tuple(input_shape)
@@ -98,7 +98,7 @@ def _call_factory(spec: str):
     try:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
-        raise UserError(f"cannot import {spec}: {exc}", fix="check the module is on PYTHONPATH and defines the factory") from None
+        raise UserError(f"cannot import {spec}: {exc}", fix="check the module is on PYTHONPATH and defines the factory") from exc
     module = factory()
     if not isinstance(module, torch.nn.Module):
         raise UserError(f"{spec} returned {type(module).__name__}, not a torch.nn.Module")
@@ -122,11 +122,11 @@ def _litert_convert(module, shape: Tuple[int, ...], source: str) -> bytes:
         text = str(exc) + "\n" + "\n".join(output)
         report = _unsupported_aten_ops(text)
         if report.rejected:
-            raise UnsupportedOpError(report, target="TFLite (litert-torch)") from None
+            raise UnsupportedOpError(report, target="TFLite (litert-torch)") from exc
         raise ConversionError(
             f"litert-torch could not convert {source}: {first_line(exc)}",
             fix="run with --verbose for the converter log",
-        ) from None
+        ) from exc
 
 
 def _unsupported_aten_ops(text: str) -> SupportReport:
@@ -153,5 +153,5 @@ def _via_onnx(scripted, shape: Tuple[int, ...], source: str) -> bytes:
                     input_names=["input"], output_names=["output"], opset_version=17,
                 )
         except Exception as exc:
-            raise ConversionError(f"cannot export TorchScript {source} to ONNX: {first_line(exc)}") from None
+            raise ConversionError(f"cannot export TorchScript {source} to ONNX: {first_line(exc)}") from exc
         return float_tflite_from_onnx(onnx_path)

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from edgekit._resources import data_dir
 from edgekit.errors import ToolMissingError, UnknownNameError, UserError
 from edgekit.profiles import all_profiles, load_profile
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
-FIRMWARE_DIR = REPO / "firmware"
+FIRMWARE_DIR = data_dir("firmware")
 BOARDS_DIR = FIRMWARE_DIR / "boards"
 LINKER_TEMPLATE = BOARDS_DIR / "common" / "linker.ld.in"
 GCC = "arm-none-eabi-gcc"

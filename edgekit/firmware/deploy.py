@@ -9,7 +9,6 @@ Everything is written into a staging folder and moved into place only when compl
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from edgekit.atomic import atomic_output_dir
 from edgekit.errors import UserError
 from edgekit.provenance import host_info, tool_versions, utc_now
 from edgekit.report import fmt, json_safe, parity_section
+from edgekit import schemas
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ def deploy(model: str, calib: Path, outdir: Path, options: DeployOptions = Deplo
         plot = per_op_plot(stage / "per_op_instructions.png", report)
         if plot:
             report["plots"] = [plot]
-        (stage / "deploy.json").write_text(json.dumps(json_safe(report), indent=2) + "\n")
+        (stage / "deploy.json").write_text(schemas.dumps("deploy", json_safe(report)))
         (stage / "report.md").write_text(markdown(report, quantized.parity))
         _manifest(stage, model, quantized, firmware.info).write(stage / "manifest.json")
     return DeployResult(outdir, report, failures)

@@ -12,7 +12,6 @@ and arena arrays, no inference code) and reads the section addresses back, so th
 """
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import subprocess
@@ -29,6 +28,7 @@ from edgekit.tflite_graph import Graph, read_graph
 from edgekit.provenance import host_info, sha256_bytes, tool_versions, utc_now
 from edgekit.report import json_safe
 from edgekit.support import OpSupport, SupportReport
+from edgekit import schemas
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +274,7 @@ def generate_npu_firmware(data: bytes, board, outdir: Path, *, source: str, buil
             placement = placement_check(stage, board)
             info = firmware_info(data, sha, vela_bytes, board, npu, compiled.info, support, layout, arena,
                                  placement, source=source, build_requested=build)
-            (stage / FIRMWARE_JSON).write_text(json.dumps(json_safe(info), indent=2) + "\n")
+            (stage / FIRMWARE_JSON).write_text(schemas.dumps("firmware", json_safe(info)))
             (stage / "README.md").write_text(readme_text(info))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -57,7 +57,7 @@ def _pyocd(args: Sequence[str], timeout_s: float, what: str) -> subprocess.Compl
             errors="replace")
         raise DeviceError(f"pyocd {what} did not finish within {timeout_s:.0f} s (killed); output so far:\n"
                           f"{out.strip()[-2000:] or '(none)'}",
-                          fix="unplug and replug the board, close other debuggers (IDE, openocd), retry") from None
+                          fix="unplug and replug the board, close other debuggers (IDE, openocd), retry") from exc
 
 
 def list_probes(timeout_s: float = 30.0) -> List[Probe]:

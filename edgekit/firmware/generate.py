@@ -21,19 +21,21 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from edgekit import __version__
+from edgekit._resources import data_dir
 from edgekit.atomic import atomic_output_dir
 from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
 from edgekit.firmware import build as fw_build
 from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack, flash_split
-from edgekit.firmware.support import KERNELS_DIR, REPO, kernel_files, require_support
+from edgekit.firmware.support import KERNELS_DIR, kernel_files, require_support
 from edgekit.progress import step_progress
 from edgekit.tflite_graph import Graph, read_graph
 from edgekit.provenance import host_info, sha256_bytes, sha256_file, tool_versions, utc_now
 from edgekit.report import json_safe
+from edgekit import schemas
 
 log = logging.getLogger(__name__)
 
-FIRMWARE_DIR = REPO / "firmware"
+FIRMWARE_DIR = data_dir("firmware")
 RUNTIME_DIR = FIRMWARE_DIR / "runtime"
 TEMPLATES = FIRMWARE_DIR / "templates"
 APP_FILES = ("main.c", "ek_serve.c", "ek_serve.h", "ek_app_runtime.h")
@@ -110,7 +112,7 @@ def load_model_bytes(model: Union[Path, str, bytes]) -> Tuple[bytes, str]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise InvalidModelError(f"cannot read model {path}: {exc.strerror}", fix="check the path") from None
+        raise InvalidModelError(f"cannot read model {path}: {exc.strerror}", fix="check the path") from exc
     return model_part(data), str(path)
 
 
@@ -610,7 +612,7 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
         info = firmware_info(data, graph, board, plan, flash, ram, fits, written, build_info, source=source, sha=sha)
         if app.info is not None:
             info["app"] = dict(app.info)
-        (stage / FIRMWARE_JSON).write_text(json.dumps(json_safe(info), indent=2) + "\n")
+        (stage / FIRMWARE_JSON).write_text(schemas.dumps("firmware", json_safe(info)))
         (stage / "README.md").write_text(readme_text(info, board))
     elf = outdir / "build" / fw_build.ELF_NAME if build and sizes is not None else None
     log.info("wrote firmware project %s", outdir)

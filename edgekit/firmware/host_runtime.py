@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from edgekit._resources import build_root, data_dir
 from edgekit.errors import (
     CalibrationDataError,
     InternalError,
@@ -41,9 +42,8 @@ from edgekit.tflite_graph import read_graph
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
-RUNTIME_DIR = REPO / "firmware" / "runtime"
-BUILD_DIR = Path(os.environ.get("EDGEKIT_HOST_RUNTIME_DIR", REPO / "build" / "host_runtime"))
+RUNTIME_DIR = data_dir("firmware") / "runtime"
+BUILD_DIR = Path(os.environ.get("EDGEKIT_HOST_RUNTIME_DIR") or build_root() / "host_runtime")
 TARGET = "the edgekit firmware runtime"
 
 # Keep in step with firmware/runtime/Makefile.
@@ -154,7 +154,7 @@ def build_driver(*, sanitize: bool = False) -> Path:
     return _build("asan" if sanitize else "run", "ekrt_run", sources, flags)
 
 
-FUZZ_SOURCE = REPO / "firmware" / "fuzz" / "fuzz_runtime.c"
+FUZZ_SOURCE = data_dir("firmware") / "fuzz" / "fuzz_runtime.c"
 FUZZ_FLAGS = ["-std=c99", "-O1", "-g", "-ffp-contract=off", "-Wall", "-Wextra", "-fsanitize=fuzzer,address,undefined",
               "-fno-sanitize-recover=all"]
 

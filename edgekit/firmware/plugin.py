@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from edgekit._resources import build_root, data_dir
 from edgekit.errors import DeviceError, InternalError, ToolMissingError, UserError
 from edgekit.progress import step_progress
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
-PLUGIN_SOURCE = REPO / "firmware" / "qemu_plugin" / "ekcount.c"
+PLUGIN_SOURCE = data_dir("firmware") / "qemu_plugin" / "ekcount.c"
 PLUGIN_CFLAGS = ("-O2", "-g", "-Wall", "-Wextra", "-std=gnu99", "-shared", "-fPIC", "-fvisibility=hidden")
 
 # plugin argument -> ELF symbol (firmware/boards/common/ek_markers.S)
@@ -31,8 +31,8 @@ MARKERS = {
 
 
 def build_dir() -> Path:
-    """Where host-built helpers are cached: $EDGEKIT_BUILD_DIR or <repo>/build."""
-    return Path(os.environ.get("EDGEKIT_BUILD_DIR") or REPO / "build")
+    """Where host-built helpers are cached (edgekit._resources.build_root)."""
+    return build_root()
 
 
 def build_plugin(cache_dir: Optional[Path] = None) -> Path:
@@ -80,7 +80,7 @@ def marker_addresses(elf: Path) -> Dict[str, int]:
                 if symbols:
                     found[arg] = int(symbols[0]["st_value"]) & ~1
     except (OSError, ELFError) as exc:
-        raise UserError(f"cannot read the firmware ELF {elf}: {exc}", fix="pass a firmware .elf built by edgekit") from None
+        raise UserError(f"cannot read the firmware ELF {elf}: {exc}", fix="pass a firmware .elf built by edgekit") from exc
     return found
 
 
@@ -115,7 +115,7 @@ def parse_counts(path: Path) -> PluginCounts:
     try:
         text = Path(path).read_text()
     except OSError as exc:
-        raise DeviceError(f"the QEMU instruction-count plugin wrote no output ({exc})") from None
+        raise DeviceError(f"the QEMU instruction-count plugin wrote no output ({exc})") from exc
     inferences: List[InferenceCount] = []
     total = None
     begin = op_begin = None

@@ -429,7 +429,7 @@ class DeviceClient:
             try:
                 data = self.transport.read(min(remaining, 0.25))
             except DeviceError as exc:
-                raise self._fail(f"{lost_message} ({exc.message})", since, "disconnected") from None
+                raise self._fail(f"{lost_message} ({exc.message})", since, "disconnected") from exc
             yield self._decoder.feed(data) if data else []
 
     def wait_boot(self, timeout_s: Optional[float] = None) -> str:

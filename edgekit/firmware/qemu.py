@@ -110,7 +110,7 @@ the caller passes UART0's chardev in ``extra_args`` and connects to it; ``transp
             self.wait_exit(1.0)
             detail = self.describe()
             self.close()
-            raise DeviceError(f"{exc.message}\n{detail}", fix=exc.fix) from None
+            raise DeviceError(f"{exc.message}\n{detail}", fix=exc.fix) from exc
         except BaseException:
             self.close()
             raise

@@ -86,18 +86,6 @@ def elf_sizes(elf: Path) -> ElfSizes:
     return ElfSizes(text, rodata, data, bss, reserved, model, sections)
 
 
-def symbol_address(elf: Path, name: str) -> Optional[Tuple[int, int]]:
-    """(address, size) of a symbol, or None."""
-    from elftools.elf.elffile import ELFFile
-
-    with open(elf, "rb") as handle:
-        symtab = ELFFile(handle).get_section_by_name(".symtab")
-        found = symtab.get_symbol_by_name(name) if symtab is not None else None
-        if not found:
-            return None
-        return int(found[0]["st_value"]), int(found[0]["st_size"])
-
-
 # --- static stack estimate ---------------------------------------------------------------------------------
 
 _NODE = re.compile(r'node:\s*\{\s*title:\s*"([^"]+)"\s*label:\s*"([^"]*)"')

@@ -4,14 +4,14 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
+from edgekit._resources import data_dir
 from edgekit.errors import UnsupportedOpError
 from edgekit.support import OpSupport, SupportReport
 from edgekit.tflite_graph import Graph, Op, Tensor
 
-REPO = Path(__file__).resolve().parents[2]
-KERNELS_DIR = REPO / "firmware" / "runtime" / "src" / "kernels"
+KERNELS_DIR = data_dir("firmware") / "runtime" / "src" / "kernels"
 
 RUNTIMES = ("edgekit", "tflm")
 
@@ -81,7 +81,7 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
     if op.name not in EDGEKIT_OPS:
         return False, "the edgekit int8 runtime has no kernel for this operator"
     if op.name not in kernels:
-        return False, f"no kernel file defines ek_kernel for {op.name} in {KERNELS_DIR.relative_to(REPO)} (incomplete checkout)"
+        return False, f"no kernel file defines ek_kernel for {op.name} in {KERNELS_DIR} (incomplete checkout or install)"
     problems = []
     def tensor(i: int) -> Optional[Tensor]:
         return graph.tensors[i] if 0 <= i < len(graph.tensors) else None
@@ -159,13 +159,3 @@ def require_support(graph: Graph, runtime: str = "edgekit") -> SupportReport:
         raise error
     return report
 
-
-def op_names_for_kernels(ops: Sequence[str]) -> List[str]:
-    """Kernel source files needed for a list of op names (in a stable order)."""
-    kernels = kernel_files()
-    files: List[str] = []
-    for op in ops:
-        for f in kernels.get(op, ()):
-            if f not in files:
-                files.append(f)
-    return files

@@ -31,6 +31,7 @@ import numpy as np
 
 from edgekit.errors import InvalidModelError, ToolMissingError
 from edgekit.quiet import captured_output
+from edgekit import schemas
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +209,6 @@ def resolver_methods(op_names: List[str]) -> List[str]:
 
 def generate_tflm_project(data: bytes, graph, board, outdir, *, source: str, build: bool = False):
     """Model array + main.cc (resolver, measured arena, protocol loop) + Makefile for a TFLM checkout."""
-    import json
     from pathlib import Path
 
     from edgekit import __version__
@@ -284,7 +284,7 @@ def generate_tflm_project(data: bytes, graph, board, outdir, *, source: str, bui
                 + "; ".join(f"{k} needs at least {info['fits'][k]['used']:,} bytes of {info['fits'][k]['available']:,}"
                             for k in problems),
                 fix="choose a board with more memory or a smaller model")
-        (stage / gen.FIRMWARE_JSON).write_text(json.dumps(json_safe(info), indent=2) + "\n")
+        (stage / gen.FIRMWARE_JSON).write_text(schemas.dumps("firmware", json_safe(info)))
         (stage / "README.md").write_text(_readme(info, arena, board, name, methods))
     return gen.FirmwareResult(outdir, info, None)
 

@@ -55,7 +55,7 @@ class SocketTransport(Transport):
             try:
                 sent = self._sock.send(view)
             except (BrokenPipeError, ConnectionResetError) as exc:
-                raise DeviceError(f"{self.description}: connection closed by the device ({exc})") from None
+                raise DeviceError(f"{self.description}: connection closed by the device ({exc})") from exc
             view = view[sent:]
 
     def read(self, timeout_s: float) -> bytes:
@@ -65,7 +65,7 @@ class SocketTransport(Transport):
         try:
             data = self._sock.recv(65536)
         except ConnectionResetError as exc:
-            raise DeviceError(f"{self.description}: connection reset by the device ({exc})") from None
+            raise DeviceError(f"{self.description}: connection reset by the device ({exc})") from exc
         if not data:
             raise DeviceError(f"{self.description}: connection closed by the device")
         return data
@@ -97,7 +97,7 @@ class SerialTransport(Transport):
                     raise DeviceNotFoundError(
                         f"cannot open {port}: {exc}",
                         fix="check the cable and the port name (on Linux: ls /dev/ttyACM* /dev/ttyUSB*; "
-                            "your user needs the dialout group)") from None
+                            "your user needs the dialout group)") from exc
                 time.sleep(0.05)
         self._port.reset_input_buffer()
 
@@ -106,7 +106,7 @@ class SerialTransport(Transport):
             self._port.write(data)
             self._port.flush()
         except (self._serial_module.SerialException, OSError) as exc:
-            raise DeviceError(f"{self.description}: write failed ({exc})") from None
+            raise DeviceError(f"{self.description}: write failed ({exc})") from exc
 
     def read(self, timeout_s: float) -> bytes:
         deadline = time.monotonic() + max(0.0, timeout_s)
@@ -115,7 +115,7 @@ class SerialTransport(Transport):
                 waiting = self._port.in_waiting
                 data = self._port.read(waiting or 1)
             except (self._serial_module.SerialException, OSError) as exc:
-                raise DeviceError(f"{self.description}: the device disappeared ({exc})") from None
+                raise DeviceError(f"{self.description}: the device disappeared ({exc})") from exc
             if data:
                 return data
             remaining = deadline - time.monotonic()

@@ -7,11 +7,11 @@ the device. So every op is listed with "decided at runtime" and the way to measu
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any, Dict
 
+from edgekit import schemas
 from edgekit.errors import InvalidModelError
 
 RUNTIME = "decided at runtime, use `edgekit run MODEL.mlpackage --device macos --compute-units each`"
@@ -42,6 +42,6 @@ def compile_for_ane(package: Path, outdir: Path) -> Dict[str, Any]:
              "| # | op | outputs | Neural Engine |", "|---|---|---|---|"]
     lines += [f"| {o['index']} | {o['op']} | {', '.join(o['outputs'])[:60]} | {o['neural_engine']} |" for o in report["ops"]]
     with atomic_output_dir(Path(outdir)) as stage:
-        (stage / "coreml_placement.json").write_text(json.dumps(report, indent=2) + "\n")
+        (stage / "coreml_placement.json").write_text(schemas.dumps("coreml-placement", report))
         (stage / "report.md").write_text("\n".join(lines) + "\n")
     return report

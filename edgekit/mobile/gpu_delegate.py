@@ -18,7 +18,7 @@ import contextlib
 import io
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 # Builtin ops with a parser in the GPU delegate (model_builder.cc, NewOperationParser).
 GPU_DELEGATE_OPS = frozenset("""
@@ -167,9 +167,9 @@ def markdown(report: Dict[str, Any], model_name: str) -> str:
 
 def compile_for_gpu(model_path, outdir) -> Dict[str, Any]:
     """Write gpu.json, report.md and manifest.json to ``outdir`` (atomically) and return the report."""
-    import json
     from pathlib import Path
 
+    from edgekit import schemas
     from edgekit.artifact import Artifact, Manifest
     from edgekit.atomic import atomic_output_dir
     from edgekit.errors import InvalidModelError
@@ -182,7 +182,7 @@ def compile_for_gpu(model_path, outdir) -> Dict[str, Any]:
     report = gpu_report(model_path.read_bytes(), source=str(model_path))
     report["model"] = {"path": str(model_path), "sha256": sha256_file(model_path)}
     with atomic_output_dir(Path(outdir)) as stage:
-        (stage / "gpu.json").write_text(json.dumps(report, indent=2) + "\n")
+        (stage / "gpu.json").write_text(schemas.dumps("gpu-placement", report))
         (stage / "report.md").write_text(markdown(report, model_path.name))
         manifest = Manifest(command="compile")
         source = manifest.add(Artifact.from_file(model_path, format="tflite", stage="source"))

@@ -30,7 +30,7 @@ def read_labels_file(path: Path) -> List[str]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"--labels {path}: cannot read it ({exc})", fix="pass a UTF-8 text file with one class name per line") from None
+        raise UserError(f"--labels {path}: cannot read it ({exc})", fix="pass a UTF-8 text file with one class name per line") from exc
     labels = [line.strip() for line in text.splitlines() if line.strip()]
     if not labels:
         raise UserError(f"--labels {path} is empty", fix="write one class name per line, line i = output index i")

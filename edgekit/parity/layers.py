@@ -24,7 +24,6 @@ NCHW ONNX / Core ML) shows small channels wiped out behind large ones, which per
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ import numpy as np
 from edgekit.calibration.dataset import Sample
 from edgekit.errors import UserError
 from edgekit.provenance import host_info, tool_versions, utc_now
+from edgekit import schemas
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +285,7 @@ class LayerReport:
         from edgekit.parity.layer_plot import plot_layers
 
         folder = Path(folder)
-        (folder / "layers.json").write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        (folder / "layers.json").write_text(schemas.dumps("layers", self.to_json()))
         (folder / "layers.md").write_text("\n".join(self.markdown_lines()) + "\n")
         plot_layers(self, folder / "layers.png")
         return list(FILES)

@@ -70,7 +70,7 @@ class _Graph:
             self.data = self.path.read_bytes()
             model = onnx.load_from_string(self.data)
         except Exception as exc:  # onnx raises DecodeError and others
-            raise InvalidModelError(f"{path} cannot be read as an ONNX model: {str(exc).strip()[:200]}") from None
+            raise InvalidModelError(f"{path} cannot be read as an ONNX model: {str(exc).strip()[:200]}") from exc
         self.model = model
         graph = model.graph
         self.nodes = list(graph.node)
@@ -364,7 +364,7 @@ def _session(ort, graph: _Graph, names: Sequence[str]):
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as exc:
         raise InvalidModelError(f"onnxruntime cannot load {graph.path} with its intermediate tensors exposed: "
-                                f"{first_line(exc)}") from None
+                                f"{first_line(exc)}") from exc
     return session, wanted
 
 

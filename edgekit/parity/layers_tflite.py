@@ -41,7 +41,7 @@ def _debug_interpreter(model: TFLiteModel):
             interp = litert.Interpreter(model_content=model.data, num_threads=1, **options)
             interp.allocate_tensors()
     except (ValueError, RuntimeError) as exc:
-        raise InvalidModelError(f"{model.source} cannot be loaded by LiteRT: {first_line(exc, None)}") from None
+        raise InvalidModelError(f"{model.source} cannot be loaded by LiteRT: {first_line(exc, None)}") from exc
     return interp
 
 

@@ -124,7 +124,7 @@ class OnnxRunner(ModelRunner):
         try:
             self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"], **extra)
         except Exception as exc:
-            raise InvalidModelError(f"onnxruntime cannot load {path}: {first_line(exc)}") from None
+            raise InvalidModelError(f"onnxruntime cannot load {path}: {first_line(exc)}") from exc
         self.sha256 = sha256_file(self.path)
 
     @classmethod

@@ -53,9 +53,9 @@ class Preprocessor:
         except ImageReadError:
             raise
         except EdgekitError as exc:
-            raise ImageReadError(path, exc.message) from None
+            raise ImageReadError(path, exc.message) from exc
         except self.read_errors as exc:
-            raise ImageReadError(path, f"{type(exc).__name__}: {exc}") from None
+            raise ImageReadError(path, f"{type(exc).__name__}: {exc}") from exc
 
     def run_many(self, paths: Sequence[Path]) -> List[Result]:
         """Tensors for many files; a file that fails gives its ImageReadError in its place."""

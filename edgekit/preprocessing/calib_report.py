@@ -1,7 +1,6 @@
 """Reports of calib-check: calib_check.json, report.md, ranges.png and manifest.json (atomic)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List
 
@@ -12,6 +11,7 @@ from edgekit.atomic import atomic_output_dir
 from edgekit.preprocessing.calib_check import CalibCheckReport
 from edgekit.provenance import host_info, tool_versions, utc_now
 from edgekit.report import fmt, json_safe
+from edgekit import schemas
 
 TOOLS = ("edgekit", "numpy", "tensorflow-cpu", "ai-edge-litert", "torch", "litert-torch", "pillow")
 
@@ -101,7 +101,7 @@ def ranges_png(path: Path, report: CalibCheckReport) -> bool:
 def write_reports(outdir: Path, report: CalibCheckReport) -> List[str]:
     prov = {"created": utc_now(), "host": host_info(), "tools": tool_versions(TOOLS)}
     with atomic_output_dir(outdir) as stage:
-        (stage / "calib_check.json").write_text(json.dumps(json_safe({**report.to_json(), "provenance": prov}), indent=2) + "\n")
+        (stage / "calib_check.json").write_text(schemas.dumps("calib-check", json_safe({**report.to_json(), "provenance": prov})))
         png = ranges_png(stage / "ranges.png", report)
         (stage / "report.md").write_text(markdown(report, prov, png))
         manifest = Manifest(command="calib-check", extra={"calib": report.calib, "live": report.live})

@@ -25,19 +25,19 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 import numpy as np
 
 from edgekit import __version__
+from edgekit._resources import data_dir
 from edgekit.errors import UserError
 from edgekit.preprocess import PreprocessSpec
 from edgekit.preprocessing.geometry import plan_geometry
 from edgekit.preprocessing.resample import PRECISION_BITS, axis_coefficients, nearest_indices, pillow_pass_order
 from edgekit.preprocessing.values import lookup_tables
 
-ENGINE_DIR = Path(__file__).resolve().parents[2] / "firmware" / "preprocess"
+ENGINE_DIR = data_dir("firmware") / "preprocess"
 INPUT_FORMATS = {"gray8": ("EK_PP_GRAY8", 1), "rgb888": ("EK_PP_RGB888", 3), "bgr888": ("EK_PP_BGR888", 3)}
 DTYPES = {"float32": ("EK_PP_FLOAT32", "float", 4), "int8": ("EK_PP_INT8", "int8_t", 1), "uint8": ("EK_PP_UINT8", "uint8_t", 1)}
 MAX_DIM = 65535

@@ -20,14 +20,16 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from importlib.resources import files
 from pathlib import Path
 from typing import Dict
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-DEMO_MODEL = REPO / "edgekit" / "demo" / "digits_cnn.pt2"
-DIGITS = REPO / "calibration_data" / "digits"
+from edgekit._resources import data_dir
+
+DEMO_MODEL = Path(str(files("edgekit.demo") / "digits_cnn.pt2"))
+DIGITS = data_dir("calibration_data") / "digits"
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 RENDER_SIZE = (37, 35)  # (height, width) of the rendered images: an odd, non-integer scale of 8x8

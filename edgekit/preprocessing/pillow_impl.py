@@ -67,4 +67,4 @@ def reference_tensor(path: Path, spec: PreprocessSpec) -> np.ndarray:
     try:
         return PillowPreprocessor(spec)(path)
     except ImageReadError as exc:
-        raise CalibrationDataError(f"cannot read image {exc.path}: {exc.reason}") from None
+        raise CalibrationDataError(f"cannot read image {exc.path}: {exc.reason}") from exc

@@ -13,6 +13,7 @@ from edgekit.preprocessing.base import Result
 from edgekit.preprocessing.parity import PreprocessParityReport, squeeze_batch
 from edgekit.provenance import host_info, sha256_file, tool_versions, utc_now
 from edgekit.report import fmt, json_safe
+from edgekit import schemas
 
 MAX_ROWS = 200
 TOOLS = ("edgekit", "numpy", "pillow", "opencv-contrib-python", "torch", "tensorflow-cpu", "ai-edge-litert")
@@ -199,7 +200,7 @@ def write_reports(outdir: Path, report: PreprocessParityReport, reference: Seque
     prov = provenance(images, images_root)
     with atomic_output_dir(outdir) as stage:
         data = {**report.to_json(), "provenance": prov}
-        (stage / "parity.json").write_text(json.dumps(json_safe(data), indent=2) + "\n")
+        (stage / "parity.json").write_text(schemas.dumps("preprocess-parity", json_safe(data)))
         png = "worst_diff.png" if worst_png(stage / "worst_diff.png", report, reference, candidate) else None
         (stage / "report.md").write_text(markdown(report, prov, png))
         manifest = Manifest(command="preprocess-parity", extra={"images": prov["images"]})

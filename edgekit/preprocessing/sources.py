@@ -96,11 +96,11 @@ def _load_callable(module: str, attr: str, python_path: Sequence[Path]) -> Calla
         function = getattr(importlib.import_module(module), attr)
     except ModuleNotFoundError as exc:
         raise UserError(f"cannot import module {module!r} for {module}:{attr}: {exc}",
-                        fix="pass --python-path DIR (the folder that holds the module)") from None
+                        fix="pass --python-path DIR (the folder that holds the module)") from exc
     except AttributeError:
         raise UserError(f"module {module!r} has no function {attr!r}") from None
     except Exception as exc:  # the user's module failed at import
-        raise UserError(f"importing {module!r} failed: {type(exc).__name__}: {exc}") from None
+        raise UserError(f"importing {module!r} failed: {type(exc).__name__}: {exc}") from exc
     if not callable(function):
         raise UserError(f"{module}:{attr} is not callable")
     return function

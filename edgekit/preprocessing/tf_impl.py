@@ -84,7 +84,7 @@ class TFPreprocessor(SpecPreprocessor):
             except self.tf.errors.OpError as exc:
                 detail = " ".join(line.strip() for line in chatter if line.strip())
                 message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", exc.message).split(" [Op:")[0].strip()
-                raise ValueError(f"TensorFlow cannot decode it: {message}" + (f" ({detail})" if detail else "")) from None
+                raise ValueError(f"TensorFlow cannot decode it: {message}" + (f" ({detail})" if detail else "")) from exc
 
     def _decode(self, path: Path):
         tf, spec = self.tf, self.spec

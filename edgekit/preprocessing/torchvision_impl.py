@@ -53,7 +53,7 @@ def real_torchvision():
         raise ToolMissingError(
             "torchvision", f"torchvision cannot be imported here ({type(exc).__name__}: {str(exc)[:120]}); "
             "install a torchvision built for the installed torch",
-        ) from None
+        ) from exc
     return F
 
 

@@ -52,7 +52,7 @@ def read_elf(path: Path) -> BinaryInfo:
         data = path.read_bytes()
     except OSError as exc:
         raise UserError(f"--benchmark-binary {path}: cannot read it ({exc.strerror})",
-                        fix="pass the benchmark_model executable built for the phone (e.g. android_aarch64_benchmark_model)") from None
+                        fix="pass the benchmark_model executable built for the phone (e.g. android_aarch64_benchmark_model)") from exc
     fix = "pass LiteRT's benchmark_model built for Android (e.g. android_aarch64_benchmark_model for arm64-v8a phones)"
     if data[:4] != b"\x7fELF" or len(data) < 52:
         raise UserError(f"--benchmark-binary {path.name} is not an ELF executable", fix=fix)
@@ -135,7 +135,6 @@ _DELTA = re.compile(r"(?:Memory footprint delta from the start of the tool|Peak 
 _PEAK = re.compile(r"Overall peak memory footprint \(MB\) via periodic monitoring: (?P<peak>[\d.eE+-]+)")
 _REPLACING = re.compile(r"Replacing (?P<n>\d+)(?: out of (?P<total>\d+))? node\(s\) with delegate \((?P<name>\w+)\) node, "
                         r"yielding (?P<parts>\d+) partitions")
-_SESSION = re.compile(r"Initialized session in (?P<ms>[\d.eE+]+)\s*ms")
 _ERROR = re.compile(r"^(?:ERROR|E\s):\s*(.*)$", re.M)
 
 

@@ -10,7 +10,6 @@ from typing import Any, Dict, Optional
 from edgekit.errors import DeviceError
 
 DIED, HUNG, DISCONNECTED, DEVICE = "died", "hung", "disconnected", "device-error"
-KINDS = (DIED, HUNG, DISCONNECTED, DEVICE)
 
 
 def signal_name(number: int) -> str:

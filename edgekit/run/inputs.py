@@ -57,7 +57,7 @@ def model_inputs(artifact: Path) -> List[ModelInput]:
         try:
             session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime's own exception types
-            raise InvalidModelError(f"{path} cannot be loaded by onnxruntime: {first_line(exc, None)}") from None
+            raise InvalidModelError(f"{path} cannot be loaded by onnxruntime: {first_line(exc, None)}") from exc
         return [ModelInput(i.name, tuple(d if isinstance(d, int) and d > 0 else 1 for d in i.shape),
                            np.dtype(ONNX_DTYPES.get(i.type, np.float32))) for i in session.get_inputs()]
     raise UserError(f"cannot tell the inputs of {path} (a {suffix or 'folder'} artifact)",

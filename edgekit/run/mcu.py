@@ -90,7 +90,7 @@ def _read_info(project: Optional[Path]) -> Dict[str, Any]:
         return json.loads((project / FIRMWARE_JSON).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise InvalidModelError(f"{project / FIRMWARE_JSON} cannot be read: {exc}",
-                                fix="regenerate the project with edgekit firmware") from None
+                                fix="regenerate the project with edgekit firmware") from exc
 
 
 def resolve_firmware(artifact: Path, board_name: str) -> Firmware:
@@ -280,7 +280,7 @@ class SerialSession:
                         DISCONNECTED: f"the board on {self.transport.description} disconnected"}.get(kind)
             if headline is None:
                 raise
-            raise with_fault(DeviceError(f"{headline}\n  detail: {exc.message}", fix=exc.fix), kind, headline) from None
+            raise with_fault(DeviceError(f"{headline}\n  detail: {exc.message}", fix=exc.fix), kind, headline) from exc
         result.instructions = None
         result.op_instructions = None
         return result

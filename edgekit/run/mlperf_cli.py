@@ -36,7 +36,7 @@ def cmd_dataset(args) -> int:
         try:
             inputs = np.load(args.inputs, allow_pickle=False)
         except (OSError, ValueError) as exc:
-            raise UserError(f"cannot read --inputs {args.inputs}: {exc}", fix="pass a .npy array") from None
+            raise UserError(f"cannot read --inputs {args.inputs}: {exc}", fix="pass a .npy array") from exc
     dataset = generate_dataset(model, args.task, args.outdir, inputs=inputs, count=args.count, seed=args.seed,
                                frames=args.frames)
     say(f"wrote {len(dataset.entries)} files and y_labels.csv to {dataset.folder}")

@@ -15,7 +15,6 @@ they give says how well the device agrees with the host model, not how good the 
 from __future__ import annotations
 
 import csv
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from edgekit import schemas
 from edgekit.errors import UserError
 from edgekit.firmware.mlperf import TASKS, Task
 
@@ -246,8 +246,8 @@ def generate_dataset(model: bytes, task_name: str, outdir: Path, *, inputs: Opti
             f"{len(entries)} files from {how}, in the MLPerf Tiny runner layout ({LABELS_FILE} without a header).\n\n"
             f"**{LABEL_SOURCE}.**{rule}\n\nAn accuracy measured on this folder says how often the device agrees with "
             "the host reference model, not how accurate the model is.\n")
-        (stage / "dataset.json").write_text(json.dumps({
+        (stage / "dataset.json").write_text(schemas.dumps("mlperf-dataset", {
             "task": task.name, "model_id": task.model_id, "files": len(entries), "inputs": how,
-            "labels": LABEL_SOURCE, "ad_threshold": threshold if task.name == "ad" else None}, indent=2) + "\n")
+            "labels": LABEL_SOURCE, "ad_threshold": threshold if task.name == "ad" else None}))
     log.info("wrote %d files to %s", len(entries), Path(outdir) / task.model_id)
     return Dataset(Path(outdir) / task.model_id, tuple(entries))

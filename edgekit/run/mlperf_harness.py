@@ -28,6 +28,7 @@ import numpy as np
 
 from edgekit.errors import DeviceError, UserError
 from edgekit.firmware.mlperf import HARNESS, TASKS, Task
+from edgekit import schemas
 
 log = logging.getLogger(__name__)
 
@@ -372,7 +373,7 @@ def write_outputs(outdir: Path, run: HarnessRun) -> None:
 
     with atomic_output_dir(outdir) as stage:
         (stage / "results.txt").write_text(results_text(run))
-        (stage / "run.json").write_text(json.dumps(json_safe(run_json(run)), indent=2) + "\n")
+        (stage / "run.json").write_text(schemas.dumps("mlperf-run", json_safe(run_json(run))))
         (stage / "log.txt").write_text(run.transcript.text())
 
 

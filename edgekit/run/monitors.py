@@ -50,7 +50,7 @@ class Ppk2Monitor(SamplingMonitor):
         try:
             self.ppk2 = PPK2_API(self.port, timeout=1, write_timeout=1)
         except Exception as exc:  # serial.SerialException and OSError
-            raise DeviceNotFoundError(f"cannot open PPK2 port {self.port}: {exc}") from None
+            raise DeviceNotFoundError(f"cannot open PPK2 port {self.port}: {exc}") from exc
         if not self.ppk2.get_modifiers():
             self.close()
             raise DeviceError(f"the PPK2 on {self.port} returned nothing to the metadata request (no calibration data)",
@@ -106,7 +106,7 @@ class JoulescopeMonitor(SamplingMonitor):
         try:
             devices = joulescope.scan(config="auto")
         except Exception as exc:  # USB backend errors
-            raise DeviceNotFoundError(f"cannot scan for Joulescopes: {exc}") from None
+            raise DeviceNotFoundError(f"cannot scan for Joulescopes: {exc}") from exc
         chosen = [d for d in devices if not self.serial or self.serial in str(d)]
         if len(chosen) != 1:
             raise DeviceNotFoundError(f"{len(chosen)} Joulescope(s) match {self.serial or 'any'} (found: {[str(d) for d in devices]})",
@@ -174,7 +174,7 @@ class Ina2xxMonitor(SamplingMonitor):
         except OSError as exc:
             self.close()
             raise DeviceNotFoundError(f"no {self.name.upper()} answers on I2C bus {self.bus_number} at {hex(self.address)}: {exc}",
-                                      fix="check the wiring and the address (i2cdetect -y BUS)") from None
+                                      fix="check the wiring and the address (i2cdetect -y BUS)") from exc
 
     def _register(self, reg: int) -> int:
         word = self.bus.read_word_data(self.address, reg)

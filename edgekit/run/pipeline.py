@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from edgekit import schemas
 from edgekit.console import say
 from edgekit.errors import DeviceError, UserError
 from edgekit.run.base import DeviceTarget
@@ -64,9 +65,9 @@ def load_pipeline(path: Path, device_kind: str = "host") -> Dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
-        raise UserError(f"cannot read pipeline file {path}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot read pipeline file {path}: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:
-        raise UserError(f"pipeline file {path} is not valid YAML: {exc}") from None
+        raise UserError(f"pipeline file {path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise UserError(f"pipeline file {path} must be a mapping of phases ({', '.join(PHASES)})")
     problems: List[str] = []
@@ -598,7 +599,7 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
     if raw.get("c_library_built_with"):
         md.append(f"Generated C preprocessing built with {raw['c_library_built_with']}.")
     with atomic_output_dir(args.outdir) as stage:
-        (stage / "pipeline.json").write_text(json.dumps(report, indent=2, default=str))
+        (stage / "pipeline.json").write_text(schemas.dumps("pipeline", report, default=str))
         (stage / "report.md").write_text("\n".join(md) + "\n")
     say("\n".join(budget_table(result)))
     say(check_line(check))
@@ -629,7 +630,7 @@ def cmd_mcu_pipeline(args, target: DeviceTarget, pipeline: Dict[str, Any], frame
           f"{pipeline['decode']['height']}; top-{raw['k']} on the device.", ""] + mcu_table(result) + [
           "", f"Device output bit-exact with the host reference on {sum(exact)} of {len(exact)} frames."]
     with atomic_output_dir(args.outdir) as stage:
-        (stage / "pipeline.json").write_text(json.dumps(report, indent=2, default=str))
+        (stage / "pipeline.json").write_text(schemas.dumps("pipeline", report, default=str))
         (stage / "report.md").write_text("\n".join(md) + "\n")
     say("\n".join(mcu_table(result)))
     say(f"device top-{raw['k']} bit-exact with the host reference on {sum(exact)} of {len(exact)} frames")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -16,6 +15,7 @@ from edgekit.run.base import RunRequest, RunResult
 from edgekit.run.energy import estimate_from_profile, unavailable
 from edgekit.run.stats import latency_summary, throughput
 from edgekit.run.thermal import ThrottleCriteria, attach_sensors, sample_readings, thermal_verdict, window_series
+from edgekit import schemas
 
 log = logging.getLogger(__name__)
 
@@ -289,5 +289,5 @@ def write_run_outputs(folder: Path, result: RunResult, report: Dict[str, Any]) -
             np.savez(handle, t_s=np.asarray(result.timestamps_s), latency_ms=np.asarray(result.latencies_ms))
         report["latencies_file"] = "latencies.npz"
     report["plots"] = write_plots(folder, result, report)
-    (folder / "run.json").write_text(json.dumps(json_safe(report), indent=2) + "\n")
+    (folder / "run.json").write_text(schemas.dumps("run", json_safe(report)))
     (folder / "report.md").write_text(markdown(report))

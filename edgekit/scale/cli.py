@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Tuple
+from typing import Optional, Tuple
 
 from edgekit.errors import UserError
 from edgekit.scale.ray_parity import RaySettings

@@ -16,7 +16,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -66,7 +66,7 @@ def connect(settings: RaySettings) -> bool:
     try:
         ray.init(address=settings.address, **{k: v for k, v in common.items() if k != "include_dashboard"})
     except Exception as exc:  # ConnectionError, RuntimeError, grpc errors: all mean "cannot join"
-        raise _unreachable(settings.address, first_line(exc)) from None
+        raise _unreachable(settings.address, first_line(exc)) from exc
     return True
 
 
@@ -84,7 +84,7 @@ def check_reachable(address: str) -> None:
         with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S):
             pass
     except OSError as exc:
-        raise _unreachable(address, exc.strerror or str(exc)) from None
+        raise _unreachable(address, exc.strerror or str(exc)) from exc
 
 
 def _unreachable(address: str, why: str) -> UserError:

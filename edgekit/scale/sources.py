@@ -185,7 +185,7 @@ def _parquet(path: Path, files: Sequence[Path], spec: Optional[PreprocessSpec], 
         try:
             meta = pq.ParquetFile(f)
         except Exception as exc:  # pyarrow raises several types for a bad file
-            raise CalibrationDataError(f"cannot read Parquet file {f}: {first_line(exc)}") from None
+            raise CalibrationDataError(f"cannot read Parquet file {f}: {first_line(exc)}") from exc
         names = [n for n in meta.schema_arrow.names if n not in LABEL_KEYS and n not in ("id", "name")]
         if chosen is None:
             if len(names) != 1:

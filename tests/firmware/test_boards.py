@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from edgekit._resources import data_dir
 from edgekit.errors import DeviceNotFoundError, ToolMissingError, UnknownNameError, UserError
 from edgekit.firmware import boards as B
 from edgekit.firmware import flash as F
@@ -39,7 +40,7 @@ def test_every_mcu_profile_validates():
 
 
 def _write_profile(folder: Path, name: str, **changes) -> None:
-    data = yaml.safe_load((B.REPO / "devices" / "mps2-an386.yaml").read_text())
+    data = yaml.safe_load((data_dir("devices") / "mps2-an386.yaml").read_text())
     data["name"] = name
     for key, value in changes.items():
         if value is None:
