@@ -160,16 +160,16 @@ static ek_status check_groups(ek_prepared *p, const uint8_t *b, const ekp_op *op
     int32_t x = -1;
     if (group_graph(b, ops, (int32_t)i, v, &g, &x) != 0 || eks_simulate(&g, &needs) != 0)
       return bad(p, "prepared model: a row-streamed group cannot stream");
-    int64_t windows = 0;
+    int32_t rows[EKS_MAX_OPS + 1] = {0};
     for (int32_t k = 1; k <= r->group; ++k) {
       const ekp_op *m = &ops[i + (uint32_t)k];
       if (m->group != -1 || m->scratch_len != 0) return bad(p, "prepared model: bad row-streamed group member");
-      const int32_t rows = m->scratch_off;
-      if (rows < needs.window_rows[k] || rows > g.rows[k])
+      rows[k] = m->scratch_off;
+      if (rows[k] < needs.window_rows[k] || rows[k] > g.rows[k])
         return bad(p, "prepared model: row-streamed window too small");
-      windows += ((int64_t)rows * g.row_bytes[k] + 15) & ~(int64_t)15;
     }
-    if (windows > r->scratch_len) return bad(p, "prepared model: row-streamed windows exceed the group's scratch");
+    if (eks_window_bytes(&g, rows) > r->scratch_len)
+      return bad(p, "prepared model: row-streamed windows exceed the group's scratch");
     const int32_t z = *(const int32_t *)(const void *)(b + ops[i + (uint32_t)r->group].outputs_off);
     if (v->tensors[x].where != EKP_WHERE_ARENA || v->tensors[z].where != EKP_WHERE_ARENA)
       return bad(p, "prepared model: a row-streamed group's input or output is not in the arena");
@@ -368,13 +368,9 @@ static ek_status run_group(ek_prepared *p, const ekp_op *ops) {
   int32_t x = -1;
   if (group_graph(p->blob, ops, 0, &view, &g, &x) != 0) return EK_ERR_INTERNAL;
   memset(&needs, 0, sizeof needs);
-  int32_t windows = 0;
-  for (int32_t k = 1; k < g.nops; ++k) {
-    needs.window_rows[k] = ops[k].scratch_off;
-    windows += (needs.window_rows[k] * g.row_bytes[k] + 15) & ~15;
-  }
+  for (int32_t k = 1; k < g.nops; ++k) needs.window_rows[k] = ops[k].scratch_off;
   uint8_t *region = p->arena + ops[0].scratch_off;
-  group_run gr = {p, ops, &g, region + windows};
+  group_run gr = {p, ops, &g, region + eks_window_bytes(&g, needs.window_rows)}; /* kernel scratch after windows */
   return eks_execute(&g, &needs, region, group_run_op, &gr);
 }
 

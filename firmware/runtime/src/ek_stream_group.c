@@ -21,7 +21,13 @@
 
 #define EKS_ALIGN 16
 
-static int32_t align16(int32_t v) { return (v + (EKS_ALIGN - 1)) & ~(EKS_ALIGN - 1); }
+static int64_t align16(int64_t v) { return (v + (EKS_ALIGN - 1)) & ~(int64_t)(EKS_ALIGN - 1); }
+
+int64_t eks_window_bytes(const eks_graph *g, const int32_t *window_rows) {
+  int64_t bytes = 0;
+  for (int32_t t = 1; t < g->nops; ++t) bytes += align16((int64_t)window_rows[t] * g->row_bytes[t]);
+  return bytes;
+}
 
 /* Input rows [lo, hi] (clamped to the input) that op n reads for its output rows [r0, r1]; hi < lo: none. */
 static void input_rows(const eks_node *n, int32_t in_h, int32_t r0, int32_t r1, int32_t *lo, int32_t *hi) {
@@ -136,7 +142,7 @@ static ek_status schedule(const eks_graph *g, eks_needs *needs, uint8_t *region,
     win[t] = (uint8_t *)0;
     if (t >= 1 && t < N && !simulate) {
       win[t] = region + at;
-      at += align16(needs->window_rows[t] * g->row_bytes[t]);
+      at += (int32_t)align16((int64_t)needs->window_rows[t] * g->row_bytes[t]); /* eks_window_bytes' layout */
     }
   }
   next[0] = g->rows[0]; /* X is whole */
@@ -192,11 +198,9 @@ int eks_simulate(const eks_graph *g, eks_needs *needs) {
   memset(needs, 0, sizeof *needs);
   needs->d_max = INT64_MAX;
   if (schedule(g, needs, (uint8_t *)0, (eks_run_fn)0, (void *)0) != EK_OK) return -1;
-  int64_t bytes = 0;
-  for (int32_t t = 1; t < g->nops; ++t) {
+  for (int32_t t = 1; t < g->nops; ++t)
     if (needs->window_rows[t] < 1) needs->window_rows[t] = 1;
-    bytes += align16(needs->window_rows[t] * g->row_bytes[t]);
-  }
+  const int64_t bytes = eks_window_bytes(g, needs->window_rows);
   if (bytes > INT32_MAX / 2) return -1;
   needs->window_bytes = (int32_t)bytes;
   return 0;

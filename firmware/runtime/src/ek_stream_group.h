@@ -45,6 +45,10 @@ int eks_build(eks_graph *g, int32_t nops, const int32_t *opcodes, const int32_t 
               const int32_t *outputs, const ek_op_params *const *params, eks_tensor_fn tensor, const void *user,
               int32_t *x_tensor);
 
+/* Bytes of the windows of intermediates 1 .. nops-1 with these rows each, every window 16-byte aligned, laid out in
+   that order at the start of the group's region (the kernels' scratch follows). Host and device both use it. */
+int64_t eks_window_bytes(const eks_graph *g, const int32_t *window_rows);
+
 /* Simulates the row schedule: fills needs. Returns 0, or -1 if the schedule cannot stream (a consumer needs rows
    behind its producer's window in a way no window bounds). */
 int eks_simulate(const eks_graph *g, eks_needs *needs);
