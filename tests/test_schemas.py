@@ -78,3 +78,33 @@ def test_quantize_writes_stamped_json_that_validates(cli, tmp_path, demo_float_t
         assert json.loads((out / name).read_text())["schema"] == stamp
     checked, problems = check_tree(out)
     assert len(checked) == 2 and not problems, problems
+
+
+def test_generated_schemas_match_their_types():
+    from edgekit.schemas import generate
+
+    assert set(generate.TYPED) <= set(schemas.VERSIONS)
+    assert generate.stale(sorted(generate.TYPED)) == [], "run: python -m edgekit.schemas.generate"
+
+
+def test_figure_type_cannot_exist_without_method_and_source():
+    from pydantic import ValidationError
+
+    from edgekit.results import Figure, estimated, unavailable
+
+    assert estimated(230.0, "uJ", "profile power_model", cycles=12.0).to_dict() == {
+        "value": 230.0, "method": "estimated", "unit": "uJ", "source": "profile power_model", "cycles": 12.0}
+    assert unavailable("no power monitor").to_dict() == {"value": None, "method": "unavailable", "source": None,
+                                                          "reason": "no power monitor"}
+    with pytest.raises(ValidationError, match="needs its source"):
+        Figure(value=1.0, unit="uJ", method="measured")
+    with pytest.raises(ValidationError, match="needs a value"):
+        Figure(value=None, method="estimated", source="x")
+    with pytest.raises(ValidationError):
+        Figure(value=1.0, method="guessed", source="x")
+    figure = estimated(1.0, "ms", "model")
+    with pytest.raises(ValidationError):
+        figure.value = 2.0  # frozen
+    sub = Draft202012Validator(Figure.model_json_schema())
+    assert sub.is_valid({"value": None, "method": "unavailable"})
+    assert not sub.is_valid({"value": 230.0, "unit": "uJ", "method": "estimated"})

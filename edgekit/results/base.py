@@ -1,0 +1,33 @@
+"""The base classes of typed results: ``Section`` (a frozen part of a result) and ``Result`` (a whole JSON file)."""
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar, Dict
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Section(BaseModel):
+    """A frozen, typed part of a result. Unknown fields are refused, so a mistyped name fails at construction."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Plain JSON-able data (numbers, strings, lists, dicts), with optional fields left unset omitted."""
+        return self.model_dump(mode="json", exclude_unset=False, by_alias=True)
+
+
+class Result(Section):
+    """A whole JSON document edgekit writes; ``SCHEMA`` names its schema in ``edgekit.schemas.VERSIONS``."""
+
+    SCHEMA: ClassVar[str] = ""
+
+    def to_json(self) -> Dict[str, Any]:
+        """The stamped document: ``{"schema": "edgekit.<name>/<version>", ...fields}``."""
+        from edgekit.schemas import stamped
+
+        return stamped(self.SCHEMA, self.to_dict())
+
+    def dumps(self) -> str:
+        """The text of the stamped file (indented, final newline), as ``edgekit.schemas.dumps`` writes it."""
+        return json.dumps(self.to_json(), indent=2) + "\n"
