@@ -88,3 +88,23 @@ class SshServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def write_ssh_profile(tmp_path: Path, sshd: "SshServer", monkeypatch, name: str, description: str,
+                      connection: dict | None = None, **profile: object) -> Path:
+    """A device profile ``name`` for this machine behind the test sshd, in a user profile folder that
+    EDGEKIT_DEVICES_DIR points at; ``connection`` adds keys to its connection, ``profile`` to the profile."""
+    import json
+
+    profiles = tmp_path / "profiles"
+    profiles.mkdir(exist_ok=True)
+    opts = sshd.options()
+    path = profiles / f"{name}.yaml"
+    path.write_text(json.dumps({
+        "name": name, "kind": "linux", "description": description,
+        "connection": {"kind": "ssh", "address": f"{sshd.user}@127.0.0.1:{sshd.port}", "python": sys.executable,
+                       "identity_file": opts["ssh_identity"], "ssh_options": opts["ssh_options"],
+                       **(connection or {})},
+        **profile}))
+    monkeypatch.setenv("EDGEKIT_DEVICES_DIR", str(profiles))
+    return path

@@ -13,7 +13,7 @@ import pytest
 from edgekit.errors import DeviceError, ToolMissingError
 from edgekit.preprocess import PreprocessSpec
 from tests.preprocessing.edge_cases import PHOTO_FILES, PHOTOS
-from tests.run.runtools import IC_INT8
+from tests.run.runtools import IC_INT8, write_ssh_profile
 from tests.run.test_run_pipeline import SPEC, quantized_reference, reference_top3, write_pipeline
 from tests.run.test_run_pipeline_mcu import CAMERA, CAMERA_SPEC, rgb565_frames
 
@@ -117,15 +117,8 @@ def test_ssh_board_without_a_compiler_gets_a_cross_built_library(cli, tmp_path, 
     cross = CROSS_GCC.get(platform.machine())
     if cross is None or shutil.which(cross) is None:
         pytest.skip(f"no {cross or 'cross gcc'} for {platform.machine()} on this machine")
-    profiles = tmp_path / "profiles"
-    profiles.mkdir()
-    opts = sshd.options()
-    (profiles / "bare-board.yaml").write_text(json.dumps({
-        "name": "bare-board", "kind": "linux", "description": "this machine behind a test sshd, no compiler named",
-        "connection": {"kind": "ssh", "address": f"{sshd.user}@127.0.0.1:{sshd.port}", "python": sys.executable,
-                       "identity_file": opts["ssh_identity"], "ssh_options": opts["ssh_options"],
-                       "cc": "/nonexistent/cc"}}))
-    monkeypatch.setenv("EDGEKIT_DEVICES_DIR", str(profiles))
+    write_ssh_profile(tmp_path, sshd, monkeypatch, "bare-board",
+                      "this machine behind a test sshd, no compiler named", connection={"cc": "/nonexistent/cc"})
     out = tmp_path / "out"
     assert cli("run", IC_INT8, "--device", "bare-board", "--pipeline", write_pipeline(tmp_path, preprocess=C_PIPE),
                "--inputs", PHOTOS, "-n", "2", "-o", out) == 0

@@ -12,7 +12,7 @@ import pytest
 
 from edgekit.errors import DeviceError
 from edgekit.run.base import DeviceTarget, RunRequest
-from tests.run.runtools import free_port
+from tests.run.runtools import free_port, write_ssh_profile
 
 HOSTILE = "-rf ;$(touch PWNED) `touch PWNED2` 'q\" |&>x ü.tflite"
 
@@ -22,16 +22,10 @@ def board(tmp_path, sshd, monkeypatch):
     """A device profile for the test board (its own work folder) in a user profile folder."""
     workdir = tmp_path / "board"
     workdir.mkdir()
-    profiles = tmp_path / "profiles"
-    profiles.mkdir()
-    opts = sshd.options()
-    (profiles / "test-board.yaml").write_text(json.dumps({
-        "name": "test-board", "kind": "linux", "description": "this machine behind a test sshd",
-        "connection": {"kind": "ssh", "address": f"{sshd.user}@127.0.0.1:{sshd.port}", "python": sys.executable,
-                       "workdir": str(workdir), "identity_file": opts["ssh_identity"], "ssh_options": opts["ssh_options"]},
-        "power_model": {"idle_w": 2.0, "full_load_w": 6.0, "cores": 4, "source": "test figures, not a real board"},
-    }))
-    monkeypatch.setenv("EDGEKIT_DEVICES_DIR", str(profiles))
+    write_ssh_profile(tmp_path, sshd, monkeypatch, "test-board", "this machine behind a test sshd",
+                      connection={"workdir": str(workdir)},
+                      power_model={"idle_w": 2.0, "full_load_w": 6.0, "cores": 4,
+                                   "source": "test figures, not a real board"})
     return workdir
 
 
