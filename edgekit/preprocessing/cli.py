@@ -77,6 +77,9 @@ def cmd_preprocess_parity(args) -> int:
     from edgekit.progress import progress_bars
 
     thresholds = _thresholds(args)
+    if args.column is not None:
+        raise UserError("--column applies to Parquet data; preprocess-parity reads an image folder", fix="drop --column")
+    settings = ray_settings(args)
     images = list_images(args.images)
     with progress_bars(sys.stderr.isatty()) as progress:
         model = None
@@ -84,12 +87,20 @@ def cmd_preprocess_parity(args) -> int:
             loaded = progress("loading model", 1)  # a Keras / PyTorch model is exported first
             model = open_model(args.model)
             loaded(1)
-        quant = input_quantization(model) if model is not None else None
-        reference = open_pipeline(args.reference, python_path=args.python_path, input_quantization=quant)
-        candidate = open_pipeline(args.candidate, python_path=args.python_path, input_quantization=quant)
-        report, ref, cand = run_parity(reference, candidate, images, thresholds=thresholds, model=model,
-                                       diagnose=not args.no_diagnose, labels=read_labels(args.images),
-                                       progress=progress("preprocessing", 2 * len(images)))
+        if settings is not None:
+            from edgekit.scale.ray_preprocess import preprocess_parity_on_ray
+
+            report, ref, cand, _ = preprocess_parity_on_ray(
+                args.reference, args.candidate, images, python_path=args.python_path, model_path=args.model, runner=model,
+                thresholds=thresholds, labels=read_labels(args.images), diagnose=not args.no_diagnose, settings=settings,
+                chunk=args.chunk, progress=progress("preprocessing (ray)", len(images)))
+        else:
+            quant = input_quantization(model) if model is not None else None
+            reference = open_pipeline(args.reference, python_path=args.python_path, input_quantization=quant)
+            candidate = open_pipeline(args.candidate, python_path=args.python_path, input_quantization=quant)
+            report, ref, cand = run_parity(reference, candidate, images, thresholds=thresholds, model=model,
+                                           diagnose=not args.no_diagnose, labels=read_labels(args.images),
+                                           progress=progress("preprocessing", 2 * len(images)))
     if args.outdir:
         write_reports(args.outdir, report, ref, cand, images, args.images)
     say_all(_image_errors(report), file=sys.stderr)
@@ -145,6 +156,10 @@ def parity_summary_lines(report) -> List[str]:
         lines.append("diagnosis: " + (d["summary"] if d.get("available") else f"not available ({d.get('reason')})"))
         if d.get("fix"):
             lines.append(f"fix ({d['fix']['implementation']} spec): " + json.dumps(d["fix"]["spec"]))  # wrapped, whole
+    e = report.execution
+    if e:
+        lines.append(f"ran on {e['engine']}, {e['workers']} worker(s): {e['samples']:,} images in {e['wall_time_s']:.1f} s "
+                     f"({e['samples_per_s']} images/s)")
     if report.passed:
         lines.append(f"preprocessing parity PASSED on {a.get('compared', 0)} images")
     return lines

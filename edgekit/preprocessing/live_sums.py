@@ -237,8 +237,7 @@ class LiveSums:
 
     def add_corrupt(self, name: str, error: str) -> None:
         self.corrupt += 1
-        if len(self.corrupt_names) < MAX_NAMED:
-            self.corrupt_names.append(f"{name}: {error}")
+        self.corrupt_names = sorted(self.corrupt_names + [f"{name}: {error}"])[:MAX_NAMED]  # the same whatever the order
 
     def merge(self, other: "LiveSums") -> None:
         for a, b in zip(self.inputs, other.inputs):
@@ -246,8 +245,7 @@ class LiveSums:
         self.activations.merge(other.activations)
         self.samples += other.samples
         self.corrupt += other.corrupt
-        room = MAX_NAMED - len(self.corrupt_names)
-        self.corrupt_names.extend(other.corrupt_names[:max(room, 0)])
+        self.corrupt_names = sorted(self.corrupt_names + other.corrupt_names)[:MAX_NAMED]
 
 
 @dataclass

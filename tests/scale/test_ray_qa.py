@@ -109,3 +109,60 @@ def test_calib_check_effect_on_ray_cli(cli, capsys, tmp_path, calib_arrays, demo
             for metric in ("cosine", "sqnr_db", "rmse", "mae", "max_abs", "top1_agreement"):
                 assert math.isclose(x[metric], y[metric], rel_tol=REL), (key, metric)
     assert "ray (local) with 2 worker(s)" in (out / "report.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def skew(tmp_path_factory):
+    """60 rendered color digits (labels.csv), the RGB demo model, the training and app specs; one corrupt PNG."""
+    from edgekit.preprocessing.demo import write_demo
+
+    demo = write_demo(tmp_path_factory.mktemp("ray-skew") / "demo", limit=60)
+    (demo / "images" / "zz_broken.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    return demo
+
+
+def _same_preprocess_parity(ray_report: dict, local: dict):
+    assert ray_report["passed"] == local["passed"] and ray_report["failures"] == local["failures"]
+    _close(ray_report["aggregate"], local["aggregate"], "aggregate")
+    m, n = ray_report["model"], local["model"]
+    for key in ("images", "flipped", "flip_rate", "top1_agreement", "accuracy"):  # counts: exactly equal
+        assert m[key] == n[key], key
+    for a, b in zip(m["outputs"], n["outputs"]):
+        for key in ("cosine", "sqnr_db", "rmse", "mae", "rel_l2", "max_abs", "top1_agreement"):
+            assert math.isclose(a[key], b[key], rel_tol=REL, abs_tol=0.0), (key, a[key], b[key])
+
+
+def test_preprocess_parity_on_ray_equals_one_process_for_1_and_2_workers(cli, capsys, tmp_path, skew):
+    from edgekit.preprocessing.parity import open_model, read_labels, run_parity
+    from edgekit.preprocessing.sources import list_images, open_pipeline
+    from edgekit.scale.ray_preprocess import preprocess_parity_on_ray
+
+    images, labels = list_images(skew / "images"), read_labels(skew / "images")
+    reference, candidate = str(skew / "reference.json"), f"opencv:{skew / 'app.json'}"
+    runner = open_model(skew / "model.tflite")
+    local, _, _ = run_parity(open_pipeline(reference), open_pipeline(candidate), images, model=runner, labels=labels,
+                             diagnose=False)
+    local = local.to_json()
+    assert not local["passed"] and local["aggregate"]["status_counts"]["both_error"] == 1 and local["model"]["images"] == 60
+
+    one, ref, cand, listed = preprocess_parity_on_ray(reference, candidate, images, model_path=skew / "model.tflite",
+                                                      runner=runner, labels=labels, diagnose=False,
+                                                      settings=RaySettings(workers=1), chunk=100)
+    _same_preprocess_parity(one.to_json(), local)
+    assert len(one.images) == 21 and len(ref) == len(cand) == len(listed) == 21  # the broken file + the 20 worst
+    assert one.images[-1].name == "zz_broken.png" and one.images[-1].status == "both_error"
+
+    out = tmp_path / "pp"
+    code = cli("preprocess-parity", "--reference", reference, "--candidate", candidate, "--images", skew / "images",
+               "--model", skew / "model.tflite", "--ray", "--workers", "2", "--chunk", "7", "-o", out)
+    printed = capsys.readouterr()
+    assert code == 1
+    assert "ran on ray (local), 2 worker(s): 61 images" in printed.out and "zz_broken.png" in printed.err
+    two = json.loads((out / "parity.json").read_text())
+    _same_preprocess_parity(two, local)
+    assert two["execution"]["workers"] == 2 and two["execution"]["samples_per_s"] > 0
+    assert [d["name"] for d in two["images"]] == [d.name for d in one.images]
+    assert two["model"]["flipped_images"] == one.to_json()["model"]["flipped_images"]
+    assert two["diagnosis"]["available"] and "channel order" in {c["family"] for c in two["diagnosis"]["causes"]}
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "parity.json", "report.md", "worst_diff.png"]
+    assert "worker(s)" in (out / "report.md").read_text()
