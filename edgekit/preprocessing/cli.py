@@ -80,6 +80,10 @@ def cmd_preprocess_parity(args) -> int:
     if args.column is not None:
         raise UserError("--column applies to Parquet data; preprocess-parity reads an image folder", fix="drop --column")
     settings = ray_settings(args)
+    if settings is not None and settings.address is not None:
+        from edgekit.scale.ray_parity import check_reachable
+
+        check_reachable(settings.address)  # before any work: an unreachable cluster fails in seconds
     images = list_images(args.images)
     with progress_bars(sys.stderr.isatty()) as progress:
         model = None

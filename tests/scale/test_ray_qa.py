@@ -166,3 +166,13 @@ def test_preprocess_parity_on_ray_equals_one_process_for_1_and_2_workers(cli, ca
     assert two["diagnosis"]["available"] and "channel order" in {c["family"] for c in two["diagnosis"]["causes"]}
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "parity.json", "report.md", "worst_diff.png"]
     assert "worker(s)" in (out / "report.md").read_text()
+
+
+def test_unreachable_cluster_fails_fast_for_both_commands(cli, capsys, tmp_path, calib_arrays, demo_float_tflite):
+    assert cli("calib-check", "--model", demo_float_tflite, "--calib", calib_arrays / "calib.npy", "--live",
+               calib_arrays / "live.npz", "--ray-address", "127.0.0.1:9", "-o", tmp_path / "a") == 2
+    assert "cannot reach the Ray cluster at 127.0.0.1:9" in capsys.readouterr().err and not (tmp_path / "a").exists()
+    assert cli("preprocess-parity", "--reference", DIGITS / "calib" / "preprocess.json", "--candidate",
+               f"opencv:{DIGITS / 'calib' / 'preprocess.json'}", "--images", DIGITS / "calib", "--ray-address",
+               "127.0.0.1:9") == 2
+    assert "cannot reach the Ray cluster at 127.0.0.1:9" in capsys.readouterr().err
