@@ -6,7 +6,7 @@ import logging
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -215,6 +215,17 @@ class TFLiteModel:
         """Values of tensors after the last ``run(kind='debug')``."""
         interp = self.interpreter("debug")
         return {i: interp.get_tensor(i) for i in indices}
+
+    def visit_tensors(self, indices: Sequence[int], visit: Callable[[int, np.ndarray], None]) -> None:
+        """``visit(index, values)`` for each tensor after the last ``run(kind='debug')``, without copying: ``values``
+        is a read-only view of the interpreter's buffer, valid only inside the call (LiteRT refuses to invoke
+        while a view is held; copy what you keep)."""
+        interp = self.interpreter("debug")
+        for i in indices:
+            view = interp.tensor(i)()
+            view.flags.writeable = False
+            visit(i, view)
+            del view
 
 
 def quantize_input(value: np.ndarray, info: TensorInfo) -> np.ndarray:

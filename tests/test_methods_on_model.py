@@ -59,3 +59,21 @@ def test_statistics_are_cached_by_fingerprint(demo_float_tflite, digits_arrays, 
         second = collect_statistics(model, samples, key=key)
     assert not calls and "taken from cache" in caplog.text
     assert all(np.array_equal(first[i].hist, second[i].hist) and first[i].max == second[i].max for i in first)
+
+
+@pytest.mark.parametrize("budget_mb", ["0", "0.05"])
+def test_statistics_do_not_depend_on_the_memory_kept_between_passes(demo_float_tflite, digits_arrays, monkeypatch, budget_mb):
+    """Pass 2 from kept pass-1 values (default budget), from a second inference (0 MB) or a mix (0.05 MB: the first
+    few samples kept): the same statistics."""
+    model = TFLiteModel.load(demo_float_tflite)
+    samples = [[x[None]] for x in digits_arrays[0][:24]]
+    kept = collect_statistics(model, samples)
+    monkeypatch.setenv("EDGEKIT_STATS_MEMORY_MB", budget_mb)
+    runs = []
+    original = model.run
+    model.run = lambda *a, **k: runs.append(1) or original(*a, **k)
+    other = collect_statistics(model, samples)
+    assert 24 < len(runs) <= 48 if budget_mb != "0" else len(runs) == 48
+    for i in kept:
+        assert (kept[i].min, kept[i].max, kept[i].count) == (other[i].min, other[i].max, other[i].count)
+        assert np.array_equal(kept[i].hist, other[i].hist)

@@ -7,7 +7,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Dict, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -73,20 +73,42 @@ def collect_statistics(
     names = {i: model.tensor(i).name for i in indices}
     lo = {i: np.inf for i in indices}
     hi = {i: -np.inf for i in indices}
+    budget = retained_bytes()
+    retained: List[Dict[int, np.ndarray]] = []  # pass-1 values of the first samples that fit the budget
+
     for sample in samples:
         model.run(sample, kind="debug")
-        for i, v in model.tensor_values(indices).items():
+        keep: Optional[Dict[int, np.ndarray]] = {} if budget > 0 else None
+
+        def observe(i: int, v: np.ndarray) -> None:
             lo[i] = min(lo[i], float(v.min()))
             hi[i] = max(hi[i], float(v.max()))
+            if keep is not None:
+                keep[i] = v.copy()
+
+        model.visit_tensors(indices, observe)
+        if keep is not None:
+            budget -= sum(v.nbytes for v in keep.values())
+            if budget >= 0:
+                retained.append(keep)
         if progress:
             progress(1)
     hists = {i: np.zeros(NUM_BINS, dtype=np.int64) for i in indices}
     counts = {i: 0 for i in indices}
-    for sample in samples:
+
+    def count(i: int, v: np.ndarray) -> None:
+        hists[i] += _histogram(v, lo[i], hi[i])
+        counts[i] += v.size
+
+    done = len(retained)
+    while retained:  # pass 2 from memory: the same values, no second inference (freed as they are counted)
+        for i, v in retained.pop(0).items():
+            count(i, v)
+        if progress:
+            progress(1)
+    for sample in samples[done:]:  # the rest: run again
         model.run(sample, kind="debug")
-        for i, v in model.tensor_values(indices).items():
-            hists[i] += _histogram(v, lo[i], hi[i])
-            counts[i] += v.size
+        model.visit_tensors(indices, count)
         if progress:
             progress(1)
     stats = {i: TensorStats(i, names[i], lo[i], hi[i], hists[i], counts[i]) for i in indices}
@@ -95,13 +117,26 @@ def collect_statistics(
     return stats
 
 
+def retained_bytes() -> int:
+    """Memory for keeping pass-1 tensor values so pass 2 need not run the model again
+    (EDGEKIT_STATS_MEMORY_MB, default 1024; 0 runs every sample twice). The statistics are the same either way."""
+    try:
+        mb = float(os.environ.get("EDGEKIT_STATS_MEMORY_MB", "1024"))
+    except ValueError:
+        mb = 1024.0
+    return int(max(mb, 0.0) * 2**20)
+
+
 def _histogram(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    flat = values.astype(np.float64, copy=False).ravel()
+    """Counts over NUM_BINS equal bins of [lo, hi]: bin = int((float64(v) - lo) * (NUM_BINS / (hi - lo))), clipped."""
+    flat = values.reshape(-1)
     if hi <= lo:
         out = np.zeros(NUM_BINS, dtype=np.int64)
         out[0] = flat.size
         return out
-    pos = ((flat - lo) * (NUM_BINS / (hi - lo))).astype(np.int64)
+    scaled = np.subtract(flat, lo, dtype=np.float64)  # exact float32 -> float64, then the same float64 ops as before
+    scaled *= NUM_BINS / (hi - lo)
+    pos = scaled.astype(np.int64)
     np.clip(pos, 0, NUM_BINS - 1, out=pos)
     return np.bincount(pos, minlength=NUM_BINS)
 

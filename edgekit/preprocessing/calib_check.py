@@ -26,6 +26,8 @@ from edgekit.calibration.ranges import RangeOptions, choose_ranges
 from edgekit.calibration.statistics import cache_key, collect_statistics
 from edgekit.errors import CalibrationDataError
 from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.live_sums import (ActivationSums, ChannelSums, HistogramSums, InputEdges, LiveSums,
+                                             distances, input_sums)
 
 log = logging.getLogger(__name__)
 
@@ -106,72 +108,32 @@ def _check_sample(sample, inputs) -> Optional[str]:
 def clipped_counts(model, samples: Sequence[List[np.ndarray]], ranges: Dict[int, Tuple[float, float]],
                    progress: Optional[Callable[[int], None]] = None) -> Dict[int, Tuple[int, int, int]]:
     """Exact (below, above, total) counts of live values outside each calibrated range."""
-    counts = {i: [0, 0, 0] for i in ranges}
-    indices = list(ranges)
+    sums = ActivationSums.empty(list(ranges))
     for sample in samples:
         model.run(sample, kind="debug")
-        for i, v in model.tensor_values(indices).items():
-            lo, hi = ranges[i]
-            counts[i][0] += int(np.count_nonzero(v < lo))
-            counts[i][1] += int(np.count_nonzero(v > hi))
-            counts[i][2] += int(v.size)
+        sums.add(model.tensor_values(list(ranges)), ranges)
         if progress:
             progress(1)
-    return {i: tuple(c) for i, c in counts.items()}
-
-
-def _channel_axis(array: np.ndarray, spec: Optional[PreprocessSpec]) -> Optional[int]:
-    if array.ndim != 4:
-        return None
-    if spec is not None:
-        return 1 if spec.layout == "NCHW" else 3
-    return 1 if array.shape[1] in (1, 3) and array.shape[3] not in (1, 3) else 3
+    return {i: tuple(c) for i, c in sums.counts.items()}
 
 
 def ks_distance(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sample Kolmogorov-Smirnov statistic (max CDF gap)."""
+    """Two-sample Kolmogorov-Smirnov statistic (max CDF gap) of two whole samples (the exact reference of
+    the binned distance the report uses)."""
     a, b = np.sort(a), np.sort(b)
     grid = np.concatenate([a, b])
     return float(np.max(np.abs(np.searchsorted(a, grid, side="right") / a.size - np.searchsorted(b, grid, side="right") / b.size)))
 
 
 def wasserstein(a: np.ndarray, b: np.ndarray, points: int = 512) -> float:
-    """Wasserstein-1 distance between two samples (mean gap of their quantile functions)."""
+    """Wasserstein-1 distance between two whole samples (mean gap of their quantile functions)."""
     q = (np.arange(points) + 0.5) / points
     return float(np.mean(np.abs(np.quantile(a, q) - np.quantile(b, q))))
 
 
-def input_distribution(calib: LoadedSet, live: LoadedSet, max_values: int = 200_000) -> List[dict]:
+def input_distribution(calib: List[ChannelSums], live: List[ChannelSums], edges: InputEdges) -> List[dict]:
     """Per input channel: statistics and distances between calibration and live input values."""
-    rng = np.random.default_rng(0)
-    c_all = np.concatenate([s[0] for s in calib.samples]).astype(np.float64)
-    l_all = np.concatenate([s[0] for s in live.samples]).astype(np.float64)
-    axis = _channel_axis(c_all, calib.spec or live.spec)
-    channels = range(c_all.shape[axis]) if axis is not None else [None]
-    out = []
-    for c in channels:
-        cv = (np.take(c_all, c, axis=axis) if c is not None else c_all).ravel()
-        lv = (np.take(l_all, c, axis=axis) if c is not None else l_all).ravel()
-        if cv.size > max_values:
-            cv = rng.choice(cv, max_values, replace=False)
-        if lv.size > max_values:
-            lv = rng.choice(lv, max_values, replace=False)
-        span = float(max(cv.max(), lv.max()) - min(cv.min(), lv.min())) or 1.0
-        out.append({
-            "channel": c if c is not None else "all",
-            "calib": _summary(cv), "live": _summary(lv),
-            "ks": ks_distance(cv, lv),
-            "wasserstein": wasserstein(cv, lv),
-            "wasserstein_rel": wasserstein(cv, lv) / span,
-            "mean_shift_rel": (float(lv.mean()) - float(cv.mean())) / span,
-        })
-    return out
-
-
-def _summary(v: np.ndarray) -> dict:
-    p = np.percentile(v, [1, 50, 99])
-    return {"mean": float(v.mean()), "std": float(v.std()), "min": float(v.min()), "max": float(v.max()),
-            "p1": float(p[0]), "p50": float(p[1]), "p99": float(p[2])}
+    return [{"channel": name, **distances(c, l)} for name, c, l in zip(edges.channel_names(), calib, live)]
 
 
 @dataclass
@@ -187,6 +149,7 @@ class CalibCheckReport:
     reasons: List[str]
     effect: Optional[dict] = None
     errors: Dict[str, List[str]] = field(default_factory=dict)
+    execution: Optional[dict] = None  # engine, workers, samples/s, wall time of the live-data passes
 
     @property
     def passed(self) -> bool:
@@ -202,6 +165,7 @@ class CalibCheckReport:
             "model": self.model, "calib": self.calib, "live": self.live,
             "worst_tensors": [t["name"] for t in self.worst()],
             "inputs": self.inputs, "tensors": self.tensors, "effect": self.effect, "errors": self.errors,
+            "execution": self.execution,
         }
 
 
@@ -229,27 +193,25 @@ def _verdict(tensors: List[dict], inputs: List[dict], t: CalibThresholds) -> Tup
     return verdict, reasons
 
 
-def quantization_effect(float_model, calib_stats, live_stats, live: LoadedSet, method: str, options: RangeOptions) -> dict:
+Evaluate = Callable[[bytes, str], Any]  # (int8 .tflite, label) -> ParityReport of float vs it on the live data
+
+
+def quantization_effect(float_model, calib_stats, live_stats, method: str, options: RangeOptions,
+                        evaluate: Evaluate) -> dict:
     """INT8 with calibration ranges vs INT8 with live ranges, both against float on the live data."""
     from edgekit.converters import load_backends
-    from edgekit.parity.compare import compare
-    from edgekit.parity.runners import TFLiteRunner
-    from edgekit.parity.tolerance import Tolerance
     from edgekit.provenance import sha256_bytes
-    from edgekit.tflite_model import TFLiteModel
 
     converter = load_backends().get("tflite")()
     support = converter.check_support(float_model)
     if not support.ok:
         return {"available": False, "reason": "the model cannot be quantized to int8 TFLite: "
                 + "; ".join(op.describe() for op in support.rejected)}
-    reference = TFLiteRunner(float_model, kernels="optimized", sha256=sha256_bytes(float_model.data))
-    out: Dict[str, Any] = {"available": True, "samples": len(live.samples)}
+    out: Dict[str, Any] = {"available": True}
     for label, stats in (("with_calibration_set", calib_stats), ("with_live_data", live_stats)):
         result = converter.convert(float_model, choose_ranges(stats, method, options))
-        int8 = TFLiteModel(result.tflite, source=f"int8 ({label})")
-        report = compare(reference, TFLiteRunner(int8, kernels="optimized", sha256=sha256_bytes(result.tflite)),
-                         live.samples, tolerance=Tolerance(), labels=live.labels)
+        report = evaluate(result.tflite, label)
+        out["samples"] = report.samples
         entry = {"sha256": sha256_bytes(result.tflite), "outputs": report.outputs}
         if report.accuracy:
             entry["accuracy"] = report.accuracy
@@ -257,13 +219,75 @@ def quantization_effect(float_model, calib_stats, live_stats, live: LoadedSet, m
     return out
 
 
+def _evaluate_here(float_model, live: LoadedSet) -> Evaluate:
+    from edgekit.parity.compare import compare
+    from edgekit.parity.runners import TFLiteRunner
+    from edgekit.parity.tolerance import Tolerance
+    from edgekit.provenance import sha256_bytes
+    from edgekit.tflite_model import TFLiteModel
+
+    reference = TFLiteRunner(float_model, kernels="optimized", sha256=sha256_bytes(float_model.data))
+
+    def evaluate(data: bytes, label: str):
+        candidate = TFLiteRunner(TFLiteModel(data, source=f"int8 ({label})"), kernels="optimized", sha256=sha256_bytes(data))
+        return compare(reference, candidate, live.samples, tolerance=Tolerance(), labels=live.labels)
+
+    return evaluate
+
+
+@dataclass
+class LiveResult:
+    """What calib-check learnt from the live data, however it was read (here or on Ray)."""
+
+    sums: LiveSums
+    stats: Optional[Dict[int, Any]]  # --effect: TensorStats of the live activations
+    info: dict
+    errors: List[str]
+    execution: dict
+    effect: Optional[dict] = None
+
+
+def live_here(float_model, path: Path, inputs, spec, *, limit, seed, edges: InputEdges, ranges, names: Dict[int, str],
+              effect_of: Optional[Callable[[Dict[int, Any], Evaluate], dict]], progress: ProgressFactory) -> LiveResult:
+    """The live passes in this process over the loaded samples (pass 2 only with --effect)."""
+    import time
+
+    from edgekit.scale.ray_map import execution
+
+    live_set = load_tolerant(path, inputs, spec, limit=limit, seed=seed)
+    t0 = time.perf_counter()
+    sums = LiveSums.empty(edges, list(names))
+    step = progress("live data", len(live_set.samples) * (2 if effect_of else 1))
+    for sample in live_set.samples:
+        sums.add_sample(float_model, sample, edges, ranges)
+        step(1)
+    stats = None
+    if effect_of is not None:
+        hists = HistogramSums.empty({i: tuple(sums.activations.minmax[i]) for i in names})
+        for sample in live_set.samples:
+            hists.add_sample(float_model, sample)
+            step(1)
+        stats = hists.stats(names)
+    wall = time.perf_counter() - t0
+    info = {"path": str(path), "samples": len(live_set.samples), "fingerprint": live_set.fingerprint,
+            "skipped": len(live_set.errors), "spec": live_set.spec.to_dict() if live_set.spec else None}
+    result = LiveResult(sums, stats, info, live_set.errors, execution(None, len(live_set.samples), wall))
+    if effect_of is not None:
+        result.effect = effect_of(stats, _evaluate_here(float_model, live_set))
+    return result
+
+
 def calib_check(
     model: str, calib: Path, live: Path, *, spec: Optional[PreprocessSpec] = None, method: str = "minmax",
     range_options: RangeOptions = RangeOptions(), limit: Optional[int] = None, seed: int = 0,
     thresholds: CalibThresholds = CalibThresholds(), effect: bool = False,
-    progress: Optional[ProgressFactory] = None,
+    progress: Optional[ProgressFactory] = None, scale=None, chunk: Optional[int] = None, column: Optional[str] = None,
 ) -> CalibCheckReport:
-    """Compare a calibration set with live data on ``model`` (any model edgekit can export to float)."""
+    """Compare a calibration set with live data on ``model`` (any model edgekit can export to float).
+
+    ``scale`` (edgekit.scale.ray_parity.RaySettings): the live data is listed and read in chunks on Ray Data
+    (``chunk`` samples each; ``column`` for Parquet); the result is the same as in one process.
+    """
     from edgekit.calibration.ranges import RANGE_METHODS
     from edgekit.export import to_float_tflite
     from edgekit.provenance import sha256_bytes, sha256_file
@@ -271,34 +295,53 @@ def calib_check(
 
     RANGE_METHODS.get(method)
     progress = progress or (lambda label, total: (lambda n: None))
+    if scale is not None and scale.address is not None:
+        from edgekit.scale.ray_parity import check_reachable
+
+        check_reachable(scale.address)  # before any work: an unreachable cluster fails in seconds
     exporting = progress("exporting", 1)  # a Keras / PyTorch conversion can take tens of seconds
     exported = to_float_tflite(model)
     exporting(1)
     float_model = TFLiteModel(exported.tflite, source=f"{model} (float)")
     inputs = float_model.input_specs()
     calib_set = load_tolerant(calib, inputs, spec, limit=None, seed=seed)
-    live_set = load_tolerant(live, inputs, spec, limit=limit, seed=seed)
     sha = sha256_bytes(float_model.data)
     calib_stats = collect_statistics(float_model, calib_set.samples, key=cache_key(sha, calib_set.fingerprint),
                                      progress=progress("calib stats", 2 * len(calib_set.samples)))
-    live_stats = collect_statistics(float_model, live_set.samples, key=cache_key(sha, live_set.fingerprint),
-                                    progress=progress("live stats", 2 * len(live_set.samples)))
     ranges = choose_ranges(calib_stats, method, range_options)
-    counts = clipped_counts(float_model, live_set.samples, ranges, progress("clipping", len(live_set.samples)))
+    names = {i: st.name for i, st in calib_stats.items()}
+    layout = (spec or calib_set.spec).layout if (spec or calib_set.spec) else None
+    edges = InputEdges.from_samples(calib_set.samples, layout)
+    effect_of = None
+    if effect:
+        def effect_of(live_stats, evaluate):
+            return quantization_effect(float_model, calib_stats, live_stats, method, range_options, evaluate)
+
+    if scale is None:
+        result = live_here(float_model, live, inputs, spec, limit=limit, seed=seed, edges=edges, ranges=ranges,
+                           names=names, effect_of=effect_of, progress=progress)
+    else:
+        from edgekit.scale.ray_calib import live_on_ray
+
+        result = live_on_ray(float_model, live, inputs, spec, limit=limit, seed=seed, edges=edges, ranges=ranges,
+                             names=names, effect_of=effect_of, settings=scale, chunk=chunk, column=column,
+                             progress=progress)
+    sums = result.sums
     tensors = []
     for index in ranges:
-        c, l = calib_stats[index], live_stats[index]
-        below, above, total = counts[index]
+        c = calib_stats[index]
+        live_min, live_max = sums.activations.minmax[index]
+        below, above, total = sums.activations.counts[index]
         lo, hi = ranges[index]
         span = (hi - lo) or 1.0
         tensors.append({
             "index": index, "name": c.name,
             "calib_min": c.min, "calib_max": c.max, "range": [lo, hi],
-            "live_min": l.min, "live_max": l.max,
+            "live_min": live_min, "live_max": live_max,
             "clipped": (below + above) / max(total, 1), "clipped_below": below / max(total, 1), "clipped_above": above / max(total, 1),
-            "excess": max(0.0, lo - l.min, l.max - hi) / span,
+            "excess": max(0.0, lo - live_min, live_max - hi) / span,
         })
-    inputs_dist = input_distribution(calib_set, live_set)
+    inputs_dist = input_distribution(input_sums(calib_set.samples, edges), sums.inputs, edges)
     verdict, reasons = _verdict(tensors, inputs_dist, thresholds)
     model_path = Path(model)
     report = CalibCheckReport(
@@ -306,11 +349,9 @@ def calib_check(
                "float_sha256": sha, "export": exported.route},
         calib={"path": str(calib), "samples": len(calib_set.samples), "fingerprint": calib_set.fingerprint,
                "skipped": len(calib_set.errors), "spec": calib_set.spec.to_dict() if calib_set.spec else None},
-        live={"path": str(live), "samples": len(live_set.samples), "fingerprint": live_set.fingerprint,
-              "skipped": len(live_set.errors), "spec": live_set.spec.to_dict() if live_set.spec else None},
+        live=result.info,
         method=method, thresholds=thresholds, tensors=tensors, inputs=inputs_dist, verdict=verdict, reasons=reasons,
-        errors={k: v for k, v in (("calib", calib_set.errors), ("live", live_set.errors)) if v},
+        errors={k: v for k, v in (("calib", calib_set.errors), ("live", result.errors)) if v},
+        effect=result.effect, execution=result.execution,
     )
-    if effect:
-        report.effect = quantization_effect(float_model, calib_stats, live_stats, live_set, method, range_options)
     return report

@@ -9,6 +9,7 @@ import numpy as np
 from edgekit.artifact import Artifact, Manifest
 from edgekit.atomic import atomic_output_dir
 from edgekit.preprocessing.calib_check import CalibCheckReport
+from edgekit.preprocessing.live_sums import INPUT_BINS
 from edgekit.provenance import host_info, tool_versions, utc_now
 from edgekit.report import fmt, json_safe
 from edgekit import schemas
@@ -29,6 +30,7 @@ def markdown(report: CalibCheckReport, prov: dict, png: bool) -> str:
         f"- Calibration set `{r.calib['path']}`: {r.calib['samples']} samples (fingerprint `{r.calib['fingerprint'][:16]}`, {r.calib['skipped']} skipped)",
         f"- Live data `{r.live['path']}`: {r.live['samples']} samples (fingerprint `{r.live['fingerprint'][:16]}`, {r.live['skipped']} skipped)",
         f"- Ranges: method **{r.method}** on the calibration statistics (what `edgekit quantize` would use)",
+        *execution_line(r.execution),
         f"- Thresholds: {', '.join(f'{k} {v}' for k, v in r.thresholds.to_json().items())}",
         f"- Produced {prov['created']} on {prov['host']['hostname']}; tools: {', '.join(f'{k} {v}' for k, v in prov['tools'].items())}",
         "",
@@ -67,6 +69,15 @@ def markdown(report: CalibCheckReport, prov: dict, png: bool) -> str:
     if png:
         lines += ["", "![calibrated vs live ranges](ranges.png)"]
     return "\n".join(lines) + "\n"
+
+
+def execution_line(e) -> List[str]:
+    """How the live passes ran (engine, workers, throughput), one report line."""
+    if not e:
+        return []
+    return [f"- Live data read and run by {e['engine']} with {e['workers']} worker(s): {e['samples']:,} samples in "
+            f"{e['wall_time_s']:.1f} s ({e['samples_per_s']} samples/s); input distances from {INPUT_BINS}-bin histograms "
+            "on the calibration range of each channel (tails exact)"]
 
 
 def ranges_png(path: Path, report: CalibCheckReport) -> bool:

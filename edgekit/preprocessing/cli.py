@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 from edgekit.errors import UserError
+from edgekit.scale.cli import add_ray_arguments, ray_settings
 
 
 def register(subparsers) -> Dict[str, Callable]:
@@ -30,6 +31,7 @@ def register(subparsers) -> Dict[str, Callable]:
                    help="pass even though up to N files could not be read by either pipeline (default 0)")
     p.add_argument("--no-diagnose", action="store_true", help="skip the search for the cause of a mismatch")
     p.add_argument("-o", "--outdir", type=Path, help="write parity.json, report.md, worst_diff.png, manifest.json here")
+    add_ray_arguments(p)
 
     c = subparsers.add_parser(
         "calib-check",
@@ -48,6 +50,7 @@ def register(subparsers) -> Dict[str, Callable]:
     c.add_argument("--effect", action="store_true", help="also quantize with the calibration ranges and with live ranges and "
                    "compare both INT8 models with the float model on the live data")
     c.add_argument("-o", "--outdir", type=Path, help="write calib_check.json, report.md, ranges.png, manifest.json here")
+    add_ray_arguments(c)
     return {"preprocess-parity": cmd_preprocess_parity, "calib-check": cmd_calib_check}
 
 
@@ -74,6 +77,13 @@ def cmd_preprocess_parity(args) -> int:
     from edgekit.progress import progress_bars
 
     thresholds = _thresholds(args)
+    if args.column is not None:
+        raise UserError("--column applies to Parquet data; preprocess-parity reads an image folder", fix="drop --column")
+    settings = ray_settings(args)
+    if settings is not None and settings.address is not None:
+        from edgekit.scale.ray_parity import check_reachable
+
+        check_reachable(settings.address)  # before any work: an unreachable cluster fails in seconds
     images = list_images(args.images)
     with progress_bars(sys.stderr.isatty()) as progress:
         model = None
@@ -81,12 +91,20 @@ def cmd_preprocess_parity(args) -> int:
             loaded = progress("loading model", 1)  # a Keras / PyTorch model is exported first
             model = open_model(args.model)
             loaded(1)
-        quant = input_quantization(model) if model is not None else None
-        reference = open_pipeline(args.reference, python_path=args.python_path, input_quantization=quant)
-        candidate = open_pipeline(args.candidate, python_path=args.python_path, input_quantization=quant)
-        report, ref, cand = run_parity(reference, candidate, images, thresholds=thresholds, model=model,
-                                       diagnose=not args.no_diagnose, labels=read_labels(args.images),
-                                       progress=progress("preprocessing", 2 * len(images)))
+        if settings is not None:
+            from edgekit.scale.ray_preprocess import preprocess_parity_on_ray
+
+            report, ref, cand, _ = preprocess_parity_on_ray(
+                args.reference, args.candidate, images, python_path=args.python_path, model_path=args.model, runner=model,
+                thresholds=thresholds, labels=read_labels(args.images), diagnose=not args.no_diagnose, settings=settings,
+                chunk=args.chunk, progress=progress("preprocessing (ray)", len(images)))
+        else:
+            quant = input_quantization(model) if model is not None else None
+            reference = open_pipeline(args.reference, python_path=args.python_path, input_quantization=quant)
+            candidate = open_pipeline(args.candidate, python_path=args.python_path, input_quantization=quant)
+            report, ref, cand = run_parity(reference, candidate, images, thresholds=thresholds, model=model,
+                                           diagnose=not args.no_diagnose, labels=read_labels(args.images),
+                                           progress=progress("preprocessing", 2 * len(images)))
     if args.outdir:
         write_reports(args.outdir, report, ref, cand, images, args.images)
     say_all(_image_errors(report), file=sys.stderr)
@@ -142,6 +160,10 @@ def parity_summary_lines(report) -> List[str]:
         lines.append("diagnosis: " + (d["summary"] if d.get("available") else f"not available ({d.get('reason')})"))
         if d.get("fix"):
             lines.append(f"fix ({d['fix']['implementation']} spec): " + json.dumps(d["fix"]["spec"]))  # wrapped, whole
+    e = report.execution
+    if e:
+        lines.append(f"ran on {e['engine']}, {e['workers']} worker(s): {e['samples']:,} images in {e['wall_time_s']:.1f} s "
+                     f"({e['samples_per_s']} images/s)")
     if report.passed:
         lines.append(f"preprocessing parity PASSED on {a.get('compared', 0)} images")
     return lines
@@ -167,11 +189,13 @@ def cmd_calib_check(args) -> int:
     )
     if args.limit is not None and args.limit <= 0:
         raise UserError("--limit must be positive")
+    settings = ray_settings(args)
     spec = PreprocessSpec.load(args.preprocess) if args.preprocess else None
     with progress_bars(sys.stderr.isatty()) as progress:
         report = calib_check(args.model, args.calib, args.live, spec=spec, method=args.method,
                              range_options=RangeOptions(percentile=args.percentile), limit=args.limit, seed=args.seed,
-                             thresholds=thresholds, effect=args.effect, progress=progress)
+                             thresholds=thresholds, effect=args.effect, progress=progress, scale=settings,
+                             chunk=args.chunk, column=args.column)
     if args.outdir:
         write_reports(args.outdir, report)
     from edgekit.console import say_all
@@ -193,6 +217,10 @@ def calib_summary_lines(report) -> List[str]:
     lines += [f"  - {reason}" for reason in report.reasons]
     lines.append("worst tensors: " + ", ".join(f"{_short(t['name'], 40)} ({t['clipped']:.2%} clipped)"
                                                for t in report.worst(3)))
+    e = report.execution
+    if e and e["engine"] != "in-process":
+        lines.append(f"ran on {e['engine']}, {e['workers']} worker(s): {e['samples']:,} live samples in "
+                     f"{e['wall_time_s']:.1f} s ({e['samples_per_s']} samples/s)")
     if report.effect and report.effect.get("available"):
         for key in ("with_calibration_set", "with_live_data"):
             e = report.effect[key]

@@ -148,48 +148,13 @@ def compare_tensors(
 
 def aggregate(diffs: Sequence[ImageDiff], reference: Sequence[Result], candidate: Sequence[Result], units: Units) -> dict:
     """Totals over every compared image (element-weighted means)."""
-    counts: Dict[str, int] = {}
-    for d in diffs:
-        counts[d.status] = counts.get(d.status, 0) + 1
-    compared = [i for i, d in enumerate(diffs) if d.status == "compared"]
-    out: Dict[str, Any] = {"images": len(diffs), "compared": len(compared), "status_counts": counts}
-    if not compared:
-        return out
-    total = sq = absum = 0.0
-    max_abs = 0.0
-    lsb_max = lsb_sum = over = 0.0
-    have_lsb = True
-    for i in compared:
-        r = squeeze_batch(reference[i]).astype(np.float64)
-        c = squeeze_batch(candidate[i]).astype(np.float64)
-        diff = c - r
-        total += diff.size
-        sq += float(np.sum(diff**2))
-        absum += float(np.sum(np.abs(diff)))
-        max_abs = max(max_abs, float(np.max(np.abs(diff))) if diff.size else 0.0)
-        lsb = units.lsb(diff)
-        if lsb is None:
-            have_lsb = False
-        elif lsb.size:
-            lsb_max = max(lsb_max, float(lsb.max()))
-            lsb_sum += float(lsb.sum())
-            over += float(np.sum(lsb > 1.0 + 1e-3))
-    mse = sq / max(total, 1)
-    out.update({
-        "elements": int(total),
-        "max_abs": max_abs,
-        "mean_abs": absum / max(total, 1),
-        "rmse": math.sqrt(mse),
-        "psnr_db": psnr_db(mse, units.peak),
-        "identical_images": sum(1 for i in compared if diffs[i].metrics.get("identical")),
-    })
-    if units.peak != units.peak:  # no spec: PSNR against the reference's own range
-        values = np.concatenate([squeeze_batch(reference[i]).ravel().astype(np.float64) for i in compared])
-        out["psnr_db"] = psnr_db(mse, float(values.max() - values.min()))
-        out["psnr_peak"] = "reference value range"
-    if have_lsb:
-        out.update({"max_abs_lsb": lsb_max, "mean_abs_lsb": lsb_sum / max(total, 1), "over_1_lsb": over / max(total, 1)})
-    return out
+    from edgekit.preprocessing.parity_sums import PixelSums
+
+    sums = PixelSums()
+    for d, r, c in zip(diffs, reference, candidate):
+        compared = d.status == "compared"
+        sums.add(d, squeeze_batch(r) if compared else None, squeeze_batch(c) if compared else None, units)
+    return sums.aggregate(units)
 
 
 def check(aggregate_: dict, model: Optional[dict], thresholds: Thresholds, diffs: Sequence[ImageDiff]) -> List[str]:
@@ -200,11 +165,12 @@ def check(aggregate_: dict, model: Optional[dict], thresholds: Thresholds, diffs
         failures.append(f"the candidate failed on {counts['candidate_error']} image(s) the reference read")
     if counts.get("reference_error"):
         failures.append(f"the reference failed on {counts['reference_error']} image(s) the candidate read")
-    unreadable = [d.name for d in diffs if d.status == "both_error"]
-    if len(unreadable) > thresholds.allow_unreadable:
-        shown = ", ".join(unreadable[:5]) + (f" and {len(unreadable) - 5} more" if len(unreadable) > 5 else "")
-        failures.append(f"{len(unreadable)} image(s) could not be read by either pipeline: {shown} "
-                        f"(allowed: {thresholds.allow_unreadable}; pass --allow-unreadable {len(unreadable)} to accept them)")
+    unreadable = [d.name for d in diffs if d.status == "both_error"]  # diffs may be a bounded list: count from counts
+    n_unreadable = counts.get("both_error", 0)
+    if n_unreadable > thresholds.allow_unreadable:
+        shown = ", ".join(unreadable[:5]) + (f" and {n_unreadable - 5} more" if n_unreadable > 5 else "")
+        failures.append(f"{n_unreadable} image(s) could not be read by either pipeline: {shown} "
+                        f"(allowed: {thresholds.allow_unreadable}; pass --allow-unreadable {n_unreadable} to accept them)")
     if counts.get("shape_mismatch"):
         d = next(d for d in diffs if d.status == "shape_mismatch")
         failures.append(f"tensor shapes differ on {counts['shape_mismatch']} image(s), e.g. {d.name}: "
@@ -243,6 +209,7 @@ class PreprocessParityReport:
     failures: List[str] = field(default_factory=list)
     model: Optional[dict] = None
     diagnosis: Optional[dict] = None
+    execution: Optional[dict] = None  # Ray runs: engine, workers, samples/s, wall time
 
     @property
     def passed(self) -> bool:
@@ -268,6 +235,7 @@ class PreprocessParityReport:
             "reference": self.reference,
             "candidate": self.candidate,
             "images": [d.to_json() for d in self.images],
+            **({"execution": self.execution} if self.execution else {}),
         }
 
 
@@ -309,23 +277,28 @@ def read_labels(folder: Path) -> Optional[Dict[str, int]]:
     return read_labels_csv(path)
 
 
+def check_model_input(runner, reference: np.ndarray, candidate: np.ndarray) -> None:
+    """Both pipelines' tensors fit the model input (shape; integer tensors only for a quantized model)."""
+    (spec,) = runner.input_specs()[:1]
+    expected = tuple(d for d in spec.shape[1:])
+    for label, tensor in (("reference", reference), ("candidate", candidate)):
+        shape = tuple(squeeze_batch(tensor).shape)
+        if len(shape) != len(expected) or any(e > 0 and e != s for e, s in zip(expected, shape)):
+            raise UserError(f"the {label} pipeline gives tensors of shape {shape} but the model input "
+                            f"{spec.name!r} is {tuple(spec.shape)}",
+                            fix="check size, crop and layout in the spec against the model")
+        if np.issubdtype(squeeze_batch(tensor).dtype, np.integer) and input_quantization(runner) is None:
+            raise UserError(f"the {label} pipeline gives {squeeze_batch(tensor).dtype} tensors but the model "
+                            f"input is float", fix="use dtype float32 in the spec, or an int8 model")
+
+
 def model_effect(runner, names: Sequence[str], reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray],
                  labels: Optional[Dict[str, int]] = None) -> dict:
     """Run the model on both tensors of every image: flip rate, top-1 agreement, output drift."""
     from edgekit.parity.compare import is_classification
     from edgekit.parity.metrics import output_metrics
 
-    (spec,) = runner.input_specs()[:1]
-    expected = tuple(d for d in spec.shape[1:])
-    for label, tensors in (("reference", reference), ("candidate", candidate)):
-        shape = tuple(squeeze_batch(tensors[0]).shape)
-        if len(shape) != len(expected) or any(e > 0 and e != s for e, s in zip(expected, shape)):
-            raise UserError(f"the {label} pipeline gives tensors of shape {shape} but the model input "
-                            f"{spec.name!r} is {tuple(spec.shape)}",
-                            fix="check size, crop and layout in the spec against the model")
-        if np.issubdtype(squeeze_batch(tensors[0]).dtype, np.integer) and input_quantization(runner) is None:
-            raise UserError(f"the {label} pipeline gives {squeeze_batch(tensors[0]).dtype} tensors but the model "
-                            f"input is float", fix="use dtype float32 in the spec, or an int8 model")
+    check_model_input(runner, reference[0], candidate[0])
     ref_out, cand_out = [], []
     for r, c in zip(reference, candidate):
         ref_out.append(runner.run([squeeze_batch(r)[None]])[0])

@@ -49,6 +49,13 @@ def _pipeline_line(d: dict) -> str:
     return text
 
 
+def _execution_lines(e: Optional[dict]) -> List[str]:
+    if not e:
+        return []
+    return [f"- Ran on {e['engine']} with {e['workers']} worker(s): {e['samples']:,} images in {e['wall_time_s']:.1f} s "
+            f"({e['samples_per_s']} images/s); {e['images_listed']}"]
+
+
 def markdown(report: PreprocessParityReport, prov: dict, png: Optional[str]) -> str:
     a = report.aggregate
     lines = [
@@ -64,6 +71,7 @@ def markdown(report: PreprocessParityReport, prov: dict, png: Optional[str]) -> 
         f"- Tools: {', '.join(f'{k} {v}' for k, v in prov['tools'].items())}",
         f"- Thresholds: {', '.join(f'{k} {v}' for k, v in report.thresholds.to_json().items() if v is not None)}",
         f"- Units: differences in LSB are {report.units}",
+        *_execution_lines(report.execution),
         "",
     ]
     if report.failures:

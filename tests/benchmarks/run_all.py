@@ -103,7 +103,8 @@ def figures_from_raw(name: str, data: Dict[str, Any]) -> List[Dict[str, Any]]:
     if name == "bench_ray_parity":
         figures = []
         for r in data.get("rows", []):
-            src = f"ray_parity KWS float vs int8 on {r['samples']} generated inputs, local Ray, {r['workers']} worker(s)"
+            src = (f"ray_parity {r.get('model', 'KWS')} float vs int8 on {r['samples']} generated inputs, local Ray, "
+                   f"{r['workers']} worker(s)")
             for field, unit in (("samples_per_s", "samples/s"), ("wall_time_s", "s"), ("peak_rss_ray_mib", "MiB")):
                 figures.append({"name": f"{r['dataset']} ({r['samples']} samples), {r['workers']} worker(s): "
                                         f"{field.replace('_', ' ')}", "value": r[field], "unit": unit,
