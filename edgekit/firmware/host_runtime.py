@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -105,16 +106,9 @@ def _build(kind: str, output_name: str, sources: Sequence[Path], flags: Sequence
     BUILD_DIR.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{kind}-{key}.", dir=BUILD_DIR))
     try:
-        cmd = [cc, *flags, "-I", str(RUNTIME_DIR / "include"), "-I", str(RUNTIME_DIR / "src"),
-               "-o", str(tmp / output_name), *map(str, sources), "-lm"]
-        log.info("building the edgekit host runtime: %s", " ".join(cmd))
-        built = step_progress(f"host runtime ({kind})", 1)  # one gcc -O2 of the whole runtime: seconds
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        built(1)
-        if done.returncode != 0:
-            raise InternalError(f"building the edgekit host runtime failed:\n{done.stderr.strip()}")
-        if done.stderr.strip():
-            log.warning("edgekit host runtime compiler warnings:\n%s", done.stderr.strip())
+        warnings = _compile_and_link(cc, flags, sources, tmp / output_name, kind)
+        if warnings:
+            log.warning("edgekit host runtime compiler warnings:\n%s", warnings)
         try:
             os.rename(tmp, final_dir)
         except OSError:
@@ -125,6 +119,38 @@ def _build(kind: str, output_name: str, sources: Sequence[Path], flags: Sequence
             shutil.rmtree(tmp, ignore_errors=True)
     _prune(kind, keep=final_dir)
     return target
+
+
+def _compile_and_link(cc: str, flags: Sequence[str], sources: Sequence[Path], output: Path, kind: str) -> str:
+    """Compile every source to an object file, as many at once as there are CPUs, then link them into ``output``;
+    returns the compiler's warnings. The same code as one ``cc flags -o output sources`` call (which also compiles
+    each file on its own: no cross-file optimisation either way), in a fraction of the wall time."""
+    include = ["-I", str(RUNTIME_DIR / "include"), "-I", str(RUNTIME_DIR / "src")]
+    objects_dir = output.parent / "obj"
+    objects_dir.mkdir()
+    objects = [objects_dir / f"{i:02d}_{Path(src).stem}.o" for i, src in enumerate(sources)]
+    commands = [[cc, *flags, *include, "-c", str(src), "-o", str(obj)] for src, obj in zip(sources, objects)]
+    link = [cc, *flags, "-o", str(output), *map(str, objects), "-lm"]
+    log.info("building the edgekit host runtime (%d files, %s, then linked): %s", len(sources), cc, " ".join(link))
+    built = step_progress(f"host runtime ({kind})", len(commands) + 1)  # gcc -O2 of each runtime file: seconds
+    results = []
+    with ThreadPoolExecutor(max_workers=max(1, min(len(commands), os.cpu_count() or 1))) as pool:
+        for done in as_completed([pool.submit(_run_quiet, cmd) for cmd in commands]):
+            results.append(done.result())
+            built(1)
+    failed = [r for r in results if r.returncode != 0]
+    if failed:
+        raise InternalError("building the edgekit host runtime failed:\n" + "\n".join(r.stderr.strip() for r in failed))
+    linked = _run_quiet(link)
+    built(1)
+    if linked.returncode != 0:
+        raise InternalError(f"linking the edgekit host runtime failed:\n{linked.stderr.strip()}")
+    shutil.rmtree(objects_dir, ignore_errors=True)
+    return "\n".join(r.stderr.strip() for r in [*results, linked] if r.stderr.strip())
+
+
+def _run_quiet(cmd: Sequence[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(list(cmd), capture_output=True, text=True, check=False)
 
 
 STALE_BUILD_SECONDS = 3600
