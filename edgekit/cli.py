@@ -191,7 +191,8 @@ def cmd_parity(args) -> int:
         samples = dataset.samples(inputs)
         with _progress_bars(sys.stderr.isatty()) as progress:
             report = compare(reference, candidate, samples, tolerance=tolerance, labels=dataset.labels, progress=progress("parity", len(samples)))
-        report.data = described = dataset.describe()
+        described = dataset.describe()
+        report = report.with_data(described)
     layers = None
     if args.per_layer:
         from edgekit.parity.layers import per_layer_report
@@ -200,7 +201,7 @@ def cmd_parity(args) -> int:
             layers = per_layer_report(args.reference, args.candidate, samples, progress=progress)
     if args.outdir:
         with atomic_output_dir(args.outdir) as stage:
-            (stage / "parity.json").write_text(schemas.dumps("parity", json_safe(report.to_json())))
+            (stage / "parity.json").write_text(report.dumps())
             manifest = Manifest(command="parity", extra={"data": described})
             manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", params={"thresholds": tolerance.to_json()}))
             layer_files = layers.write(stage) if layers is not None else []
@@ -227,11 +228,13 @@ def _print_parity(report) -> None:
     from edgekit.console import say
 
     for o in report.outputs:
-        parts = [f"{k}={o[k]:.4f}" for k in ("top1_agreement", "cosine", "sqnr_db", "max_abs", "bit_exact_fraction") if k in o]
-        say(f"{o['name']}: {' '.join(parts)}")
+        values = o.metrics()
+        parts = [f"{k}={values[k]:.4f}" for k in ("top1_agreement", "cosine", "sqnr_db", "max_abs", "bit_exact_fraction")
+                 if k in values]
+        say(f"{o.name}: {' '.join(parts)}")
     if report.accuracy:
         a = report.accuracy
-        say(f"accuracy: reference {a['reference_top1']:.4f}, candidate {a['candidate_top1']:.4f} on {a['labels']} labelled samples")
+        say(f"accuracy: reference {a.reference_top1:.4f}, candidate {a.candidate_top1:.4f} on {a.labels} labelled samples")
     run = (report.data or {}).get("execution") if isinstance(report.data, dict) else None
     if run:
         corrupt = report.data.get("corrupt", {}).get("count", 0)

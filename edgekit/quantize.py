@@ -159,7 +159,7 @@ def _export_quantize_compare_write(backend, model: str, calib: Path, outdir: Pat
         reference.runner, quantized.runner, eval_samples,
         tolerance=options.tolerance, labels=eval_set.labels, progress=progress("parity", len(eval_samples)),
     )
-    report.data = {"calibration": calib_set.describe(), "evaluation": eval_set.describe()}
+    report = report.with_data({"calibration": calib_set.describe(), "evaluation": eval_set.describe()})
     return _write_outputs(model, outdir, options, reference, quantized, calib_set, report)
 
 
@@ -199,14 +199,14 @@ def _quantize_with_ray_parity(backend, reference, model: str, source, outdir: Pa
                             fix="drop --ray, or use --format tflite / onnx")
     report = ray_parity(files / reference.main_file, files / quantized.main_file, eval_source, settings=options.scale,
                         tolerance=options.tolerance, progress=progress("parity", eval_source.samples))
-    report.data = {"calibration": calib_set.describe(), "evaluation": report.data["dataset"], **report.data}
+    report = report.with_data({"calibration": calib_set.describe(), "evaluation": report.data["dataset"], **report.data})
     return _write_outputs(model, outdir, options, reference, quantized, calib_set, report)
 
 
 def _write_outputs(model: str, outdir: Path, options: QuantizeOptions, reference, quantized, calib_set, report) -> QuantizeResult:
     """OUTDIR, atomically: the models, parity.json, per-layer files, report.md and manifest.json."""
     if quantized.summary:
-        report.data["quantization"] = quantized.summary
+        report = report.with_data({**report.data, "quantization": quantized.summary})
 
     with atomic_output_dir(Path(outdir)) as stage:
         manifest = Manifest(command="quantize")
@@ -225,7 +225,7 @@ def _write_outputs(model: str, outdir: Path, options: QuantizeOptions, reference
             params={**options.params(), **quantized.params, "calibration_fingerprint": calib_set.fingerprint,
                     "calibration_samples": len(calib_set)},
         ))
-        (stage / "parity.json").write_text(schemas.dumps("parity", json_safe(report.to_json())))
+        (stage / "parity.json").write_text(report.dumps())
         manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", parent=int8_art,
                                         params={"thresholds": options.tolerance.to_json()}))
         layer_files = quantized.per_layer.write(stage) if quantized.per_layer is not None else []

@@ -140,7 +140,7 @@ def test_parity_accepts_a_dynamic_batch_against_batch_one(tmp_path):
     assert ref.input_specs()[0].shape[0] == -1 and cand.input_specs()[0].shape[0] == 1
     samples = [[np.random.default_rng(i).random((1, 32, 32, 3)).astype(np.float32)] for i in range(3)]
     report = compare(ref, cand, samples, tolerance=Tolerance(min_cosine=0.9999))
-    assert report.passed and report.outputs[0]["cosine"] > 0.9999
+    assert report.passed and report.outputs[0].cosine > 0.9999
 
 
 # --- 6. preprocess-parity passes with unreadable files only when --allow-unreadable says so ------------------

@@ -18,7 +18,9 @@ from typing import Any, Dict, List, Type
 from edgekit.schemas import VERSIONS, schema_id
 
 # schema name -> "module:Class" of the Result subclass that writes it
-TYPED: Dict[str, str] = {}
+TYPED: Dict[str, str] = {
+    "parity": "edgekit.parity.result:ParityReport",
+}
 
 HERE = Path(__file__).resolve().parent
 

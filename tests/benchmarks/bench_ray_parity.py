@@ -118,7 +118,7 @@ def main(argv=None) -> int:
             with RayMemory() as mem:
                 report = ray_parity(ref, cand, source, settings=RaySettings(workers=workers), tolerance=Tolerance())
             e = report.data["execution"]
-            out = report.outputs[0]
+            out = report.outputs[0].metrics()
             runs[(label, workers)] = (e, out, mem.peak)
             print(f"{label:5s} {source.samples:>8,} samples, {workers} worker(s): {e['samples_per_s']:>9.1f} samples/s, "
                   f"wall {e['wall_time_s']:.1f} s; cosine {out['cosine']:.6f} SQNR {out['sqnr_db']:.2f} dB "
