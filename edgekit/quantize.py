@@ -18,8 +18,8 @@ from edgekit.parity.compare import ParityReport, compare
 from edgekit.parity.tolerance import QUANTIZE_DEFAULT, Tolerance
 from edgekit.preprocess import PreprocessSpec
 from edgekit.quantize_backend import FileContent, QuantizeInputs
-from edgekit.report import json_safe, write_quantize_report
-from edgekit import schemas
+from edgekit.report import write_quantize_report
+from edgekit.results import Section
 
 if TYPE_CHECKING:
     from edgekit.scale.ray_parity import RaySettings
@@ -83,12 +83,17 @@ class QuantizeOptions:
         }
 
 
-@dataclass
-class QuantizeResult:
+class QuantizeReport(Section):
+    """What `edgekit quantize` produced: the artifacts in OUTDIR by stage (export, quantize, parity, report), the
+    parity of the quantized model against its float reference, and the quantized model's file name."""
+
     outdir: Path
     artifacts: Dict[str, Artifact]
     parity: ParityReport
     main_file: str = "model_int8.tflite"
+
+
+QuantizeResult = QuantizeReport  # the earlier name
 
 
 def _no_progress(label: str, total: int) -> Callable[[int], None]:
@@ -107,7 +112,7 @@ def quantize(
     options: QuantizeOptions = QuantizeOptions(),
     *,
     progress: ProgressFactory = _no_progress,
-) -> QuantizeResult:
+) -> QuantizeReport:
     """Run export -> calibrate -> quantize -> parity with the --format backend and write OUTDIR atomically."""
     check_output_dir(Path(outdir), inputs=[p for p in (Path(model), Path(calib), options.eval_data) if p and Path(p).exists()])
     converters = load_backends()
@@ -127,7 +132,7 @@ def quantize(
 
 
 def _export_quantize_compare_write(backend, model: str, calib: Path, outdir: Path, options: QuantizeOptions, spec,
-                                   workdir: Path, progress: ProgressFactory) -> QuantizeResult:
+                                   workdir: Path, progress: ProgressFactory) -> QuantizeReport:
     """The run itself; ``workdir`` is a scratch folder removed afterwards (the backend may keep files there)."""
     exported = progress("exporting", 1)  # the export (a Keras/PyTorch conversion) can take tens of seconds
     reference = backend.export(model, options, workdir)
@@ -164,7 +169,7 @@ def _export_quantize_compare_write(backend, model: str, calib: Path, outdir: Pat
 
 
 def _quantize_with_ray_parity(backend, reference, model: str, source, outdir: Path, options: QuantizeOptions, spec,
-                              workdir: Path, progress: ProgressFactory) -> QuantizeResult:
+                              workdir: Path, progress: ProgressFactory) -> QuantizeReport:
     """Quantize with the whole calibration source; parity on --eval-data runs on Ray from the written files."""
     from edgekit.parity.runners import RUNNERS
     from edgekit.export.detect import detect_kind
@@ -203,7 +208,7 @@ def _quantize_with_ray_parity(backend, reference, model: str, source, outdir: Pa
     return _write_outputs(model, outdir, options, reference, quantized, calib_set, report)
 
 
-def _write_outputs(model: str, outdir: Path, options: QuantizeOptions, reference, quantized, calib_set, report) -> QuantizeResult:
+def _write_outputs(model: str, outdir: Path, options: QuantizeOptions, reference, quantized, calib_set, report) -> QuantizeReport:
     """OUTDIR, atomically: the models, parity.json, per-layer files, report.md and manifest.json."""
     if quantized.summary:
         report = report.with_data({**report.data, "quantization": quantized.summary})
@@ -240,7 +245,7 @@ def _write_outputs(model: str, outdir: Path, options: QuantizeOptions, reference
         manifest.write(stage / "manifest.json")
         artifacts = {a.stage: a.relocated(Path(outdir) / a.path.name) for a in manifest.artifacts
                      if a.stage not in ("source", "per-layer")}
-    return QuantizeResult(Path(outdir), artifacts, report, quantized.main_file)
+    return QuantizeReport(outdir=Path(outdir), artifacts=artifacts, parity=report, main_file=quantized.main_file)
 
 
 def _write_files(stage: Path, files: Dict[str, FileContent]) -> None:

@@ -19,6 +19,7 @@ from edgekit.schemas import VERSIONS, schema_id
 
 # schema name -> "module:Class" of the Result subclass that writes it
 TYPED: Dict[str, str] = {
+    "compile": "edgekit.compile.result:CompileReport",
     "manifest": "edgekit.artifact:ManifestFile",
     "parity": "edgekit.parity.result:ParityReport",
 }
