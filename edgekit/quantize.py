@@ -17,7 +17,7 @@ from edgekit.errors import UnknownNameError, UserError
 from edgekit.parity.compare import ParityReport, compare
 from edgekit.parity.tolerance import QUANTIZE_DEFAULT, Tolerance
 from edgekit.preprocess import PreprocessSpec
-from edgekit.quantize_backend import FileContent, QuantizeInputs
+from edgekit.quantize_backend import FileContent, QuantizeInputs, foreign_option_problems
 from edgekit.report import write_quantize_report
 from edgekit.results import Section
 
@@ -105,6 +105,14 @@ def quantizer_names() -> list:
     return [n for n in converters.names() if getattr(converters.get(n), "stage", "quantize") == "quantize"]
 
 
+def option_problems(backend, options: QuantizeOptions) -> list:
+    """Every option the chosen backend cannot honour: format-specific flags it does not take (the formats that do
+    are named), then the values of its own and the shared options it refuses."""
+    converters = load_backends()
+    formats = {n: converters.get(n) for n in quantizer_names()}
+    return foreign_option_problems(backend, options, formats) + backend.option_problems(options)
+
+
 def quantize(
     model: str,
     calib: Path,
@@ -121,7 +129,7 @@ def quantize(
         raise UnknownNameError("quantize --format", options.format, quantizers)
     backend = converters.get(options.format)()
     RANGE_METHODS.get(options.method)  # unknown method: fail before any work
-    problems = backend.option_problems(options)
+    problems = option_problems(backend, options)
     if problems:
         raise UserError(f"--format {options.format} cannot honour: " + "; ".join(problems),
                         fix="drop or change those options (edgekit quantize --help lists them per format)")

@@ -17,6 +17,7 @@ class VelaConverter:
     name = "vela"
     target = "ethos-u55-128"
     stage = "compile"  # not a quantizer: `edgekit quantize --format` does not offer it
+    options = ("system_config", "memory_mode", "config", "optimise", "timeout")  # `edgekit compile` flags it takes
 
     @staticmethod
     def targets() -> tuple:

@@ -28,22 +28,53 @@ def register(subparsers) -> Dict[str, Callable]:
     return {"compile": cmd_compile}
 
 
+# the target-specific flags of `edgekit compile`: args attribute -> (flag, default); each target's backend names
+# the ones it takes (``options``), and a flag set for a target that does not take it is refused
+TARGET_FLAGS = {
+    "system_config": ("--system-config", None),
+    "memory_mode": ("--memory-mode", None),
+    "config": ("--config", None),
+    "optimise": ("--optimise", "Performance"),
+    "timeout": ("--timeout", 300.0),
+}
+
+
+def _target_backend(target: str):
+    """(the handler of --target, the TARGET_FLAGS it takes)."""
+    if target in ("gpu", "ane"):  # LiteRT GPU delegate placement / Core ML per-op table (edgekit/mobile)
+        from edgekit.mobile import delegate_cli
+
+        return delegate_cli.TARGETS[target]
+    from edgekit.converters import CONVERTERS
+    import edgekit.converters.vela  # noqa: F401  (registers "vela")
+
+    return _compile_vela, CONVERTERS.get("vela").options
+
+
+def check_target_flags(args, takes) -> None:
+    """Refuse every target-specific flag given that the chosen target does not take (all named at once)."""
+    given = [f"{flag} {getattr(args, name)}" for name, (flag, default) in TARGET_FLAGS.items()
+             if name not in takes and getattr(args, name) != default]
+    if given:
+        from edgekit.errors import UserError
+
+        takes_text = ", ".join(TARGET_FLAGS[n][0] for n in takes) or "none of them"
+        raise UserError(f"--target {args.target} does not take {', '.join(given)} (it takes {takes_text})",
+                        fix="drop those options, or choose a target that uses them")
+
+
 def cmd_compile(args) -> int:
+    handler, takes = _target_backend(args.target)
+    check_target_flags(args, takes)
+    return handler(args)
+
+
+def _compile_vela(args) -> int:
     import sys
 
     from edgekit.console import say_all
-    from edgekit.progress import progress_bars
-
-    if args.target == "gpu":  # LiteRT GPU delegate placement (edgekit/mobile)
-        from edgekit.mobile.delegate_cli import cmd_compile_gpu
-
-        return cmd_compile_gpu(args)
-    if args.target == "ane":  # Core ML program: per-op table (placement decided at runtime)
-        from edgekit.mobile.delegate_cli import cmd_compile_ane
-
-        return cmd_compile_ane(args)
     from edgekit.converters import CONVERTERS
-    import edgekit.converters.vela  # noqa: F401  (registers "vela")
+    from edgekit.progress import progress_bars
 
     outdir = args.outdir or Path("out") / "compile" / f"{args.model.stem}-{args.target}"
     converter = CONVERTERS.get("vela")()

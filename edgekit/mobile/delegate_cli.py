@@ -37,3 +37,7 @@ def cmd_compile_ane(args) -> int:
              f"Neural Engine placement: {report['ops'][0]['neural_engine'] if report['ops'] else 'no ops'}",
              f"wrote {outdir}/coreml_placement.json, report.md (per-op table: report.md)"])
     return 0
+
+
+# --target name -> (handler, the `edgekit compile` target flags it takes: none, both read the model as it is)
+TARGETS = {"gpu": (cmd_compile_gpu, ()), "ane": (cmd_compile_ane, ())}

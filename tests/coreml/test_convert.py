@@ -13,9 +13,10 @@ OPTIONS = QuantizeOptions(format="coreml")
 
 
 def _problems(**changes):
-    from edgekit.converters.coreml.options import option_problems
+    from edgekit.converters import load_backends
+    from edgekit.quantize import option_problems
 
-    return option_problems(replace(OPTIONS, **changes))
+    return option_problems(load_backends().get("coreml")(), replace(OPTIONS, **changes))
 
 
 def test_defaults_and_documented_values_are_accepted():
@@ -43,7 +44,7 @@ def test_every_unsupported_option_is_named_at_once():
     assert "--compute-units gpu (valid: all, cpu_and_ne, cpu_only)" in text
     assert "--activations int16" in text and "float16 = W8" in text
     assert "--method entropy" in text and "HistogramObserver" in text
-    assert "mixed precision is TFLite-only for now" in text
+    assert "--fallback auto (--format coreml does not take it; it is for --format onnx / tflite)" in text
     assert "--engine nncf" in text and "--weights int4" in text
 
 
