@@ -166,7 +166,7 @@ def cmd_parity(args) -> int:
     from edgekit.parity.compare import compare
     from edgekit.parity.runners import open_runner
     from edgekit.parity.tolerance import Tolerance
-    from edgekit.preprocess import PreprocessSpec
+    from edgekit.preprocessing.spec import PreprocessSpec
     from edgekit.report import fmt, json_safe, parity_section
 
     tolerance = _tolerance(args, Tolerance())

@@ -16,7 +16,7 @@ from edgekit.converters import load_backends
 from edgekit.errors import UnknownNameError, UserError
 from edgekit.parity.compare import ParityReport, compare
 from edgekit.parity.tolerance import QUANTIZE_DEFAULT, Tolerance
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.quantize_backend import FileContent, QuantizeInputs, foreign_option_problems
 from edgekit.report import write_quantize_report
 from edgekit.results import Section

@@ -53,7 +53,7 @@ def test_quantize_debug_then_mse_into_the_same_folder_leaves_no_layer_files(cli,
 # --- 3. class names in labels.csv map through the folder's class list -----------------------------------------
 def test_labels_csv_class_names_map_through_classes_txt(tmp_path):
     from edgekit.calibration.dataset import ImageFolderSource
-    from edgekit.preprocess import find_spec
+    from edgekit.preprocessing.spec import find_spec
 
     folder = tmp_path / "imgs"
     folder.mkdir()

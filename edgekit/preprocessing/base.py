@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Sequence, Tuple, Type, Union
 import numpy as np
 
 from edgekit.errors import CalibrationDataError, EdgekitError, UserError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.registry import Registry
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from edgekit.calibration import dataset as data
 from edgekit.calibration.ranges import RangeOptions, choose_ranges
 from edgekit.calibration.statistics import cache_key, collect_statistics
 from edgekit.errors import CalibrationDataError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,8 @@ from edgekit.schemas import VERSIONS, schema_id
 # schema name -> "module:Class" of the Result subclass that writes it
 TYPED: Dict[str, str] = {
     "compile": "edgekit.compile.result:CompileReport",
+    "coreml-placement": "edgekit.mobile.placement:CoremlPlacement",
+    "gpu-placement": "edgekit.mobile.placement:GpuPlacement",
     "manifest": "edgekit.artifact:ManifestFile",
     "parity": "edgekit.parity.result:ParityReport",
 }

@@ -99,7 +99,7 @@ def test_every_unsupported_torch_op_is_named(coreml_backend, tmp_path):
 
 def test_pixel_feeds_invert_the_spec_exactly():
     from edgekit.converters.coreml.image import ImageInput, PixelFeeds
-    from edgekit.preprocess import PreprocessSpec
+    from edgekit.preprocessing.spec import PreprocessSpec
     from edgekit.preprocessing.values import lay_out, scale_values
 
     spec = PreprocessSpec(color="bgr", scale=1 / 255, mean=(0.485, 0.456, 0.406), std=(0.229, 0.229, 0.229), layout="NCHW")
@@ -112,7 +112,7 @@ def test_pixel_feeds_invert_the_spec_exactly():
 
 def test_image_input_only_for_image_folders_and_per_channel_std_refused():
     from edgekit.converters.coreml.image import image_input
-    from edgekit.preprocess import PreprocessSpec, find_spec
+    from edgekit.preprocessing.spec import PreprocessSpec, find_spec
 
     spec = find_spec(DIGITS / "calib")
     folder = SimpleNamespace(preprocess=spec, calib_set=SimpleNamespace(source=SimpleNamespace(kind="image-folder")))

@@ -137,7 +137,7 @@ def test_ray_parity_image_folder_with_a_corrupt_file(image_folder):
 
 
 def _good_only(folder):
-    from edgekit.preprocess import PreprocessSpec
+    from edgekit.preprocessing.spec import PreprocessSpec
 
     source = data.ImageFolderSource(folder, PreprocessSpec.load(folder / "preprocess.json"))
     source.files = [f for f in source.files if f.name != "99.png"]

@@ -12,7 +12,7 @@ from edgekit.parity.compare import compare, is_classification
 from edgekit.parity.runners import open_runner
 from edgekit.parity.streaming import ParitySums
 from edgekit.parity.tolerance import Tolerance
-from edgekit.preprocess import PreprocessSpec, load_image
+from edgekit.preprocessing.spec import PreprocessSpec, load_image
 from edgekit.scale.ray_parity import report_from_sums
 from edgekit.scale.sources import list_source, read_chunk
 from tests.conftest import MLPERF
