@@ -5,10 +5,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, model_serializer
 
+from edgekit.compile.result import CompileSignature
 from edgekit.provenance import host_info, sha256_file, tool_versions, utc_now
-from edgekit.results import Result, Section
+from edgekit.results import JsonObject, Result, Section
 
 
 class Artifact(Section):
@@ -58,8 +59,21 @@ class Artifact(Section):
         except ValueError:
             return self
 
-    def to_json(self, relative_to: Path | None = None) -> Dict[str, Any]:
+    def to_json(self, relative_to: Path | None = None) -> JsonObject:
         return self.recorded(relative_to).to_dict()
+
+
+class DataDescription(Section):
+    """A data set as a command describes it: its path (when it has one), and the facts of its kind (items, seed,
+    fingerprint, preprocessing, chunks, ...; see ``describe()`` of edgekit.calibration.dataset and edgekit.scale)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    path: Optional[str] = None
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler):
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set or k in (self.model_extra or {})}
 
 
 class HostInfo(Section):
@@ -85,15 +99,15 @@ class ManifestFile(Result):
     tools: Dict[str, str]
     artifacts: List[Artifact]
     # what the command ran on, per command (descriptions of data sets, whose keys depend on their kind)
-    calibration: Optional[Dict[str, Any]] = Field(None, description="quantize: the calibration data")
-    data: Optional[Dict[str, Any]] = Field(None, description="parity: the data compared on")
-    images: Optional[Dict[str, Any]] = Field(None, description="preprocess-parity: the image set")
-    calib: Optional[Dict[str, Any]] = Field(None, description="calib-check: the calibration set")
-    live: Optional[Dict[str, Any]] = Field(None, description="calib-check: the live set")
+    calibration: Optional[DataDescription] = Field(None, description="quantize: the calibration data")
+    data: Optional[DataDescription] = Field(None, description="parity: the data compared on")
+    images: Optional[DataDescription] = Field(None, description="preprocess-parity: the image set")
+    calib: Optional[DataDescription] = Field(None, description="calib-check: the calibration set")
+    live: Optional[DataDescription] = Field(None, description="calib-check: the live set")
     board: Optional[str] = Field(None, description="deploy: the board profile")
-    signature: Optional[Dict[str, Any]] = Field(None, description="compile: what the estimate depends on")
+    signature: Optional[CompileSignature] = Field(None, description="compile: what the estimate depends on")
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """Context fields a command did not set are left out (each command sets its own)."""
         body = self.model_dump(mode="json")
         return {k: v for k, v in body.items() if v is not None or k not in CONTEXT}
@@ -105,7 +119,7 @@ class Manifest:
 
     command: str
     artifacts: List[Artifact] = field(default_factory=list)
-    extra: Dict[str, Any] = field(default_factory=dict)  # ManifestFile's context fields (validated in result())
+    extra: Mapping[str, object] = field(default_factory=dict)  # ManifestFile's context fields, checked by result()
 
     def add(self, artifact: Artifact) -> Artifact:
         self.artifacts.append(artifact)
@@ -116,7 +130,7 @@ class Manifest:
                             tools=tool_versions(), artifacts=[a.recorded(relative_to) for a in self.artifacts],
                             **self.extra)
 
-    def to_json(self, relative_to: Path | None = None) -> Dict[str, Any]:
+    def to_json(self, relative_to: Path | None = None) -> JsonObject:
         return self.result(relative_to).to_json()
 
     def write(self, path: Path) -> ManifestFile:

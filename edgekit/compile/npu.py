@@ -16,6 +16,7 @@ from typing import Any, Dict, Optional, Union
 
 from edgekit.compile.report import build_compile_json, write_outputs
 from edgekit.compile.result import CompileReport
+from edgekit.results import JsonObject
 from edgekit.compile.vela_tool import VelaOptions, VelaRun, run_vela
 from edgekit.errors import InvalidModelError, UserError
 from edgekit.tflite_graph import Graph, read_graph
@@ -33,7 +34,7 @@ class CompileResult:
     vela_model: bytes             # the compiled flatbuffer (ethos-u custom op + any CPU operators)
 
     @property
-    def info(self) -> Dict[str, Any]:
+    def info(self) -> JsonObject:
         """compile.json's content as plain data (for callers that read it by key; prefer ``report``)."""
         return self.report.to_dict()
 

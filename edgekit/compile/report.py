@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any, Dict, Union
+from typing import Any, Dict, Mapping, Union
 
 from edgekit import __version__
 from edgekit.artifact import Artifact, Manifest
@@ -64,7 +64,7 @@ def build_compile_json(data: bytes, graph: Graph, path: Path, options: VelaOptio
     cycles = int(s["cycles_total"])
     macs = int(s["nn_macs"])
     per_cycle = macs_per_cycle(accelerator)
-    layers = [VelaLayer(index=i, **layer) for i, layer in enumerate(run.layers)]
+    layers = run.layers
     vela_graph = read_graph(vela_bytes, VELA_MODEL)
     cpu_ops = [CpuOperator(op=op.op, ofm=op.ofm, reasons=list(op.reasons)) for op in run.cpu_operators]
     return CompileReport(
@@ -218,7 +218,7 @@ def write_outputs(outdir: Path, info: CompileReport, run: VelaRun, vela_bytes: b
         write_compile_files(stage, info, run, vela_bytes)
 
 
-def write_compile_files(stage: Path, info: Union[CompileReport, Dict[str, Any]], run: VelaRun, vela_bytes: bytes) -> None:
+def write_compile_files(stage: Path, info: Union[CompileReport, Mapping[str, object]], run: VelaRun, vela_bytes: bytes) -> None:
     """The files of write_outputs into an existing (staging) folder (``info``: the report, or its compile.json)."""
     if not isinstance(info, CompileReport):
         info = CompileReport.from_json(info)
@@ -232,7 +232,7 @@ def write_compile_files(stage: Path, info: Union[CompileReport, Dict[str, Any]],
     (stage / "vela.log").write_text(run.stdout + ("\n--- stderr ---\n" + run.stderr if run.stderr.strip() else ""))
     params = {"target": info.target.to_dict(), "estimate": info.estimate.label}
     tools = tool_versions(("edgekit", "ethos-u-vela"))
-    manifest = Manifest(command="compile", extra={"signature": info.signature.to_dict()})
+    manifest = Manifest(command="compile", extra={"signature": info.signature})
     source = Artifact(format="tflite", path=Path(info.model.source), sha256=info.model.sha256,
                       stage="quantize", tools={})
     compiled = manifest.add(Artifact.from_file(stage / VELA_MODEL, format="tflite-ethos-u", stage="compile",

@@ -1,12 +1,12 @@
 """``ParityReport``: the typed result of a parity comparison (reference vs candidate), written as parity.json."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from pydantic import ConfigDict, Field, computed_field, model_serializer
 
 from edgekit.parity.tolerance import Tolerance
-from edgekit.results import Result, Section
+from edgekit.results import JsonObject, Result, Section
 from edgekit.results.number import Number
 
 
@@ -63,6 +63,11 @@ class ModelDescription(Section):
         return {k: v for k, v in handler(self).items() if v is not None or k in ("sha256",)}
 
 
+# what a comparison ran on: dataset descriptions (their keys depend on the source kind), how it ran on Ray, the
+# backend's quantization summary; free-form by design, rendered by edgekit.scale.report / edgekit.report
+ParityData = Dict[str, Any]
+
+
 class ParityReport(Result):
     """FP32 vs INT8 (or any reference vs candidate) parity on the same inputs."""
 
@@ -76,9 +81,7 @@ class ParityReport(Result):
     accuracy: Optional[Accuracy] = None
     reference: ModelDescription
     candidate: ModelDescription
-    # the data it ran on: dataset descriptions (their keys depend on the source kind), how it ran on Ray,
-    # the backend's quantization summary; free-form by design, rendered by edgekit.scale.report / edgekit.report
-    data: Optional[Dict[str, Any]] = None
+    data: Optional[ParityData] = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -88,11 +91,11 @@ class ParityReport(Result):
     def __bool__(self) -> bool:
         return self.passed
 
-    def with_data(self, data: Optional[Dict[str, Any]]) -> "ParityReport":
+    def with_data(self, data: Optional[ParityData]) -> "ParityReport":
         """The same report, with ``data`` describing what it ran on."""
         return self.model_copy(update={"data": data})
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         order = ("passed", "samples", "thresholds", "failures", "outputs", "accuracy", "reference", "candidate", "data")
         from edgekit.report import json_safe
 
@@ -101,6 +104,6 @@ class ParityReport(Result):
         return {k: body[k] for k in order}
 
     @classmethod
-    def from_json(cls, document: Dict[str, Any]) -> "ParityReport":
+    def from_json(cls, document: Mapping[str, object]) -> "ParityReport":
         """A report read back from parity.json (the stamp and the derived ``passed`` dropped)."""
         return cls.model_validate({k: v for k, v in document.items() if k not in ("schema", "passed")})
