@@ -11,7 +11,6 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 from edgekit import __version__
 from edgekit.errors import EdgekitError, InternalError, UserError
 from edgekit.progress import progress_bars as _progress_bars
-from edgekit import schemas
 
 log = logging.getLogger("edgekit")
 
@@ -167,7 +166,7 @@ def cmd_parity(args) -> int:
     from edgekit.parity.runners import open_runner
     from edgekit.parity.tolerance import Tolerance
     from edgekit.preprocessing.spec import PreprocessSpec
-    from edgekit.report import fmt, json_safe, parity_section
+    from edgekit.report import fmt, parity_section
 
     tolerance = _tolerance(args, Tolerance())
     if args.per_layer and not args.outdir:

@@ -2,8 +2,6 @@
 (exit 2, one message naming every such flag and the backends that take it), and no backend names another's flags."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from tests.conftest import MLPERF, REPO
 
 KWS_INT8 = MLPERF / "kws_ref_model_int8.tflite"

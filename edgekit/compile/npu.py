@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Optional, Union
 
 from edgekit.compile.report import build_compile_json, write_outputs
 from edgekit.compile.result import CompileReport
