@@ -250,9 +250,9 @@ def quantization_effect(float_model, calib_stats, live_stats, live: LoadedSet, m
         int8 = TFLiteModel(result.tflite, source=f"int8 ({label})")
         report = compare(reference, TFLiteRunner(int8, kernels="optimized", sha256=sha256_bytes(result.tflite)),
                          live.samples, tolerance=Tolerance(), labels=live.labels)
-        entry = {"sha256": sha256_bytes(result.tflite), "outputs": report.outputs}
+        entry = {"sha256": sha256_bytes(result.tflite), "outputs": [o.model_dump() for o in report.outputs]}
         if report.accuracy:
-            entry["accuracy"] = report.accuracy
+            entry["accuracy"] = report.accuracy.model_dump()
         out[label] = entry
     return out
 
