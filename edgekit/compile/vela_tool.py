@@ -224,7 +224,7 @@ def _number(text: str) -> Any:
 TEXT_COLUMNS = ("name", "target", "operator", "original_operator")
 
 
-def parse_summary(path: Path) -> Dict[str, Any]:
+def parse_summary(path: Path) -> Dict[str, Any]:  # VelaRun.summary
     """Vela's one-row summary CSV, column -> number or text (read by key in build_compile_json)."""
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))

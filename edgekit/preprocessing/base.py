@@ -76,7 +76,7 @@ class Preprocessor:
         """The same implementation on another spec (None when not spec-driven)."""
         return None
 
-    def describe(self) -> Dict[str, Any]:
+    def describe(self) -> Dict[str, Any]:  # each implementation adds its own facts (library versions, spec)
         return {"kind": self.kind, "label": self.label, "notes": self.notes()}
 
 
