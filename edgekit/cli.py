@@ -11,7 +11,6 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 from edgekit import __version__
 from edgekit.errors import EdgekitError, InternalError, UserError
 from edgekit.progress import progress_bars as _progress_bars
-from edgekit import schemas
 
 log = logging.getLogger("edgekit")
 
@@ -166,8 +165,8 @@ def cmd_parity(args) -> int:
     from edgekit.parity.compare import compare
     from edgekit.parity.runners import open_runner
     from edgekit.parity.tolerance import Tolerance
-    from edgekit.preprocess import PreprocessSpec
-    from edgekit.report import fmt, json_safe, parity_section
+    from edgekit.preprocessing.spec import PreprocessSpec
+    from edgekit.report import fmt, parity_section
 
     tolerance = _tolerance(args, Tolerance())
     if args.per_layer and not args.outdir:
@@ -191,7 +190,8 @@ def cmd_parity(args) -> int:
         samples = dataset.samples(inputs)
         with _progress_bars(sys.stderr.isatty()) as progress:
             report = compare(reference, candidate, samples, tolerance=tolerance, labels=dataset.labels, progress=progress("parity", len(samples)))
-        report.data = described = dataset.describe()
+        described = dataset.describe()
+        report = report.with_data(described)
     layers = None
     if args.per_layer:
         from edgekit.parity.layers import per_layer_report
@@ -200,7 +200,7 @@ def cmd_parity(args) -> int:
             layers = per_layer_report(args.reference, args.candidate, samples, progress=progress)
     if args.outdir:
         with atomic_output_dir(args.outdir) as stage:
-            (stage / "parity.json").write_text(schemas.dumps("parity", json_safe(report.to_json())))
+            (stage / "parity.json").write_text(report.dumps())
             manifest = Manifest(command="parity", extra={"data": described})
             manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", params={"thresholds": tolerance.to_json()}))
             layer_files = layers.write(stage) if layers is not None else []
@@ -227,11 +227,13 @@ def _print_parity(report) -> None:
     from edgekit.console import say
 
     for o in report.outputs:
-        parts = [f"{k}={o[k]:.4f}" for k in ("top1_agreement", "cosine", "sqnr_db", "max_abs", "bit_exact_fraction") if k in o]
-        say(f"{o['name']}: {' '.join(parts)}")
+        values = o.metrics()
+        parts = [f"{k}={values[k]:.4f}" for k in ("top1_agreement", "cosine", "sqnr_db", "max_abs", "bit_exact_fraction")
+                 if k in values]
+        say(f"{o.name}: {' '.join(parts)}")
     if report.accuracy:
         a = report.accuracy
-        say(f"accuracy: reference {a['reference_top1']:.4f}, candidate {a['candidate_top1']:.4f} on {a['labels']} labelled samples")
+        say(f"accuracy: reference {a.reference_top1:.4f}, candidate {a.candidate_top1:.4f} on {a.labels} labelled samples")
     run = (report.data or {}).get("execution") if isinstance(report.data, dict) else None
     if run:
         corrupt = report.data.get("corrupt", {}).get("count", 0)

@@ -85,8 +85,9 @@ class Candidate:
             "float_ops": self.float_ops,
             "passed": self.parity.passed,
             "failures": self.parity.failures,
-            "outputs": [{k: o.get(k) for k in ("name", "sqnr_db", "cosine", "top1_agreement")} for o in self.parity.outputs],
-            "accuracy": self.parity.accuracy,
+            "outputs": [{k: getattr(o, k) for k in ("name", "sqnr_db", "cosine", "top1_agreement")}
+                        for o in self.parity.outputs],
+            "accuracy": self.parity.accuracy.to_dict() if self.parity.accuracy else None,
             "size_bytes": self.size,
             "float_macs": self.float_macs,
             "host_latency_ms": self.latency_ms,
@@ -132,11 +133,11 @@ class FallbackResult:
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for n, c in enumerate(self.steps):
-            sqnr = min((o.get("sqnr_db", float("nan")) for o in c.parity.outputs), default=float("nan"))
-            cos = min((o.get("cosine", float("nan")) for o in c.parity.outputs), default=float("nan"))
+            sqnr = min((o.sqnr_db for o in c.parity.outputs), default=float("nan"))
+            cos = min((o.cosine for o in c.parity.outputs), default=float("nan"))
             share = f"{c.float_macs:,} ({c.float_macs / self.total_macs:.1%})" if self.total_macs else f"{c.float_macs:,}"
             latency = fmt(c.latency_ms) if c.latency_ms is not None else "–"
-            acc = f"{c.parity.accuracy['candidate_top1']:.2%}" if c.parity.accuracy else "–"
+            acc = f"{c.parity.accuracy.candidate_top1:.2%}" if c.parity.accuracy else "–"
             kept = "yes" if c.kept else f"no (< {MIN_GAIN_DB} dB gain)"
             lines.append(f"| {n} | {c.label} | {kept} | {len(c.float_ops)} | {'yes' if c.parity.passed else 'no'} | "
                          f"{fmt(sqnr)} | {fmt(cos, 6)} | {acc} | {c.size:,} | {share} | {latency} |")
@@ -155,7 +156,7 @@ def thresholds(tolerance: Tolerance) -> str:
 
 
 def worst_sqnr(candidate: Candidate) -> float:
-    return min((o.get("sqnr_db", float("-inf")) for o in candidate.parity.outputs), default=float("-inf"))
+    return min((o.sqnr_db for o in candidate.parity.outputs), default=float("-inf"))
 
 
 def improves(candidate: Candidate, best: Candidate) -> bool:
@@ -172,7 +173,7 @@ def output_grid_limit(layers, candidate: Candidate, tolerance: Tolerance, advice
     of the float output rounded onto the quantized output's grid. No op kept in float can beat that."""
     if tolerance.min_sqnr_db is None:
         return ""
-    outputs = {o["name"] for o in candidate.parity.outputs}
+    outputs = {o.name for o in candidate.parity.outputs}
     grids = [r["grid_sqnr_db"] for r in layers.rows
              if outputs & {r.get("tensor"), r.get("reference_tensor")} and r.get("grid_sqnr_db") is not None]
     if grids and min(grids) < tolerance.min_sqnr_db:

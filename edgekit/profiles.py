@@ -17,6 +17,8 @@ from edgekit._resources import data_dir
 from edgekit.errors import UnknownNameError, UserError
 
 PROFILE_KINDS = ("mcu", "linux", "android", "host", "macos")
+# a parsed device YAML: the common keys are checked here, the kind-specific ones by the code that reads them
+Profile = Dict[str, Any]
 BUILTIN_DIR = data_dir("devices")
 
 
@@ -28,7 +30,7 @@ def profile_dirs() -> List[Path]:
     return dirs
 
 
-def _read(path: Path) -> Dict[str, Any]:
+def _read(path: Path) -> Profile:
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
@@ -49,20 +51,20 @@ def _read(path: Path) -> Dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
-def _all(dirs: tuple) -> Dict[str, Dict[str, Any]]:
-    profiles: Dict[str, Dict[str, Any]] = {}
+def _all(dirs: tuple) -> Dict[str, Profile]:
+    profiles: Dict[str, Profile] = {}
     for folder in dirs:
         for path in sorted(Path(folder).glob("*.yaml")):
             profiles[path.stem] = _read(path)
     return profiles
 
 
-def all_profiles() -> Dict[str, Dict[str, Any]]:
+def all_profiles() -> Dict[str, Profile]:
     """Every profile by name (user folder overrides built-in ones of the same name)."""
     return dict(_all(tuple(str(d) for d in profile_dirs())))
 
 
-def load_profile(name: str) -> Dict[str, Any]:
+def load_profile(name: str) -> Profile:
     profiles = all_profiles()
     if name not in profiles:
         raise UnknownNameError("device profile", name, profiles)

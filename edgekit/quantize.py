@@ -16,10 +16,10 @@ from edgekit.converters import load_backends
 from edgekit.errors import UnknownNameError, UserError
 from edgekit.parity.compare import ParityReport, compare
 from edgekit.parity.tolerance import QUANTIZE_DEFAULT, Tolerance
-from edgekit.preprocess import PreprocessSpec
-from edgekit.quantize_backend import FileContent, QuantizeInputs
-from edgekit.report import json_safe, write_quantize_report
-from edgekit import schemas
+from edgekit.preprocessing.spec import PreprocessSpec
+from edgekit.quantize_backend import FileContent, QuantizeInputs, foreign_option_problems
+from edgekit.report import write_quantize_report
+from edgekit.results import Section
 
 if TYPE_CHECKING:
     from edgekit.scale.ray_parity import RaySettings
@@ -83,12 +83,17 @@ class QuantizeOptions:
         }
 
 
-@dataclass
-class QuantizeResult:
+class QuantizeReport(Section):
+    """What `edgekit quantize` produced: the artifacts in OUTDIR by stage (export, quantize, parity, report), the
+    parity of the quantized model against its float reference, and the quantized model's file name."""
+
     outdir: Path
     artifacts: Dict[str, Artifact]
     parity: ParityReport
     main_file: str = "model_int8.tflite"
+
+
+QuantizeResult = QuantizeReport  # the earlier name
 
 
 def _no_progress(label: str, total: int) -> Callable[[int], None]:
@@ -100,6 +105,14 @@ def quantizer_names() -> list:
     return [n for n in converters.names() if getattr(converters.get(n), "stage", "quantize") == "quantize"]
 
 
+def option_problems(backend, options: QuantizeOptions) -> list:
+    """Every option the chosen backend cannot honour: format-specific flags it does not take (the formats that do
+    are named), then the values of its own and the shared options it refuses."""
+    converters = load_backends()
+    formats = {n: converters.get(n) for n in quantizer_names()}
+    return foreign_option_problems(backend, options, formats) + backend.option_problems(options)
+
+
 def quantize(
     model: str,
     calib: Path,
@@ -107,7 +120,7 @@ def quantize(
     options: QuantizeOptions = QuantizeOptions(),
     *,
     progress: ProgressFactory = _no_progress,
-) -> QuantizeResult:
+) -> QuantizeReport:
     """Run export -> calibrate -> quantize -> parity with the --format backend and write OUTDIR atomically."""
     check_output_dir(Path(outdir), inputs=[p for p in (Path(model), Path(calib), options.eval_data) if p and Path(p).exists()])
     converters = load_backends()
@@ -116,7 +129,7 @@ def quantize(
         raise UnknownNameError("quantize --format", options.format, quantizers)
     backend = converters.get(options.format)()
     RANGE_METHODS.get(options.method)  # unknown method: fail before any work
-    problems = backend.option_problems(options)
+    problems = option_problems(backend, options)
     if problems:
         raise UserError(f"--format {options.format} cannot honour: " + "; ".join(problems),
                         fix="drop or change those options (edgekit quantize --help lists them per format)")
@@ -127,7 +140,7 @@ def quantize(
 
 
 def _export_quantize_compare_write(backend, model: str, calib: Path, outdir: Path, options: QuantizeOptions, spec,
-                                   workdir: Path, progress: ProgressFactory) -> QuantizeResult:
+                                   workdir: Path, progress: ProgressFactory) -> QuantizeReport:
     """The run itself; ``workdir`` is a scratch folder removed afterwards (the backend may keep files there)."""
     exported = progress("exporting", 1)  # the export (a Keras/PyTorch conversion) can take tens of seconds
     reference = backend.export(model, options, workdir)
@@ -159,12 +172,12 @@ def _export_quantize_compare_write(backend, model: str, calib: Path, outdir: Pat
         reference.runner, quantized.runner, eval_samples,
         tolerance=options.tolerance, labels=eval_set.labels, progress=progress("parity", len(eval_samples)),
     )
-    report.data = {"calibration": calib_set.describe(), "evaluation": eval_set.describe()}
+    report = report.with_data({"calibration": calib_set.describe(), "evaluation": eval_set.describe()})
     return _write_outputs(model, outdir, options, reference, quantized, calib_set, report)
 
 
 def _quantize_with_ray_parity(backend, reference, model: str, source, outdir: Path, options: QuantizeOptions, spec,
-                              workdir: Path, progress: ProgressFactory) -> QuantizeResult:
+                              workdir: Path, progress: ProgressFactory) -> QuantizeReport:
     """Quantize with the whole calibration source; parity on --eval-data runs on Ray from the written files."""
     from edgekit.parity.runners import RUNNERS
     from edgekit.export.detect import detect_kind
@@ -199,14 +212,14 @@ def _quantize_with_ray_parity(backend, reference, model: str, source, outdir: Pa
                             fix="drop --ray, or use --format tflite / onnx")
     report = ray_parity(files / reference.main_file, files / quantized.main_file, eval_source, settings=options.scale,
                         tolerance=options.tolerance, progress=progress("parity", eval_source.samples))
-    report.data = {"calibration": calib_set.describe(), "evaluation": report.data["dataset"], **report.data}
+    report = report.with_data({"calibration": calib_set.describe(), "evaluation": report.data["dataset"], **report.data})
     return _write_outputs(model, outdir, options, reference, quantized, calib_set, report)
 
 
-def _write_outputs(model: str, outdir: Path, options: QuantizeOptions, reference, quantized, calib_set, report) -> QuantizeResult:
+def _write_outputs(model: str, outdir: Path, options: QuantizeOptions, reference, quantized, calib_set, report) -> QuantizeReport:
     """OUTDIR, atomically: the models, parity.json, per-layer files, report.md and manifest.json."""
     if quantized.summary:
-        report.data["quantization"] = quantized.summary
+        report = report.with_data({**report.data, "quantization": quantized.summary})
 
     with atomic_output_dir(Path(outdir)) as stage:
         manifest = Manifest(command="quantize")
@@ -225,7 +238,7 @@ def _write_outputs(model: str, outdir: Path, options: QuantizeOptions, reference
             params={**options.params(), **quantized.params, "calibration_fingerprint": calib_set.fingerprint,
                     "calibration_samples": len(calib_set)},
         ))
-        (stage / "parity.json").write_text(schemas.dumps("parity", json_safe(report.to_json())))
+        (stage / "parity.json").write_text(report.dumps())
         manifest.add(Artifact.from_file(stage / "parity.json", format="parity-report", stage="parity", parent=int8_art,
                                         params={"thresholds": options.tolerance.to_json()}))
         layer_files = quantized.per_layer.write(stage) if quantized.per_layer is not None else []
@@ -240,7 +253,7 @@ def _write_outputs(model: str, outdir: Path, options: QuantizeOptions, reference
         manifest.write(stage / "manifest.json")
         artifacts = {a.stage: a.relocated(Path(outdir) / a.path.name) for a in manifest.artifacts
                      if a.stage not in ("source", "per-layer")}
-    return QuantizeResult(Path(outdir), artifacts, report, quantized.main_file)
+    return QuantizeReport(outdir=Path(outdir), artifacts=artifacts, parity=report, main_file=quantized.main_file)
 
 
 def _write_files(stage: Path, files: Dict[str, FileContent]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 from edgekit.calibration.dataset import Sample
 from edgekit.parity.runners import ModelRunner
@@ -61,12 +61,52 @@ class QuantizedModel:
     handle: Any = None
 
 
+# The QuantizeOptions fields only some formats take: field -> (the CLI flag(s) that set it, its default).
+# A backend names the ones it takes in ``options``; quantize() refuses the others (``foreign_option_problems``),
+# so no backend lists another backend's flags.
+FORMAT_OPTIONS: Dict[str, Tuple[str, Any]] = {
+    "engine": ("--engine", None),
+    "deployment_target": ("--deployment-target", None),
+    "compute_units": ("--compute-units", "all"),
+    "io": ("--io", "int8"),
+    "labels": ("--labels", None),
+    "model_info": ("--model-name / --description / --version / --author / --license", None),
+    "fallback": ("--fallback", "none"),
+    "fallback_to": ("--fallback-to", "float"),
+    "keep_float": ("--keep-float", ()),
+}
+
+
+def _shown(field: str, value: Any) -> str:
+    if field == "model_info":
+        return ""
+    if isinstance(value, (tuple, list)):
+        return " " + " ".join(map(str, value))
+    return f" {value}"
+
+
+def foreign_option_problems(backend: "QuantizeBackend", options: Any, backends: Mapping[str, Any]) -> List[str]:
+    """Each format-specific option set away from its default that ``backend`` does not take, naming the formats
+    that do (asked from ``backends``, name -> backend class)."""
+    takes = set(getattr(backend, "options", ()))
+    problems = []
+    for field, (flag, default) in FORMAT_OPTIONS.items():
+        value = getattr(options, field)
+        if field in takes or value == default or (field == "keep_float" and not value):
+            continue
+        others = [name for name, cls in backends.items() if field in getattr(cls, "options", ())]
+        problems.append(f"{flag}{_shown(field, value)} (--format {backend.name} does not take it; "
+                        f"{'it is for --format ' + ' / '.join(others) if others else 'no format takes it'})")
+    return problems
+
+
 class QuantizeBackend(Protocol):
     name: str
     stage: str  # "quantize"
+    options: Tuple[str, ...]  # the FORMAT_OPTIONS fields it takes (the shared ones every backend takes)
 
     def option_problems(self, options) -> List[str]:
-        """Every QuantizeOptions setting this backend cannot honour, as user-facing sentences."""
+        """Every value of its own (and the shared) options this backend cannot honour, as user-facing sentences."""
 
     def export(self, model: str, options, workdir: Path) -> FloatReference:
         """Load ``model`` and return the float reference (raises UnsupportedOpError naming every op).

@@ -43,22 +43,23 @@ def parity_section(parity) -> list[str]:
     lines = [f"**Verdict: {'PASSED' if parity.passed else 'FAILED'}** on {parity.samples} samples", ""]
     thresholds = {k: v for k, v in parity.tolerance.to_json().items() if v is not None}
     lines.append(f"Thresholds: {', '.join(f'{k} {v}' for k, v in thresholds.items()) or 'none'}")
-    lines += kernel_lines(parity.reference, parity.candidate)
+    lines += kernel_lines(parity.reference.to_dict(), parity.candidate.to_dict())
     for failure in parity.failures:
         lines.append(f"- FAILED {failure}")
     lines.append("")
     keys = ["top1_agreement", "cosine", "sqnr_db", "rmse", "mae", "rel_l2", "max_abs", "bit_exact_fraction"]
-    present = [k for k in keys if any(k in o for o in parity.outputs)]
+    rows = [(o.name, o.metrics()) for o in parity.outputs]
+    present = [k for k in keys if any(k in values for _, values in rows)]
     lines.append("| output | " + " | ".join(present) + " |")
     lines.append("|---|" + "---|" * len(present))
-    for o in parity.outputs:
-        lines.append(f"| {o['name']} | " + " | ".join(fmt(o.get(k, '–')) for k in present) + " |")
+    for name, values in rows:
+        lines.append(f"| {name} | " + " | ".join(fmt(values.get(k, '–')) for k in present) + " |")
     if parity.accuracy:
         a = parity.accuracy
         lines += [
             "",
-            f"Accuracy on {a['labels']} labelled held-out samples: reference {a['reference_top1']:.2%}, "
-            f"candidate {a['candidate_top1']:.2%} (drop {a['drop'] * 100:+.2f} points).",
+            f"Accuracy on {a.labels} labelled held-out samples: reference {a.reference_top1:.2%}, "
+            f"candidate {a.candidate_top1:.2%} (drop {a.drop * 100:+.2f} points).",
         ]
     return lines
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.base import Preprocessor, implementation
 from edgekit.preprocessing.parity import PreprocessParityReport, Thresholds, input_quantization, open_model, read_labels, run_parity
 from edgekit.preprocessing.sources import PythonCallablePreprocessor, list_images, open_pipeline, resolve_spec

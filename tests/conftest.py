@@ -68,7 +68,7 @@ def demo_float_tflite(tmp_path_factory) -> Path:
 def digits_arrays():
     """(calib, eval, eval_labels) digits as float arrays through the committed spec."""
     from edgekit.calibration.dataset import ImageFolderSource
-    from edgekit.preprocess import find_spec
+    from edgekit.preprocessing.spec import find_spec
 
     def load(folder):
         src = ImageFolderSource(folder, find_spec(folder))

@@ -5,7 +5,7 @@ import pytest
 from tests.conftest import DIGITS
 from edgekit.calibration import dataset as data
 from edgekit.errors import CalibrationDataError, UserError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 
 INPUT = [data.InputSpec("x", (1, 1, 8, 8), np.dtype(np.float32))]
 

@@ -53,7 +53,7 @@ def test_quantize_debug_then_mse_into_the_same_folder_leaves_no_layer_files(cli,
 # --- 3. class names in labels.csv map through the folder's class list -----------------------------------------
 def test_labels_csv_class_names_map_through_classes_txt(tmp_path):
     from edgekit.calibration.dataset import ImageFolderSource
-    from edgekit.preprocess import find_spec
+    from edgekit.preprocessing.spec import find_spec
 
     folder = tmp_path / "imgs"
     folder.mkdir()
@@ -140,7 +140,7 @@ def test_parity_accepts_a_dynamic_batch_against_batch_one(tmp_path):
     assert ref.input_specs()[0].shape[0] == -1 and cand.input_specs()[0].shape[0] == 1
     samples = [[np.random.default_rng(i).random((1, 32, 32, 3)).astype(np.float32)] for i in range(3)]
     report = compare(ref, cand, samples, tolerance=Tolerance(min_cosine=0.9999))
-    assert report.passed and report.outputs[0]["cosine"] > 0.9999
+    assert report.passed and report.outputs[0].cosine > 0.9999
 
 
 # --- 6. preprocess-parity passes with unreadable files only when --allow-unreadable says so ------------------

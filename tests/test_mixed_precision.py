@@ -61,7 +61,7 @@ def test_fallback_auto_moves_exactly_the_sensitive_layer_to_float_and_meets_targ
     assert not steps[0]["passed"] and steps[0]["outputs"][0]["sqnr_db"] < 20.0  # all-int8 fails the target
     assert len(steps) == 2 and steps[1]["passed"] and fallback["met"]
     assert len(steps[1]["float_ops"]) == 1 and SENSITIVE in steps[1]["float_ops"][0]
-    assert result.parity.passed and result.parity.outputs[0]["sqnr_db"] >= 30.0
+    assert result.parity.passed and result.parity.outputs[0].sqnr_db >= 30.0
     assert result.main_file == "model_mixed.tflite"
     ops = compute_ops(tmp_path / "auto" / "model_mixed.tflite")
     floats = [name for name, dtype in ops.items() if dtype == "float32"]
@@ -183,7 +183,7 @@ def test_activations_int16_gives_int16_tensors_and_better_sqnr_than_int8(demo_fl
     activations = {model.tensor(o).dtype.name for op in model.ops for o in op.outputs}
     assert activations == {"int16"} and model.inputs[0].dtype == np.int16 and model.outputs[0].dtype == np.int16
     assert all(model.tensor(o).zero_point == 0 for op in model.ops for o in op.outputs)  # 16x8 is symmetric
-    assert x16.parity.outputs[0]["sqnr_db"] > int8.parity.outputs[0]["sqnr_db"] + 0.5, (x16.parity.outputs, int8.parity.outputs)
+    assert x16.parity.outputs[0].sqnr_db > int8.parity.outputs[0].sqnr_db + 0.5, (x16.parity.outputs, int8.parity.outputs)
     manifest = json.loads((tmp_path / "x16" / "manifest.json").read_text())
     assert any(a.get("format") == "tflite-int16x8" for a in manifest["artifacts"])
 

@@ -19,7 +19,7 @@ from edgekit.export.detect import ModelKind
 from edgekit.provenance import sha256_file
 from edgekit.quantize_backend import FloatReference, QuantizedModel, QuantizeInputs
 
-from .options import deployment_target, option_problems, precision_of
+from .options import OPTIONS, deployment_target, option_problems, precision_of
 from .source import TorchSource, load_torch_source
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,7 @@ class CoreMLConverter:
 
     name = "coreml"
     stage = "quantize"
+    options = OPTIONS
 
     def option_problems(self, options) -> List[str]:
         return option_problems(options)

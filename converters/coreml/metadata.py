@@ -13,7 +13,7 @@ PROVENANCE_VERSION = "1"
 PREVIEW_TYPE_KEY = "com.apple.coreml.model.preview.type"  # Xcode's model preview (imageClassifier, ...)
 
 
-def provenance(*, source: str, source_sha256: Optional[str], precision: str, params: Dict[str, Any],
+def provenance(*, source: str, source_sha256: Optional[str], precision: str, params: Dict[str, Any],  # backend settings
                calibration_fingerprint: str, compute_units: str, pass_pipeline: str,
                preprocess: Optional[dict]) -> Dict[str, str]:
     """user_defined_metadata entries (strings only, as Core ML stores them)."""

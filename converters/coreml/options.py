@@ -6,6 +6,8 @@ from typing import Dict, List, Optional
 
 # Deployment targets in order; the ops a precision emits decide the oldest one that can load it.
 DEPLOYMENT_TARGETS = ("iOS16", "iOS17", "iOS18")
+# the format-specific QuantizeOptions fields --format coreml takes (edgekit.quantize_backend.FORMAT_OPTIONS)
+OPTIONS = ("deployment_target", "compute_units", "labels", "model_info")
 COMPUTE_UNITS = {"all": "ALL", "cpu_and_ne": "CPU_AND_NE", "cpu_only": "CPU_ONLY"}  # edgekit name -> ct.ComputeUnit
 # --method -> the torch observer that records activation ranges in the PT2E calibration (W8A8 only).
 ACTIVATION_OBSERVERS = {
@@ -47,7 +49,7 @@ def deployment_target(options) -> str:
 
 
 def option_problems(options) -> List[str]:
-    """Every option value the Core ML backend cannot honour, as sentences naming the fix."""
+    """Every value of its own options the Core ML backend cannot honour, as sentences naming the fix."""
     problems: List[str] = []
     if options.weights != "int8":
         problems.append(f"--weights {options.weights} (Core ML weights are int8, per channel)")
@@ -56,10 +58,6 @@ def option_problems(options) -> List[str]:
         problems.append(
             f"--activations {options.activations} (Core ML takes int8 = W8A8, or float16 = W8: int8 weights, fp16 compute)"
         )
-    if options.engine is not None:
-        problems.append(f"--engine {options.engine} (ONNX only)")
-    if getattr(options, "io", "int8") != "int8":
-        problems.append(f"--io {options.io} (TFLite only; a Core ML image model takes pixels through its ImageType input)")
     if options.deployment_target is not None:
         if options.deployment_target not in DEPLOYMENT_TARGETS:
             problems.append(f"--deployment-target {options.deployment_target} (valid: {', '.join(DEPLOYMENT_TARGETS)})")
@@ -79,6 +77,4 @@ def option_problems(options) -> List[str]:
         )
     elif precision is not None and not precision.quantizes_activations and options.method != "minmax":
         problems.append(f"--method {options.method} (W8 has no activation ranges to calibrate; drop --method)")
-    if options.fallback != "none" or options.keep_float:
-        problems.append("--fallback / --keep-float (mixed precision is TFLite-only for now; --debug works with --format coreml)")
     return problems

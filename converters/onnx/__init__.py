@@ -40,6 +40,7 @@ class OnnxQdqConverter:
     name = "onnx"
     filename = "model_int8.onnx"
     stage = "quantize"
+    options = ("engine", "fallback", "fallback_to", "keep_float")
 
     def option_problems(self, options) -> List[str]:
         problems = []
@@ -54,19 +55,11 @@ class OnnxQdqConverter:
             problems.append(f"--weights {options.weights} (ONNX QDQ weights are int8)")
         if options.activations != "int8":
             problems.append(f"--activations {options.activations} (--format onnx quantizes activations to 8 bits)")
-        if options.deployment_target is not None:
-            problems.append(f"--deployment-target {options.deployment_target} (Core ML only)")
-        if options.compute_units != "all":
-            problems.append(f"--compute-units {options.compute_units} (Core ML only)")
         if options.fallback == "none" and options.fallback_to != "float":
             problems.append(f"--fallback-to {options.fallback_to} without --fallback auto (it has no effect)")
         elif options.fallback_to != "float":
             problems.append(f"--fallback-to {options.fallback_to} (--format onnx keeps 8-bit activations; "
                             "its fallback is float: use --fallback-to float)")
-        if getattr(options, "io", "int8") != "int8":
-            problems.append(f"--io {options.io} (TFLite only; the ONNX QDQ model takes float input)")
-        if getattr(options, "labels", None) is not None or getattr(options, "model_info", None) is not None:
-            problems.append("--labels / --model-name / --author / --license / --version (TFLite and Core ML metadata only)")
         if options.fallback != "none" and engine == "nncf":
             problems.append("--fallback auto with --engine nncf (every nncf.quantize call recalibrates: NNCF 3.4's "
                             "statistics cache is OpenVINO-only; use --engine ort for --fallback auto, or --keep-float "

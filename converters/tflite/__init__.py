@@ -64,6 +64,7 @@ class TFLiteInt8Converter:
     filename = "model_int8.tflite"
     target = "tflite-int8"
     stage = "quantize"
+    options = ("io", "labels", "model_info", "fallback", "fallback_to", "keep_float")
 
     def check_support(self, model: TFLiteModel, target: str = target) -> SupportReport:
         report = SupportReport(target)
@@ -89,11 +90,6 @@ class TFLiteInt8Converter:
             problems.append(f"--weights {options.weights} (TFLite weights are int8)")
         if options.activations not in ("int8", "int16"):
             problems.append(f"--activations {options.activations} (use int8, or int16 for 16x8)")
-        for flag, value in (("--engine", options.engine), ("--deployment-target", options.deployment_target)):
-            if value is not None:
-                problems.append(f"{flag} {value} (Core ML / ONNX only)")
-        if options.compute_units != "all":
-            problems.append(f"--compute-units {options.compute_units} (Core ML only)")
         if options.io not in IO_TYPES:
             problems.append(f"--io {options.io} (use {' | '.join(IO_TYPES)})")
         elif options.io != "int8" and (options.activations == "int16" or options.fallback_to == "int16"):

@@ -17,6 +17,7 @@ class VelaConverter:
     name = "vela"
     target = "ethos-u55-128"
     stage = "compile"  # not a quantizer: `edgekit quantize --format` does not offer it
+    options = ("system_config", "memory_mode", "config", "optimise", "timeout")  # `edgekit compile` flags it takes
 
     @staticmethod
     def targets() -> tuple:
@@ -35,8 +36,8 @@ class VelaConverter:
         result, _ = vela_estimate(model, VelaOptions(accelerator=target, **vela_options))
         graph = read_graph(Path(model).read_bytes(), str(model))
         on_cpu = {}
-        for op in result.info["placement"]["cpu_operators"]:
-            on_cpu.setdefault((op["op"], op["ofm"]), op["reasons"])
+        for op in result.report.placement.cpu_operators:
+            on_cpu.setdefault((op.op, op.ofm), op.reasons)
         report = SupportReport(f"vela-{target}")
         for op in graph.ops:
             ofm = graph.tensors[op.outputs[0]].name if op.outputs else ""
@@ -53,7 +54,7 @@ class VelaConverter:
                 optimise: str = "Performance", timeout_s: float = 300.0):
         """Compile with Vela; with ``outdir`` write model_vela.tflite, compile.json, report.md, plot, manifest.
 
-        Returns edgekit.compile.npu.CompileResult (``info`` = compile.json)."""
+        Returns edgekit.compile.npu.CompileResult (``report`` = compile.json)."""
         from edgekit.compile.npu import compile_for_npu, vela_estimate
         from edgekit.compile.vela_tool import VelaOptions
 

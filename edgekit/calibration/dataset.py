@@ -15,7 +15,7 @@ import numpy as np
 
 from edgekit.calibration.labels import labels_for
 from edgekit.errors import CalibrationDataError
-from edgekit.preprocess import PreprocessSpec, find_spec, load_image
+from edgekit.preprocessing.spec import PreprocessSpec, find_spec, load_image
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import TYPE_CHECKING, Callable, Dict, List
+
+if TYPE_CHECKING:
+    from edgekit.compile.result import CompileReport
 
 DEFAULT_TARGET = "ethos-u55-128"
 
@@ -25,22 +28,53 @@ def register(subparsers) -> Dict[str, Callable]:
     return {"compile": cmd_compile}
 
 
+# the target-specific flags of `edgekit compile`: args attribute -> (flag, default); each target's backend names
+# the ones it takes (``options``), and a flag set for a target that does not take it is refused
+TARGET_FLAGS = {
+    "system_config": ("--system-config", None),
+    "memory_mode": ("--memory-mode", None),
+    "config": ("--config", None),
+    "optimise": ("--optimise", "Performance"),
+    "timeout": ("--timeout", 300.0),
+}
+
+
+def _target_backend(target: str):
+    """(the handler of --target, the TARGET_FLAGS it takes)."""
+    if target in ("gpu", "ane"):  # LiteRT GPU delegate placement / Core ML per-op table (edgekit/mobile)
+        from edgekit.mobile import delegate_cli
+
+        return delegate_cli.TARGETS[target]
+    from edgekit.converters import CONVERTERS
+    import edgekit.converters.vela  # noqa: F401  (registers "vela")
+
+    return _compile_vela, CONVERTERS.get("vela").options
+
+
+def check_target_flags(args, takes) -> None:
+    """Refuse every target-specific flag given that the chosen target does not take (all named at once)."""
+    given = [f"{flag} {getattr(args, name)}" for name, (flag, default) in TARGET_FLAGS.items()
+             if name not in takes and getattr(args, name) != default]
+    if given:
+        from edgekit.errors import UserError
+
+        takes_text = ", ".join(TARGET_FLAGS[n][0] for n in takes) or "none of them"
+        raise UserError(f"--target {args.target} does not take {', '.join(given)} (it takes {takes_text})",
+                        fix="drop those options, or choose a target that uses them")
+
+
 def cmd_compile(args) -> int:
+    handler, takes = _target_backend(args.target)
+    check_target_flags(args, takes)
+    return handler(args)
+
+
+def _compile_vela(args) -> int:
     import sys
 
     from edgekit.console import say_all
-    from edgekit.progress import progress_bars
-
-    if args.target == "gpu":  # LiteRT GPU delegate placement (edgekit/mobile)
-        from edgekit.mobile.delegate_cli import cmd_compile_gpu
-
-        return cmd_compile_gpu(args)
-    if args.target == "ane":  # Core ML program: per-op table (placement decided at runtime)
-        from edgekit.mobile.delegate_cli import cmd_compile_ane
-
-        return cmd_compile_ane(args)
     from edgekit.converters import CONVERTERS
-    import edgekit.converters.vela  # noqa: F401  (registers "vela")
+    from edgekit.progress import progress_bars
 
     outdir = args.outdir or Path("out") / "compile" / f"{args.model.stem}-{args.target}"
     converter = CONVERTERS.get("vela")()
@@ -48,30 +82,30 @@ def cmd_compile(args) -> int:
         result = converter.convert(args.model, target=args.target, outdir=outdir, system_config=args.system_config,
                                    memory_mode=args.memory_mode, config=args.config, optimise=args.optimise,
                                    timeout_s=args.timeout)
-    say_all(summary_lines(result.info, outdir))
+    say_all(summary_lines(result.report, outdir))
     return 0
 
 
 CPU_OPS_SHOWN = 5  # operators left on the CPU named on the console (all of them in report.md / compile.json)
 
 
-def summary_lines(info: dict, outdir: Path) -> List[str]:
+def summary_lines(info: CompileReport, outdir: Path) -> List[str]:
     """The compile's key figures, one short line each; the configuration and sources in full are in compile.json."""
-    p, m, pl, t = info["performance"], info["memory"], info["placement"], info["target"]
-    lines = [f"compiled for {t['accelerator']} ({t['system_config']}, {t['memory_mode']}, {t['npu_clock_hz'] / 1e6:g} MHz)"]
-    lines.append(f"NPU: {p['npu_cycles_total']:,} cycles = {p['inference_time_ms']:.4g} ms per inference (estimated by "
+    p, m, pl, t = info.performance, info.memory, info.placement, info.target
+    lines = [f"compiled for {t.accelerator} ({t.system_config}, {t.memory_mode}, {t.npu_clock_hz / 1e6:g} MHz)"]
+    lines.append(f"NPU: {p.npu_cycles_total:,} cycles = {p.inference_time_ms:.4g} ms per inference (estimated by "
                  f"Vela, not measured)")
-    lines.append(f"MACs: {p['macs_total']:,}, utilization {p['mac_utilization_percent']:.1f} %")
-    lines.append(f"memory: SRAM {m['sram_used_bytes']:,} B, off-chip flash {m['off_chip_flash_used_bytes']:,} B")
-    cpu = pl["cpu_operators"]
-    if pl["all_on_npu"]:
+    lines.append(f"MACs: {p.macs_total:,}, utilization {p.mac_utilization_percent:.1f} %")
+    lines.append(f"memory: SRAM {m.sram_used_bytes:,} B, off-chip flash {m.off_chip_flash_used_bytes:,} B")
+    cpu = pl.cpu_operators
+    if pl.all_on_npu:
         lines.append("placement: every operator on the NPU")
     else:
         lines.append(f"placement: {len(cpu)} operator(s) on the CPU:")
         for op in cpu[:CPU_OPS_SHOWN]:
-            reason = op["reasons"][0] if op["reasons"] else "no reason given"
-            more = f" (+{len(op['reasons']) - 1} more reasons)" if len(op["reasons"]) > 1 else ""
-            lines.append(f"  {op['op']} -> {_short(op['ofm'])}: {_short(reason, 70)}{more}")
+            reason = op.reasons[0] if op.reasons else "no reason given"
+            more = f" (+{len(op.reasons) - 1} more reasons)" if len(op.reasons) > 1 else ""
+            lines.append(f"  {op.op} -> {_short(op.ofm)}: {_short(reason, 70)}{more}")
         if len(cpu) > CPU_OPS_SHOWN:
             lines.append(f"  ... and {len(cpu) - CPU_OPS_SHOWN} more (all listed in report.md)")
     lines.append(f"wrote {outdir}/model_vela.tflite, compile.json, report.md, per_layer_cycles.png, manifest.json")

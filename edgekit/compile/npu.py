@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Optional, Union
 
 from edgekit.compile.report import build_compile_json, write_outputs
+from edgekit.compile.result import CompileReport
+from edgekit.results import JsonObject
 from edgekit.compile.vela_tool import VelaOptions, VelaRun, run_vela
 from edgekit.errors import InvalidModelError, UserError
 from edgekit.tflite_graph import Graph, read_graph
@@ -25,15 +27,20 @@ QUANTIZED_TYPES = ("INT8", "INT16", "UINT8")
 VELA_MODEL = "model_vela.tflite"
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompileResult:
     outdir: Optional[Path]
-    info: Dict[str, Any]          # the content of compile.json
+    report: CompileReport         # compile.json
     vela_model: bytes             # the compiled flatbuffer (ethos-u custom op + any CPU operators)
 
     @property
+    def info(self) -> JsonObject:
+        """compile.json's content as plain data (for callers that read it by key; prefer ``report``)."""
+        return self.report.to_dict()
+
+    @property
     def label(self) -> str:
-        return self.info["estimate"]["label"]
+        return self.report.estimate.label
 
 
 def read_model(model: Union[str, Path]) -> tuple[bytes, Graph, Path]:
@@ -88,9 +95,8 @@ def compile_for_npu(model: Union[str, Path], options: VelaOptions, outdir: Path)
     work = Path(tempfile.mkdtemp(prefix="edgekit-vela-"))
     try:
         result, run = vela_estimate(model, options, keep=work)
-        write_outputs(Path(outdir), result.info, run, result.vela_model)
+        write_outputs(Path(outdir), result.report, run, result.vela_model)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result.outdir = Path(outdir)
     log.info("wrote %s", outdir)
-    return result
+    return replace(result, outdir=Path(outdir))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from edgekit.compile.result import VelaLayer
 from edgekit.errors import ConversionError, ToolMissingError, UserError
 from edgekit.progress import step_progress
 
@@ -126,10 +127,6 @@ class VelaOptions:
             args += ["--memory-mode", self.memory_mode]
         return args
 
-    def to_json(self) -> Dict[str, Any]:
-        return {"accelerator": self.accelerator, "system_config": self.system_config, "memory_mode": self.memory_mode,
-                "config": self.config, "optimise": self.optimise}
-
 
 @dataclass
 class CpuOperator:
@@ -138,9 +135,6 @@ class CpuOperator:
     op: str
     ofm: str
     reasons: List[str] = field(default_factory=list)
-
-    def to_json(self) -> Dict[str, Any]:
-        return {"op": self.op, "ofm": self.ofm, "reasons": list(self.reasons)}
 
 
 @dataclass
@@ -153,8 +147,8 @@ class VelaRun:
     vela_tflite: Path
     summary_csv: Path
     per_layer_csv: Path
-    summary: Dict[str, Any]
-    layers: List[Dict[str, Any]]
+    summary: Dict[str, Any]              # Vela's summary CSV row: column -> number or text, as Vela writes it
+    layers: List[VelaLayer]
     cpu_operators: List[CpuOperator]
     cpu_passthrough: List[str]           # "Passthrough = deq (outputs [1, 8, 8, 8])" lines of --show-cpu-operations
     warnings: List[str]
@@ -227,7 +221,11 @@ def _number(text: str) -> Any:
     return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
 
 
-def parse_summary(path: Path) -> Dict[str, Any]:
+TEXT_COLUMNS = ("name", "target", "operator", "original_operator")
+
+
+def parse_summary(path: Path) -> Dict[str, Any]:  # VelaRun.summary
+    """Vela's one-row summary CSV, column -> number or text (read by key in build_compile_json)."""
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))
     if len(rows) != 1:
@@ -246,15 +244,15 @@ _LAYER_COLUMNS = {
 }
 
 
-def parse_per_layer(path: Path) -> List[Dict[str, Any]]:
+def parse_per_layer(path: Path) -> List[VelaLayer]:
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
         unknown = [c for c in _LAYER_COLUMNS if c not in (reader.fieldnames or [])]
         if unknown:
             raise ConversionError(f"Vela per-layer CSV {path.name} lacks columns {', '.join(unknown)} "
                                   f"(Vela {vela_version()}; edgekit reads the 5.2 layout)")
-        return [{key: _number(row[col]) if key not in ("name", "target", "operator", "original_operator") else row[col]
-                 for col, key in _LAYER_COLUMNS.items()} for row in reader]
+        return [VelaLayer(index=i, **{key: _number(row[col]) if key not in TEXT_COLUMNS else row[col]
+                                      for col, key in _LAYER_COLUMNS.items()}) for i, row in enumerate(reader)]
 
 
 _CPU_WARNING = re.compile(r"^Warning \(supported operators\) operator: (?P<op>[A-Z0-9_]+), ofm: '(?P<ofm>.*)'\s*$")

@@ -138,7 +138,7 @@ def load(path: Path, compute_units: str = "all") -> LoadedModel:
     return LoadedModel(Path(path), name, load_ms, model)
 
 
-def compute_plan(path: Path, compute_units: str = "all") -> Dict[str, Any]:
+def compute_plan(path: Path, compute_units: str = "all") -> Dict[str, Any]:  # what the macOS runtime reports
     """Per-op placement of a model on one compute unit setting: {"available", "ops": [{op, name, function,
     preferred, supported, cost}], "summary"} or {"available": False, "reason"} when this macOS cannot tell."""
     loaded = load(path, compute_units)

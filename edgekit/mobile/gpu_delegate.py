@@ -18,7 +18,10 @@ import contextlib
 import io
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List
+from typing import List
+
+from edgekit.mobile.placement import (AnalyzerOp, AnalyzerReport, AnalyzerVerdict, GpuPlacement, ModelFile,
+                                     OpPlacement)
 
 # Builtin ops with a parser in the GPU delegate (model_builder.cc, NewOperationParser).
 GPU_DELEGATE_OPS = frozenset("""
@@ -46,9 +49,9 @@ def analyzer_text(tflite: bytes) -> str:
     return buffer.getvalue()
 
 
-def parse_analyzer(text: str) -> Dict[str, Any]:
-    """{"ops": [{subgraph, index, name, warning}], "model_compatible": bool | None, "summary": str}."""
-    ops: List[Dict[str, Any]] = []
+def parse_analyzer(text: str) -> AnalyzerReport:
+    """The analyzer's op lines (with the warning printed after each), its verdict and summary line."""
+    ops: List[AnalyzerOp] = []
     subgraph = 0
     for line in text.splitlines():
         m = _SUBGRAPH.match(line)
@@ -57,25 +60,27 @@ def parse_analyzer(text: str) -> Dict[str, Any]:
             continue
         m = _OP.match(line)
         if m:
-            ops.append({"subgraph": subgraph, "index": int(m.group("index")), "name": m.group("name"), "warning": None})
+            ops.append(AnalyzerOp(subgraph=subgraph, index=int(m.group("index")), name=m.group("name")))
             continue
         m = _WARNING.match(line.strip())
         if m and ops and "has GPU delegate compatibility issues" not in m.group("message"):
-            ops[-1]["warning"] = m.group("message").strip()
+            ops[-1] = ops[-1].model_copy(update={"warning": m.group("message").strip()})
     compatible = True if "looks compatible with GPU delegate" in text else (False if "compatibility issues" in text else None)
     summary = next((l.strip() for l in text.splitlines() if "compatible with GPU delegate" in l or "compatibility issues" in l), "")
-    return {"ops": ops, "model_compatible": compatible, "summary": summary}
+    return AnalyzerReport(ops=ops, model_compatible=compatible, summary=summary)
 
 
 @dataclass
-class OpPlacement:
+class _Row:
+    """An op while the partitions are worked out (becomes an OpPlacement)."""
+
     index: int
     op: str
     output: str
     macs: int
-    analyzer: str            # "accepted" | the analyzer's warning
-    delegate_rule: str       # "accepted" | why the delegate's rules refuse it
-    on_gpu: bool = False     # after partitioning
+    analyzer: str
+    delegate_rule: str
+    on_gpu: bool = False
 
     @property
     def accepted(self) -> bool:
@@ -100,40 +105,42 @@ def _rule_verdict(model, op) -> str:
     return "accepted"
 
 
-def gpu_report(tflite: bytes, *, source: str = "model") -> Dict[str, Any]:
+def gpu_report(tflite: bytes, *, source: str = "model", model: ModelFile) -> GpuPlacement:
     from edgekit.converters.tflite.mixed import op_macs
     from edgekit.tflite_model import TFLiteModel
 
-    model = TFLiteModel(tflite, source=source)
+    loaded = TFLiteModel(tflite, source=source)
     parsed = parse_analyzer(analyzer_text(tflite))
-    warnings = {o["index"]: o["warning"] for o in parsed["ops"] if o["subgraph"] == 0}
-    macs = op_macs(model)
+    warnings = {o.index: o.warning for o in parsed.ops if o.subgraph == 0}
+    macs = op_macs(loaded)
     rows = []
-    for op in model.ops:
-        output = model.tensor(op.outputs[0]).name if op.outputs and op.outputs[0] >= 0 else "?"
-        rows.append(OpPlacement(op.index, op.name, output, macs.get(op.index, 0),
-                                warnings.get(op.index) or "accepted", _rule_verdict(model, op)))
+    for op in loaded.ops:
+        output = loaded.tensor(op.outputs[0]).name if op.outputs and op.outputs[0] >= 0 else "?"
+        rows.append(_Row(op.index, op.name, output, macs.get(op.index, 0),
+                         warnings.get(op.index) or "accepted", _rule_verdict(loaded, op)))
     partitions = _partitions(rows)
     largest = max(partitions, key=len) if partitions else []
     for i in largest:
         rows[i].on_gpu = True
     total = sum(r.macs for r in rows)
     cpu = sum(r.macs for r in rows if not r.on_gpu)
-    return {
-        "target": "gpu", "source": SOURCE,
-        "analyzer": {"model_compatible": parsed["model_compatible"], "summary": parsed["summary"],
-                     "warnings": sum(1 for r in rows if r.analyzer != "accepted")},
-        "ops": [dict(r.__dict__, accepted=r.accepted) for r in rows],
-        "ops_total": len(rows), "ops_accepted": sum(r.accepted for r in rows),
-        "partitions": len(partitions), "partition_sizes": [len(p) for p in partitions],
-        "ops_on_gpu": len(largest),
-        "macs_total": total, "macs_on_cpu": cpu, "macs_on_cpu_share": (cpu / total) if total else 0.0,
-        "note": "the GPU delegate delegates the largest partition only (max_delegated_partitions = 1, its default); "
-                "MACs counted for CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, TRANSPOSE_CONV, BATCH_MATMUL",
-    }
+    return GpuPlacement(
+        source=SOURCE,
+        analyzer=AnalyzerVerdict(model_compatible=parsed.model_compatible, summary=parsed.summary,
+                                 warnings=sum(1 for r in rows if r.analyzer != "accepted")),
+        ops=[OpPlacement(index=r.index, op=r.op, output=r.output, macs=r.macs, analyzer=r.analyzer,
+                         delegate_rule=r.delegate_rule, on_gpu=r.on_gpu, accepted=r.accepted) for r in rows],
+        ops_total=len(rows), ops_accepted=sum(r.accepted for r in rows),
+        partitions=len(partitions), partition_sizes=[len(p) for p in partitions],
+        ops_on_gpu=len(largest),
+        macs_total=total, macs_on_cpu=cpu, macs_on_cpu_share=(cpu / total) if total else 0.0,
+        note="the GPU delegate delegates the largest partition only (max_delegated_partitions = 1, its default); "
+             "MACs counted for CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, TRANSPOSE_CONV, BATCH_MATMUL",
+        model=model,
+    )
 
 
-def _partitions(rows: List[OpPlacement]) -> List[List[int]]:
+def _partitions(rows: List[_Row]) -> List[List[int]]:
     """Runs of accepted ops in execution order (the delegate partitions a sequential graph this way)."""
     runs: List[List[int]] = []
     current: List[int] = []
@@ -148,28 +155,26 @@ def _partitions(rows: List[OpPlacement]) -> List[List[int]]:
     return runs
 
 
-def markdown(report: Dict[str, Any], model_name: str) -> str:
+def markdown(report: GpuPlacement, model_name: str) -> str:
+    r = report
     lines = [f"# GPU delegate placement: {model_name}", "",
-             f"Source: {report['source']}.", "",
-             f"- ops accepted: {report['ops_accepted']} of {report['ops_total']}; partitions of accepted ops: "
-             f"{report['partitions']} (sizes {report['partition_sizes']}); on the GPU: {report['ops_on_gpu']} ops",
-             f"- MACs on the CPU: {report['macs_on_cpu']:,} of {report['macs_total']:,} "
-             f"({100 * report['macs_on_cpu_share']:.1f} %)",
-             f"- TF analyzer: {report['analyzer']['summary'] or 'no summary line'} "
-             f"({report['analyzer']['warnings']} op warning(s))",
-             f"- {report['note']}", "",
+             f"Source: {r.source}.", "",
+             f"- ops accepted: {r.ops_accepted} of {r.ops_total}; partitions of accepted ops: "
+             f"{r.partitions} (sizes {r.partition_sizes}); on the GPU: {r.ops_on_gpu} ops",
+             f"- MACs on the CPU: {r.macs_on_cpu:,} of {r.macs_total:,} ({100 * r.macs_on_cpu_share:.1f} %)",
+             f"- TF analyzer: {r.analyzer.summary or 'no summary line'} ({r.analyzer.warnings} op warning(s))",
+             f"- {r.note}", "",
              "| # | op | output | MACs | analyzer | delegate rules | runs on |", "|---|---|---|---|---|---|---|"]
-    for r in report["ops"]:
-        lines.append(f"| {r['index']} | {r['op']} | `{r['output'][:60]}` | {r['macs']:,} | {r['analyzer']} | "
-                     f"{r['delegate_rule']} | {'GPU' if r['on_gpu'] else 'CPU'} |")
+    for o in r.ops:
+        lines.append(f"| {o.index} | {o.op} | `{o.output[:60]}` | {o.macs:,} | {o.analyzer} | "
+                     f"{o.delegate_rule} | {'GPU' if o.on_gpu else 'CPU'} |")
     return "\n".join(lines) + "\n"
 
 
-def compile_for_gpu(model_path, outdir) -> Dict[str, Any]:
+def compile_for_gpu(model_path, outdir) -> GpuPlacement:
     """Write gpu.json, report.md and manifest.json to ``outdir`` (atomically) and return the report."""
     from pathlib import Path
 
-    from edgekit import schemas
     from edgekit.artifact import Artifact, Manifest
     from edgekit.atomic import atomic_output_dir
     from edgekit.errors import InvalidModelError
@@ -179,10 +184,10 @@ def compile_for_gpu(model_path, outdir) -> Dict[str, Any]:
     if model_path.suffix.lower() != ".tflite" or not model_path.is_file():
         raise InvalidModelError(f"--target gpu reads a .tflite file; {model_path} is not one",
                                 fix="pass the .tflite from edgekit quantize (model_int8.tflite)")
-    report = gpu_report(model_path.read_bytes(), source=str(model_path))
-    report["model"] = {"path": str(model_path), "sha256": sha256_file(model_path)}
+    report = gpu_report(model_path.read_bytes(), source=str(model_path),
+                        model=ModelFile(path=str(model_path), sha256=sha256_file(model_path)))
     with atomic_output_dir(Path(outdir)) as stage:
-        (stage / "gpu.json").write_text(schemas.dumps("gpu-placement", report))
+        (stage / "gpu.json").write_text(report.dumps())
         (stage / "report.md").write_text(markdown(report, model_path.name))
         manifest = Manifest(command="compile")
         source = manifest.add(Artifact.from_file(model_path, format="tflite", stage="source"))

@@ -17,7 +17,7 @@ def register(subparsers) -> Dict[str, Callable]:
     return {"inspect": cmd_inspect}
 
 
-def describe_tflite(path: Path) -> Dict[str, Any]:
+def describe_tflite(path: Path) -> Dict[str, Any]:  # printed as JSON by `edgekit inspect --json`
     from edgekit.mobile.tflite_metadata import packed_files, read_metadata
     from edgekit.tflite_model import TFLiteModel
 

@@ -195,7 +195,7 @@ Not tested here: compiling this Swift code, Xcode's import and preview, and Visi
 """
 
 
-def package_ios(package: Path, outdir: Path) -> Dict[str, Any]:
+def package_ios(package: Path, outdir: Path) -> Dict[str, Any]:  # the package summary the CLI prints
     from edgekit.atomic import atomic_output_dir
 
     interface = read_interface(package)

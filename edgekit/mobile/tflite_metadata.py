@@ -238,7 +238,7 @@ def _text(value) -> str:
 
 
 # --- reading back -------------------------------------------------------------------------------------
-def read_metadata(tflite: bytes) -> Optional[Dict[str, Any]]:
+def read_metadata(tflite: bytes) -> Optional[Dict[str, Any]]:  # the metadata flatbuffer as plain data
     """The model's TFLITE_METADATA as plain JSON-able data, plus the packed files; None when it has none."""
     tfl, fbu = _flatbuffer_utils()
     model = tfl.Model.GetRootAs(model_part(tflite), 0)

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class Packaged:
     tflite: bytes
-    summary: Dict[str, Any] = field(default_factory=dict)
+    summary: Dict[str, Any] = field(default_factory=dict)  # JSON extras -> parity.json["quantization"]["mobile"]
     report_lines: List[str] = field(default_factory=list)
 
 

@@ -1,8 +1,7 @@
-"""Run a reference and a candidate on the same inputs and compare every output."""
+"""Run a reference and a candidate on the same inputs and compare every output (-> ``ParityReport``)."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -10,42 +9,13 @@ import numpy as np
 from edgekit.calibration.dataset import InputSpec, Sample
 from edgekit.errors import UserError
 from edgekit.parity.metrics import accuracy, output_metrics
+from edgekit.parity.result import Accuracy, OutputMetrics, ParityReport
 from edgekit.parity.runners import ModelRunner
 from edgekit.parity.tolerance import Tolerance
 
+__all__ = ["ParityReport", "compare", "check_compatible", "is_classification"]
+
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ParityReport:
-    reference: dict
-    candidate: dict
-    samples: int
-    tolerance: Tolerance
-    outputs: List[dict] = field(default_factory=list)
-    failures: List[str] = field(default_factory=list)
-    accuracy: Optional[dict] = None
-    data: Optional[dict] = None
-
-    @property
-    def passed(self) -> bool:
-        return not self.failures
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-    def to_json(self) -> dict:
-        return {
-            "passed": self.passed,
-            "samples": self.samples,
-            "thresholds": self.tolerance.to_json(),
-            "failures": self.failures,
-            "outputs": self.outputs,
-            "accuracy": self.accuracy,
-            "reference": self.reference,
-            "candidate": self.candidate,
-            "data": self.data,
-        }
 
 
 def check_compatible(reference: Sequence[InputSpec], candidate: Sequence[InputSpec]) -> None:
@@ -84,7 +54,8 @@ def compare(
         ref_out.append(r), cand_out.append(c), ref_raw.append(rr), cand_raw.append(cr)
         if progress:
             progress(1)
-    report = ParityReport(reference.describe(), candidate.describe(), len(samples), tolerance)
+    outputs: List[OutputMetrics] = []
+    failures: List[str] = []
     names = candidate.output_names()
     input_sizes = [int(np.prod(spec.shape[1:])) for spec in reference.input_specs()]
     for k, name in enumerate(names):
@@ -98,20 +69,18 @@ def compare(
             reference_raw=np.stack([o[k] for o in ref_raw]),
             candidate_raw=np.stack([o[k] for o in cand_raw]),
         )
-        report.outputs.append({"name": name, **metrics})
-        report.failures.extend(tolerance.failures(name, metrics))
+        outputs.append(OutputMetrics(name=name, **metrics))
+        failures.extend(tolerance.failures(name, metrics))
+    top1 = None
     if labels is not None and names and is_classification(np.stack([o[0] for o in ref_out]), input_sizes):
         from edgekit.calibration.labels import check_label_range
 
         y = np.asarray(labels)
         check_label_range(y, int(np.stack([o[0] for o in ref_out]).reshape(len(ref_out), -1).shape[1]), "the data's labels")
-        report.accuracy = {
-            "labels": len(y),
-            "reference_top1": accuracy(np.stack([o[0] for o in ref_out]), y),
-            "candidate_top1": accuracy(np.stack([o[0] for o in cand_out]), y),
-        }
-        report.accuracy["drop"] = report.accuracy["reference_top1"] - report.accuracy["candidate_top1"]
-    return report
+        top1 = Accuracy.of(len(y), accuracy(np.stack([o[0] for o in ref_out]), y),
+                           accuracy(np.stack([o[0] for o in cand_out]), y))
+    return ParityReport(samples=len(samples), tolerance=tolerance, failures=failures, outputs=outputs, accuracy=top1,
+                        reference=reference.describe(), candidate=candidate.describe())
 
 
 def is_classification(outputs: np.ndarray, input_sizes: Sequence[int] = ()) -> bool:

@@ -1,6 +1,7 @@
-"""Preprocessing parity: one PreprocessSpec (edgekit.preprocess), every implementation tested against it.
+"""Preprocessing parity: one PreprocessSpec (edgekit.preprocessing.spec), every implementation tested against it.
 
 Modules (each with one job):
+    spec                                 PreprocessSpec: preprocess.json, the pipeline every implementation follows
     geometry, resample, decode, values   the spec's steps (Pillow's algorithms, in numpy where needed)
     base                                 Preprocessor + the IMPLEMENTATIONS registry
     pillow_impl (reference), opencv_impl, torchvision_impl, tf_impl, c_impl (+ codegen)

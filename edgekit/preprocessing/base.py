@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Sequence, Tuple, Type, Union
 import numpy as np
 
 from edgekit.errors import CalibrationDataError, EdgekitError, UserError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class Preprocessor:
         """The same implementation on another spec (None when not spec-driven)."""
         return None
 
-    def describe(self) -> Dict[str, Any]:
+    def describe(self) -> Dict[str, Any]:  # each implementation adds its own facts (library versions, spec)
         return {"kind": self.kind, "label": self.label, "notes": self.notes()}
 
 

@@ -28,7 +28,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.base import Result
 from edgekit.preprocessing.parity import ImageDiff, Units, squeeze_batch
 

@@ -25,9 +25,9 @@ from edgekit.calibration import dataset as data
 from edgekit.calibration.ranges import RangeOptions, choose_ranges
 from edgekit.calibration.statistics import cache_key, collect_statistics
 from edgekit.errors import CalibrationDataError
-from edgekit.preprocess import PreprocessSpec
 from edgekit.preprocessing.live_sums import (ActivationSums, ChannelSums, HistogramSums, InputEdges, LiveSums,
                                              distances, input_sums)
+from edgekit.preprocessing.spec import PreprocessSpec
 
 log = logging.getLogger(__name__)
 
@@ -212,9 +212,9 @@ def quantization_effect(float_model, calib_stats, live_stats, method: str, optio
         result = converter.convert(float_model, choose_ranges(stats, method, options))
         report = evaluate(result.tflite, label)
         out["samples"] = report.samples
-        entry = {"sha256": sha256_bytes(result.tflite), "outputs": report.outputs}
+        entry = {"sha256": sha256_bytes(result.tflite), "outputs": [o.model_dump() for o in report.outputs]}
         if report.accuracy:
-            entry["accuracy"] = report.accuracy
+            entry["accuracy"] = report.accuracy.model_dump()
         out[label] = entry
     return out
 

@@ -176,7 +176,7 @@ def _short(name: str, width: int = 60) -> str:
 
 def cmd_calib_check(args) -> int:
     from edgekit.calibration.ranges import RangeOptions
-    from edgekit.preprocess import PreprocessSpec
+    from edgekit.preprocessing.spec import PreprocessSpec
     from edgekit.preprocessing.calib_check import CalibThresholds, calib_check
     from edgekit.preprocessing.calib_report import write_reports
     from edgekit.progress import progress_bars

@@ -32,7 +32,7 @@ import numpy as np
 from edgekit import __version__
 from edgekit._resources import data_dir
 from edgekit.errors import UserError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.geometry import plan_geometry
 from edgekit.preprocessing.resample import PRECISION_BITS, axis_coefficients, nearest_indices, pillow_pass_order
 from edgekit.preprocessing.values import lookup_tables

@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from edgekit.errors import UserError
-from edgekit.preprocess import RESIZE_METHODS, PreprocessSpec
+from edgekit.preprocessing.spec import RESIZE_METHODS, PreprocessSpec
 from edgekit.preprocessing.base import ImageReadError, Preprocessor, Result, SpecPreprocessor, implementation
 from edgekit.preprocessing.parity import ImageDiff, Units, squeeze_batch
 from edgekit.preprocessing.values import to_tensor

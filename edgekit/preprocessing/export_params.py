@@ -14,7 +14,7 @@ from typing import Dict, List
 import numpy as np
 
 from edgekit.errors import UserError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.values import channel_constants
 
 

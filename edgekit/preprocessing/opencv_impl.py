@@ -22,7 +22,7 @@ from typing import List
 import numpy as np
 
 from edgekit.errors import ToolMissingError, UserError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.base import IMPLEMENTATIONS, SpecPreprocessor
 from edgekit.preprocessing.decode import composite, to_8bit
 from edgekit.preprocessing.geometry import plan_geometry

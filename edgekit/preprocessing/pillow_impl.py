@@ -12,7 +12,7 @@ from typing import List
 import numpy as np
 
 from edgekit.errors import CalibrationDataError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.base import IMPLEMENTATIONS, ImageReadError, SpecPreprocessor
 from edgekit.preprocessing.decode import decode_pillow, to_working_color
 from edgekit.preprocessing.geometry import plan_geometry

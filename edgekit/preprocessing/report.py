@@ -38,7 +38,7 @@ def provenance(images: Sequence[Path], images_root: Optional[Path]) -> dict:
 def _pipeline_line(d: dict) -> str:
     text = f"`{d.get('label')}`"
     if d.get("spec"):
-        from edgekit.preprocess import PreprocessSpec
+        from edgekit.preprocessing.spec import PreprocessSpec
 
         spec = PreprocessSpec.from_dict(d["spec"])
         text += f" — spec `{spec.name}`: {spec.describe()}"
@@ -178,7 +178,7 @@ def worst_png(path: Path, report: PreprocessParityReport, reference: Sequence[Re
     if diff.ndim == 3:
         diff = diff.max(axis=0 if channels_first else 2)
     from edgekit.preprocessing.parity import Units
-    from edgekit.preprocess import PreprocessSpec
+    from edgekit.preprocessing.spec import PreprocessSpec
 
     unit = "tensor units"
     if spec:

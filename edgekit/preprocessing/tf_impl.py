@@ -24,7 +24,7 @@ import numpy as np
 
 from edgekit.deps import tensorflow
 from edgekit.errors import UserError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.base import IMPLEMENTATIONS, SpecPreprocessor
 from edgekit.preprocessing.decode import exif_orientation
 from edgekit.preprocessing.geometry import plan_geometry

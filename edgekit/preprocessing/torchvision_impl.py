@@ -29,7 +29,7 @@ from typing import List
 import numpy as np
 
 from edgekit.errors import ToolMissingError, UserError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.base import IMPLEMENTATIONS, SpecPreprocessor
 from edgekit.preprocessing.decode import decode_pillow
 from edgekit.preprocessing.geometry import plan_geometry

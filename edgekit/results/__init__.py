@@ -6,7 +6,7 @@ field is an error at construction, not a silent ``None``. ``Result.to_json()`` g
 the type (``python -m edgekit.schemas.generate``). ``Figure`` is an energy / latency / cycle figure that cannot
 exist without its method (measured, estimated, unavailable) and, unless unavailable, its source.
 """
-from edgekit.results.base import Result, Section
+from edgekit.results.base import JsonObject, Result, Section
 from edgekit.results.figure import Figure, Method, estimated, measured, unavailable
 
-__all__ = ["Result", "Section", "Figure", "Method", "measured", "estimated", "unavailable"]
+__all__ = ["JsonObject", "Result", "Section", "Figure", "Method", "measured", "estimated", "unavailable"]

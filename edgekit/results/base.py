@@ -6,13 +6,15 @@ from typing import Any, ClassVar, Dict
 
 from pydantic import BaseModel, ConfigDict
 
+JsonObject = Dict[str, Any]  # a JSON document as plain data (what json.dumps takes); the typed form is the Result
+
 
 class Section(BaseModel):
     """A frozen, typed part of a result. Unknown fields are refused, so a mistyped name fails at construction."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """Plain JSON-able data (numbers, strings, lists, dicts), with optional fields left unset omitted."""
         return self.model_dump(mode="json", exclude_unset=False, by_alias=True)
 
@@ -22,7 +24,7 @@ class Result(Section):
 
     SCHEMA: ClassVar[str] = ""
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The stamped document: ``{"schema": "edgekit.<name>/<version>", ...fields}``."""
         from edgekit.schemas import stamped
 

@@ -59,7 +59,7 @@ def load_pipeline(path: Path, device_kind: str = "host") -> Dict[str, Any]:
     choices. Microcontrollers take raw frames, the generated C preprocessing and a top-k post-process."""
     import yaml
 
-    from edgekit.preprocess import PreprocessSpec
+    from edgekit.preprocessing.spec import PreprocessSpec
 
     path = Path(path)
     try:

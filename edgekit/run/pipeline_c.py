@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from edgekit.errors import DeviceError, InternalError, ToolMissingError, UserError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.codegen import ENGINE_DIR, generate_c
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import numpy as np
 
 from edgekit.errors import UserError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.run.base import DeviceTarget
 
 log = logging.getLogger(__name__)

@@ -45,7 +45,7 @@ def ray_settings(args: argparse.Namespace) -> Optional[RaySettings]:
 def parity_on_ray(args: argparse.Namespace, tolerance, settings: RaySettings, progress) -> Tuple[object, dict]:
     """`edgekit parity ... --ray`: (ParityReport, data description)."""
     from edgekit.parity.runners import open_runner
-    from edgekit.preprocess import PreprocessSpec
+    from edgekit.preprocessing.spec import PreprocessSpec
     from edgekit.scale.ray_parity import check_reachable, ray_parity
     from edgekit.scale.sources import list_source
 

@@ -21,7 +21,8 @@ from typing import Callable, Optional
 import numpy as np
 
 from edgekit.errors import ToolMissingError, UserError, first_line
-from edgekit.parity.compare import ParityReport, check_compatible, is_classification
+from edgekit.parity.compare import check_compatible, is_classification
+from edgekit.parity.result import Accuracy, OutputMetrics, ParityReport
 from edgekit.parity.streaming import TOP_K, ParitySums
 from edgekit.parity.tolerance import Tolerance
 from edgekit.scale.sources import Decoding, ScaleSource, read_chunk
@@ -166,7 +167,7 @@ def ray_parity(
             ray.shutdown()
     wall = time.perf_counter() - t0
     report = report_from_sums(ref_runner, cand_runner, total, tolerance)
-    report.data = {
+    return report.with_data({
         "dataset": source.describe(),
         "execution": {"engine": settings.engine, "workers": settings.workers, "cluster_cpus": resources.get("CPU"),
                       "samples": total.samples, "wall_time_s": round(wall, 3),
@@ -174,8 +175,7 @@ def ray_parity(
         "corrupt": {"count": total.corrupt, "samples": total.corrupt_names},
         "worst_samples": total.worst_samples(),
         "flips": total.flipped_samples(),
-    }
-    return report
+    })
 
 
 def report_from_sums(reference, candidate, sums: ParitySums, tolerance: Tolerance) -> ParityReport:
@@ -183,14 +183,14 @@ def report_from_sums(reference, candidate, sums: ParitySums, tolerance: Toleranc
     if sums.samples == 0:
         raise UserError(f"no usable samples: all {sums.corrupt} were corrupt, e.g. "
                         + "; ".join(sums.corrupt_names[:3]), fix="fix the data or pass other --data")
-    report = ParityReport(reference.describe(), candidate.describe(), sums.samples, tolerance)
+    outputs, failures, top1 = [], [], None
     classification = [out.top1_samples > 0 for out in sums.outputs]  # decided per sample, like compare()
     for name, out, flag in zip(candidate.output_names(), sums.outputs, classification):
         metrics = out.metrics(flag)
-        report.outputs.append({"name": name, **metrics})
-        report.failures.extend(tolerance.failures(name, metrics))
+        outputs.append(OutputMetrics(name=name, **metrics))
+        failures.extend(tolerance.failures(name, metrics))
     if sums.labelled and sums.labelled == sums.samples and classification and classification[0]:
-        report.accuracy = {"labels": sums.labelled, "reference_top1": sums.reference_correct / sums.labelled,
-                           "candidate_top1": sums.candidate_correct / sums.labelled}
-        report.accuracy["drop"] = report.accuracy["reference_top1"] - report.accuracy["candidate_top1"]
-    return report
+        top1 = Accuracy.of(sums.labelled, sums.reference_correct / sums.labelled,
+                           sums.candidate_correct / sums.labelled)
+    return ParityReport(samples=sums.samples, tolerance=tolerance, failures=failures, outputs=outputs, accuracy=top1,
+                        reference=reference.describe(), candidate=candidate.describe())

@@ -18,7 +18,7 @@ import numpy as np
 
 from edgekit.calibration.dataset import IMAGE_SUFFIXES, LABEL_KEYS, InputSpec
 from edgekit.errors import CalibrationDataError, first_line
-from edgekit.preprocess import PreprocessSpec, find_spec
+from edgekit.preprocessing.spec import PreprocessSpec, find_spec
 
 DEFAULT_CHUNK = 256
 
@@ -215,7 +215,7 @@ class Decoding:
 def read_chunk(chunk: Chunk, source: "ScaleSource | Decoding", inputs: Sequence[InputSpec]) -> Iterator[LoadedRow]:
     """The rows of one chunk, each validated against the model inputs; bad rows come back with an error."""
     if chunk.kind == "images":
-        from edgekit.preprocess import load_image
+        from edgekit.preprocessing.spec import load_image
 
         for f, label in zip(chunk.files, chunk.labels):
             yield _checked(f, lambda f=f: [load_image(Path(f), source.spec)[None]], inputs, label)
@@ -284,7 +284,7 @@ def _parquet_value(value, source: "ScaleSource | Decoding", spec: InputSpec) -> 
         if source.spec is None:
             raise CalibrationDataError(f"column {source.column!r} holds encoded images but no preprocessing spec was given",
                                        fix="pass --preprocess SPEC.json")
-        from edgekit.preprocess import load_image
+        from edgekit.preprocessing.spec import load_image
 
         with tempfile.NamedTemporaryFile(suffix=".img") as handle:  # the Pillow reference decodes from a path
             handle.write(value)

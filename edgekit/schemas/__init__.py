@@ -1,7 +1,8 @@
 """Versioned JSON: every JSON file edgekit writes carries ``"schema": "edgekit.<name>/<version>"`` and has a
 JSON Schema (Draft 2020-12) in this folder, ``<name>.json``, shipped as package data.
 
-The schemas are written by hand from the files the commands write (not yet generated from typed results).
+The schemas of typed results (``edgekit.schemas.generate.TYPED``) are generated from their types; the others are
+still written by hand from the files the commands write.
 Stability promise: additive changes (a new optional key) keep the version; removing or renaming a key, changing
 its type or meaning, or making a key required bumps it.
 """
@@ -12,6 +13,7 @@ from importlib.resources import files
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from edgekit.errors import UnknownNameError
+from edgekit.results.base import JsonObject
 
 # name -> current version; the schema of each is <name>.json beside this file
 VERSIONS: Dict[str, int] = {
@@ -39,7 +41,7 @@ def schema_id(name: str) -> str:
     return f"edgekit.{name}/{VERSIONS[name]}"
 
 
-def stamped(name: str, data: Mapping[str, Any]) -> Dict[str, Any]:
+def stamped(name: str, data: Mapping[str, Any]) -> JsonObject:
     """``data`` with ``"schema"`` as its first key (the caller's dict is not changed)."""
     return {"schema": schema_id(name), **{k: v for k, v in data.items() if k != "schema"}}
 
@@ -54,7 +56,7 @@ def schema_text(name: str) -> str:
     return (files(__name__) / f"{name}.json").read_text(encoding="utf-8")
 
 
-def load_schema(name: str) -> Dict[str, Any]:
+def load_schema(name: str) -> JsonObject:
     return json.loads(schema_text(name))
 
 

@@ -15,10 +15,17 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Type
 
+from edgekit.results import JsonObject
 from edgekit.schemas import VERSIONS, schema_id
 
 # schema name -> "module:Class" of the Result subclass that writes it
-TYPED: Dict[str, str] = {}
+TYPED: Dict[str, str] = {
+    "compile": "edgekit.compile.result:CompileReport",
+    "coreml-placement": "edgekit.mobile.placement:CoremlPlacement",
+    "gpu-placement": "edgekit.mobile.placement:GpuPlacement",
+    "manifest": "edgekit.artifact:ManifestFile",
+    "parity": "edgekit.parity.result:ParityReport",
+}
 
 HERE = Path(__file__).resolve().parent
 
@@ -28,7 +35,7 @@ def result_type(name: str) -> Type[Any]:
     return getattr(importlib.import_module(module), cls)
 
 
-def generate(name: str) -> Dict[str, Any]:
+def generate(name: str) -> JsonObject:
     """The Draft 2020-12 schema of one typed result, with its stamp pinned as the ``schema`` property."""
     typ = result_type(name)
     if getattr(typ, "SCHEMA", None) != name:

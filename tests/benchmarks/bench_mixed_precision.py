@@ -43,7 +43,7 @@ def run_one(model: Path, calib: Path, eval_data: Path, outdir: Path, **options) 
     start = time.perf_counter()
     result = quantize(str(model), calib, outdir, QuantizeOptions(eval_data=eval_data, **options))
     parity = json.loads((outdir / "parity.json").read_text())
-    output = result.parity.outputs[0]
+    output = result.parity.outputs[0].metrics()
     row = {"file": result.main_file, "size_bytes": (outdir / result.main_file).stat().st_size,
            "passed": result.parity.passed, "sqnr_db": output["sqnr_db"], "cosine": output["cosine"],
            "seconds": time.perf_counter() - start}

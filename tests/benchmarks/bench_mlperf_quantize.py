@@ -73,7 +73,7 @@ def parity(reference, candidate, samples):
     report = compare(TFLiteRunner(reference, kernels="reference"), TFLiteRunner(candidate, kernels="reference"),
                      samples, tolerance=Tolerance())
     assert len(report.outputs) == 1, report.outputs
-    o = report.outputs[0]
+    o = report.outputs[0].metrics()
     return {k: o.get(k) for k in ("cosine", "sqnr_db", "top1_agreement", "rmse", "max_abs")}
 
 
@@ -239,7 +239,7 @@ def main(argv=None) -> int:
                        "stats_cached": hits.hits > before, "edgekit_gate": res.parity.passed,
                        "edgekit_gate_failures": res.parity.failures, **metrics,
                        **structure(outdir / "model_int8.tflite"),
-                       "vs_own_float": {k: res.parity.outputs[0].get(k) for k in ("cosine", "sqnr_db", "top1_agreement")}}
+                       "vs_own_float": {k: res.parity.outputs[0].metrics().get(k) for k in ("cosine", "sqnr_db", "top1_agreement")}}
                 if source != float_name:  # the exported float reference vs the published float .tflite
                     exported = TFLiteModel.load(outdir / "model_float.tflite")
                     check = parity(float_model, exported, samples)

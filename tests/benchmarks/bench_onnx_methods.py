@@ -38,7 +38,7 @@ SMOKE_RUNS = [("ort", "minmax")]  # one engine and method, on the digits case on
 
 def digits_arrays():
     from edgekit.calibration.dataset import ImageFolderSource
-    from edgekit.preprocess import find_spec
+    from edgekit.preprocessing.spec import find_spec
 
     folder = REPO / "calibration_data" / "digits" / "calib"
     source = ImageFolderSource(folder, find_spec(folder))

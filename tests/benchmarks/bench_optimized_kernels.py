@@ -126,12 +126,12 @@ def main(argv=None) -> int:
     result, t_edgekit = timed(lambda: eq.quantize(str(keras_path), work / "calib.npy", work / "out", options))
     t_bare2 = timed(bare)[1] if not args.smoke else t_bare1  # a second bare run brackets edgekit's (load drifts)
     t_bare = (t_bare1 + t_bare2) / 2
-    out = result.parity.outputs[0]
+    out = result.parity.outputs[0].metrics()
     print(f"quantize: bare converter {t_bare1:.2f} s / {t_bare2:.2f} s (mean {t_bare:.2f} s); edgekit quantize "
           f"{t_edgekit:.2f} s (first run, fresh statistics cache, parity on {n_eval} samples included) "
           f"-> ratio {t_edgekit / t_bare:.2f}x (target <= 1.3x)")
     print(f"parity of that run: cosine {out['cosine']:.4f}, SQNR {out['sqnr_db']:.1f} dB, top-1 "
-          f"{out.get('top1_agreement', float('nan')):.3f}; kernels: {result.parity.candidate['kernels']}")
+          f"{out.get('top1_agreement', float('nan')):.3f}; kernels: {result.parity.candidate.kernels}")
 
     float_model = TFLiteModel.load(work / "out" / "model_float.tflite")
     int8_model = TFLiteModel.load(work / "out" / result.main_file)

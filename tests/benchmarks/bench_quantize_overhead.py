@@ -270,7 +270,7 @@ def main(argv=None) -> int:
                        ("edgekit percentile (cached)", runs["edgekit_cached"][-1]["path"])):
         m = TFLiteModel.load(Path(path))
         rep = compare(TFLiteRunner(float_ref), TFLiteRunner(m), samples, tolerance=Tolerance())
-        o = rep.outputs[0]
+        o = rep.outputs[0].metrics()
         i_ = m.inputs[0]
         produced[name] = {"size_bytes": Path(path).stat().st_size, "cosine": o["cosine"], "sqnr_db": o["sqnr_db"],
                           "top1_agreement": o.get("top1_agreement"), "ops": len(m.ops),

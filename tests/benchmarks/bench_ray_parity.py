@@ -54,7 +54,7 @@ def write_shards(folder: Path, n: int, seed: int) -> None:
 def write_digit_shards(folder: Path, n: int, seed: int) -> None:
     """n augmented held-out digits (float, through the committed spec) as .npy shards of SHARD rows."""
     from edgekit.calibration.dataset import ImageFolderSource
-    from edgekit.preprocess import find_spec
+    from edgekit.preprocessing.spec import find_spec
 
     root = Path(__file__).resolve().parents[2] / "calibration_data" / "digits" / "eval"
     src = ImageFolderSource(root, find_spec(root))
@@ -159,7 +159,7 @@ def main(argv=None) -> int:
             with RayMemory() as mem:
                 report = ray_parity(reference, candidate, source, settings=RaySettings(workers=workers), tolerance=Tolerance())
             e = report.data["execution"]
-            out = report.outputs[0]
+            out = report.outputs[0].metrics()
             runs[(label, workers)] = (e, out, mem.peak)
             print(f"{label:6s} {source.samples:>8,} samples, {workers} worker(s): {e['samples_per_s']:>9.1f} samples/s, "
                   f"wall {e['wall_time_s']:.1f} s; cosine {out['cosine']:.6f} SQNR {out['sqnr_db']:.2f} dB "

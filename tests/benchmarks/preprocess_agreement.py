@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.preprocessing.edge_cases import PHOTOS, write_edge_cases  # noqa: E402
 from tests.preprocessing.scenarios import SCENARIOS  # noqa: E402
 
-from edgekit.preprocess import PreprocessSpec  # noqa: E402
+from edgekit.preprocessing.spec import PreprocessSpec  # noqa: E402
 from edgekit.preprocessing.base import implementation  # noqa: E402
 from edgekit.preprocessing.parity import Units, aggregate, compare_tensors  # noqa: E402
 from edgekit.preprocessing.sources import list_images  # noqa: E402

@@ -13,9 +13,10 @@ OPTIONS = QuantizeOptions(format="coreml")
 
 
 def _problems(**changes):
-    from edgekit.converters.coreml.options import option_problems
+    from edgekit.converters import load_backends
+    from edgekit.quantize import option_problems
 
-    return option_problems(replace(OPTIONS, **changes))
+    return option_problems(load_backends().get("coreml")(), replace(OPTIONS, **changes))
 
 
 def test_defaults_and_documented_values_are_accepted():
@@ -43,7 +44,7 @@ def test_every_unsupported_option_is_named_at_once():
     assert "--compute-units gpu (valid: all, cpu_and_ne, cpu_only)" in text
     assert "--activations int16" in text and "float16 = W8" in text
     assert "--method entropy" in text and "HistogramObserver" in text
-    assert "mixed precision is TFLite-only for now" in text
+    assert "--fallback auto (--format coreml does not take it; it is for --format onnx / tflite)" in text
     assert "--engine nncf" in text and "--weights int4" in text
 
 
@@ -98,7 +99,7 @@ def test_every_unsupported_torch_op_is_named(coreml_backend, tmp_path):
 
 def test_pixel_feeds_invert_the_spec_exactly():
     from edgekit.converters.coreml.image import ImageInput, PixelFeeds
-    from edgekit.preprocess import PreprocessSpec
+    from edgekit.preprocessing.spec import PreprocessSpec
     from edgekit.preprocessing.values import lay_out, scale_values
 
     spec = PreprocessSpec(color="bgr", scale=1 / 255, mean=(0.485, 0.456, 0.406), std=(0.229, 0.229, 0.229), layout="NCHW")
@@ -111,7 +112,7 @@ def test_pixel_feeds_invert_the_spec_exactly():
 
 def test_image_input_only_for_image_folders_and_per_channel_std_refused():
     from edgekit.converters.coreml.image import image_input
-    from edgekit.preprocess import PreprocessSpec, find_spec
+    from edgekit.preprocessing.spec import PreprocessSpec, find_spec
 
     spec = find_spec(DIGITS / "calib")
     folder = SimpleNamespace(preprocess=spec, calib_set=SimpleNamespace(source=SimpleNamespace(kind="image-folder")))

@@ -56,8 +56,8 @@ def test_analyzer_warning_lines_are_parsed():
             "GPU COMPATIBILITY WARNING: Subgraph#0 has GPU delegate compatibility issues at nodes 1 with TFLite runtime "
             "version 2.21.0\n")
     parsed = parse_analyzer(text)
-    assert [(o["name"], o["warning"]) for o in parsed["ops"]] == [("CONV_2D", None), ("FOO", "Not supported custom op FOO")]
-    assert parsed["model_compatible"] is False
+    assert [(o.name, o.warning) for o in parsed.ops] == [("CONV_2D", None), ("FOO", "Not supported custom op FOO")]
+    assert parsed.model_compatible is False
 
 
 def test_gpu_target_needs_a_tflite(cli, capsys, tmp_path):

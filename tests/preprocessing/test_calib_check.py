@@ -106,8 +106,8 @@ def test_dark_calibration_costs_accuracy_and_calib_check_shows_it(cli, capsys, t
     from edgekit.quantize import QuantizeOptions, quantize
 
     options = QuantizeOptions(eval_data=DIGITS / "eval")
-    normal = quantize(str(DEMO_MODEL), DIGITS / "calib", tmp_path / "normal", options).parity.accuracy
-    dark = quantize(str(DEMO_MODEL), dark_images, tmp_path / "dark", options).parity.accuracy
+    normal = quantize(str(DEMO_MODEL), DIGITS / "calib", tmp_path / "normal", options).parity.accuracy.to_dict()
+    dark = quantize(str(DEMO_MODEL), dark_images, tmp_path / "dark", options).parity.accuracy.to_dict()
     print(flush=True)
     print(f"int8 accuracy on 400 eval digits: calibrated on normal images {normal['candidate_top1']:.4f}, "
           f"on dark images {dark['candidate_top1']:.4f} (float {normal['reference_top1']:.4f})", flush=True)

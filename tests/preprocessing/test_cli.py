@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.base import implementation
 from tests.preprocessing.edge_cases import CORRUPT, PHOTOS
 

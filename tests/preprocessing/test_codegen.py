@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from edgekit.errors import UserError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.base import implementation
 from edgekit.preprocessing.c_impl import CFLAGS
 from edgekit.preprocessing.codegen import build_tables, c_symbol, generate_c

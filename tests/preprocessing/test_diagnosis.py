@@ -3,7 +3,7 @@ into the candidate, and the search must name it and explain the difference down 
 import numpy as np
 import pytest
 
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.base import implementation
 from edgekit.preprocessing.parity import run_parity
 from edgekit.preprocessing.sources import TensorFolderPreprocessor

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.base import ImageReadError, implementation
 from tests.preprocessing.edge_cases import CORRUPT, EXIF_ORIENTATIONS, PHOTOS
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from edgekit.errors import ToolMissingError, UserError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.base import implementation
 from edgekit.preprocessing.parity import Units, aggregate, compare_tensors
 from tests.preprocessing.scenarios import SCENARIOS

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from edgekit.preprocess import RESIZE_METHODS
+from edgekit.preprocessing.spec import RESIZE_METHODS
 from edgekit.preprocessing.decode import orient_array
 from edgekit.preprocessing.resample import nearest_indices, pillow_pass_order, resize_uint8, rgb_to_luma
 from tests.preprocessing.edge_cases import EXIF_ORIENTATIONS

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.base import implementation
 from edgekit.preprocessing.demo import APP_SPEC, REFERENCE_SPEC, write_demo
 from edgekit.preprocessing.parity import Thresholds, open_model, read_labels, run_parity

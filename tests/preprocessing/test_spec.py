@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 
 from edgekit.errors import CalibrationDataError, UserError
-from edgekit.preprocess import PreprocessSpec, find_spec, load_image
+from edgekit.preprocessing.spec import PreprocessSpec, find_spec, load_image
 from tests.conftest import DIGITS
 from tests.preprocessing.edge_cases import PHOTOS
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.testing import assert_matches_reference, assert_preprocessing_parity, check_preprocessing_parity
 from tests.preprocessing.edge_cases import PHOTOS
 

@@ -37,7 +37,7 @@ def reference_top3(tensor_q: np.ndarray) -> list:
 
 def quantized_reference(image: Path) -> np.ndarray:
     """edgekit's Pillow reference for the spec, quantized to the model's input."""
-    from edgekit.preprocess import PreprocessSpec
+    from edgekit.preprocessing.spec import PreprocessSpec
     from edgekit.preprocessing.pillow_impl import reference_tensor
     from edgekit.tflite_model import TFLiteModel
 
@@ -82,7 +82,7 @@ def test_device_preprocessing_equals_the_pillow_reference():
     for name in PHOTO_FILES:
         pixels = pipeline_runner.decode((PHOTOS / name).read_bytes(), {"format": "jpeg", "library": "pillow"})
         tensor = pipeline_runner.to_model_input(pipeline_runner.resize_pillow(pixels, spec), spec, model_input)
-        from edgekit.preprocess import PreprocessSpec
+        from edgekit.preprocessing.spec import PreprocessSpec
         from edgekit.preprocessing.pillow_impl import reference_tensor
 
         ref = reference_tensor(PHOTOS / name, PreprocessSpec.from_dict(SPEC))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from edgekit.errors import DeviceError, ToolMissingError
-from edgekit.preprocess import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec
 from tests.preprocessing.edge_cases import PHOTO_FILES, PHOTOS
 from tests.run.runtools import IC_INT8, write_ssh_profile
 from tests.run.test_run_pipeline import SPEC, quantized_reference, reference_top3, write_pipeline

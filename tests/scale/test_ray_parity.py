@@ -80,14 +80,15 @@ def _assert_same(ray_report, local_report):
     assert ray_report.passed == local_report.passed and ray_report.failures == local_report.failures
     assert ray_report.samples == local_report.samples
     for a, b in zip(ray_report.outputs, local_report.outputs):
+        a, b = a.metrics(), b.metrics()
         assert set(a) == set(b)
         for key in ("cosine", "sqnr_db", "rmse", "mae", "rel_l2", "max_abs", "top1_agreement"):
             assert math.isclose(a[key], b[key], rel_tol=1e-9, abs_tol=0.0), (key, a[key], b[key])
         # top-1 agreement is a count over the same samples: exactly equal
         assert round(a["top1_agreement"] * ray_report.samples) == round(b["top1_agreement"] * local_report.samples)
-    assert ray_report.accuracy["labels"] == local_report.accuracy["labels"]
-    assert ray_report.accuracy["reference_top1"] == local_report.accuracy["reference_top1"]
-    assert ray_report.accuracy["candidate_top1"] == local_report.accuracy["candidate_top1"]
+    assert ray_report.accuracy.labels == local_report.accuracy.labels
+    assert ray_report.accuracy.reference_top1 == local_report.accuracy.reference_top1
+    assert ray_report.accuracy.candidate_top1 == local_report.accuracy.candidate_top1
 
 
 def test_ray_parity_equals_single_process_for_any_worker_count(kws_npz, tmp_path, capsys):
@@ -108,8 +109,7 @@ def test_ray_parity_equals_single_process_for_any_worker_count(kws_npz, tmp_path
     assert code == (0 if local.passed else 1)
     assert "ran on ray (local) with 2 worker(s)" in printed and "1 corrupt sample" in printed
     saved = json.loads((out / "parity.json").read_text())
-    two = ParityReport(saved["reference"], saved["candidate"], saved["samples"], TOL, saved["outputs"], saved["failures"],
-                       saved["accuracy"], saved["data"])
+    two = ParityReport.from_json(saved)
     _assert_same(two, local)
     assert two.data["dataset"]["chunks"] == 6
     assert one.data["corrupt"] == two.data["corrupt"] == {"count": 1, "samples": [f"{kws_npz}[13]: contains NaN or Inf"]}
@@ -119,7 +119,7 @@ def test_ray_parity_equals_single_process_for_any_worker_count(kws_npz, tmp_path
     assert two.data["flips"][:5] == one.data["flips"][:5]
     assert two.data["execution"]["workers"] == 2 and two.data["execution"]["samples"] == 39
     assert two.data["execution"]["samples_per_s"] > 0
-    assert one.candidate["kernels"].startswith("LiteRT BUILTIN_WITHOUT_DEFAULT_DELEGATES")
+    assert one.candidate.kernels.startswith("LiteRT BUILTIN_WITHOUT_DEFAULT_DELEGATES")
     md = (out / "report.md").read_text()
     assert "## How it ran" in md and "Kernels: reference on LiteRT BUILTIN_WITHOUT_DEFAULT_DELEGATES" in md and "1 LSB" in md
 
@@ -133,11 +133,11 @@ def test_ray_parity_image_folder_with_a_corrupt_file(image_folder):
     assert report.data["corrupt"]["samples"][0].startswith(str(folder / "99.png") + ": ")
     local = compare(open_runner(IC_FLOAT), open_runner(IC_INT8), data.whole(_good_only(folder)).samples(inputs), tolerance=TOL)
     for a, b in zip(report.outputs, local.outputs):
-        assert math.isclose(a["cosine"], b["cosine"], rel_tol=1e-9) and a["top1_agreement"] == b["top1_agreement"]
+        assert math.isclose(a.cosine, b.cosine, rel_tol=1e-9) and a.top1_agreement == b.top1_agreement
 
 
 def _good_only(folder):
-    from edgekit.preprocess import PreprocessSpec
+    from edgekit.preprocessing.spec import PreprocessSpec
 
     source = data.ImageFolderSource(folder, PreprocessSpec.load(folder / "preprocess.json"))
     source.files = [f for f in source.files if f.name != "99.png"]

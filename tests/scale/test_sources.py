@@ -12,7 +12,7 @@ from edgekit.parity.compare import compare, is_classification
 from edgekit.parity.runners import open_runner
 from edgekit.parity.streaming import ParitySums
 from edgekit.parity.tolerance import Tolerance
-from edgekit.preprocess import PreprocessSpec, load_image
+from edgekit.preprocessing.spec import PreprocessSpec, load_image
 from edgekit.scale.ray_parity import report_from_sums
 from edgekit.scale.sources import list_source, read_chunk
 from tests.conftest import MLPERF
@@ -53,10 +53,9 @@ def test_sums_merged_in_any_split_equal_compare():
     for sums in (one, five):
         report = report_from_sums(ref, cand, sums, tol)
         assert report.passed == local.passed and report.failures == local.failures
-        assert report.accuracy == pytest.approx(local.accuracy, rel=0, abs=0)
-        for key, value in local.outputs[0].items():
-            if key != "name":
-                assert math.isclose(report.outputs[0][key], value, rel_tol=1e-9), key
+        assert report.accuracy.to_dict() == pytest.approx(local.accuracy.to_dict(), rel=0, abs=0)
+        for key, value in local.outputs[0].metrics().items():
+            assert math.isclose(report.outputs[0].metrics()[key], value, rel_tol=1e-9), key
     assert one.worst_samples() == five.worst_samples() and len(one.worst) == 3
     assert one.flipped_samples() == five.flipped_samples()
 
