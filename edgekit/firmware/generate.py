@@ -29,6 +29,7 @@ from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_s
 from edgekit.firmware.support import KERNELS_DIR, kernel_files, require_support
 from edgekit.progress import step_progress
 from edgekit.tflite_graph import Graph, read_graph
+from edgekit.firmware.results import FirmwareInfo, read_firmware_info
 from edgekit.provenance import host_info, sha256_bytes, sha256_file, tool_versions, utc_now
 from edgekit.report import json_safe
 from edgekit import schemas
@@ -68,12 +69,12 @@ DEFAULT_APP = AppSpec()
 @dataclass
 class FirmwareResult:
     outdir: Path
-    info: Dict[str, Any]                 # the content of firmware.json
+    info: FirmwareInfo                   # the content of firmware.json
     elf: Optional[Path]                  # build/firmware.elf when built and kept
 
     @property
     def fits(self) -> bool:
-        return all(v.get("fits") for v in self.info["fits"].values())
+        return self.info.fits_board
 
 
 # --- small helpers -------------------------------------------------------------------------------------------
@@ -609,10 +610,9 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
         add_splits(flash, ram, plan, build_info, device)
         fits = fit_report(flash["bytes"], ram["bytes"], board)
         raise_if_not_fitting(fits, board, "measured from the linked ELF" if sizes else "lower bound")
-        info = firmware_info(data, graph, board, plan, flash, ram, fits, written, build_info, source=source, sha=sha)
-        if app.info is not None:
-            info["app"] = dict(app.info)
-        (stage / FIRMWARE_JSON).write_text(schemas.dumps("firmware", json_safe(info)))
+        info = firmware_info(data, graph, board, plan, flash, ram, fits, written, build_info, source=source, sha=sha,
+                             app=app.info)
+        (stage / FIRMWARE_JSON).write_text(info.dumps())
         (stage / "README.md").write_text(readme_text(info, board))
     elf = outdir / "build" / fw_build.ELF_NAME if build and sizes is not None else None
     log.info("wrote firmware project %s", outdir)
@@ -621,12 +621,13 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
 
 def firmware_info(data: bytes, graph: Graph, board, plan: Dict[str, Any], flash: Dict[str, Any], ram: Dict[str, Any],
                   fits: Dict[str, Any], written: Dict[str, Any], build_info: Dict[str, Any], *, source: str,
-                  sha: str, runtime: str = "edgekit") -> Dict[str, Any]:
+                  sha: str, runtime: str = "edgekit", app: Optional[Mapping[str, Any]] = None) -> FirmwareInfo:
     constant_bytes = sum(t.bytes for t in graph.tensors if t.constant)
     op_counts: Dict[str, int] = {}
     for op in graph.ops:
         op_counts[op.label] = op_counts.get(op.label, 0) + 1
-    return {
+    app_info = {} if app is None else {"app": dict(app)}
+    return FirmwareInfo.model_validate(json_safe({
         "edgekit_firmware": 1,
         "runtime": runtime,
         "model": {"file": MODEL_FILE, "source": source, "sha256": sha, "bytes": len(data),
@@ -659,38 +660,40 @@ def firmware_info(data: bytes, graph: Graph, board, plan: Dict[str, Any], flash:
         "build": build_info,
         "signature": signature(sha, {k: v for k, v in (("arm-none-eabi-gcc", build_info.get("toolchain")),
                                                        ("qemu", build_info.get("qemu"))) if v}),
-    }
+        **app_info,
+    }))
 
 
-def _op_table(info: Dict[str, Any]) -> str:
+def _op_table(info: FirmwareInfo) -> str:
     lines = ["| # | operator | output tensor | MACs |", "|---|---|---|---|"]
-    for op in info["ops"]:
-        tensor = op["location"].split("-> tensor ", 1)[-1]
+    for op in info.ops:
+        tensor = str(op["location"]).split("-> tensor ", 1)[-1]
         lines.append(f"| {op['index']} | {op['name']} | {tensor} | {op['macs']:,} |")
-    lines.append(f"\n{len(info['ops'])} operators, {info['macs']:,} multiply-accumulates per inference.")
+    lines.append(f"\n{len(info.ops)} operators, {info.macs:,} multiply-accumulates per inference.")
     return "\n".join(lines)
 
 
-def readme_text(info: Dict[str, Any], board) -> str:
-    flash, ram, fits = info["flash"], info["ram"], info["fits"]
+def readme_text(info: FirmwareInfo, board) -> str:
+    """README.md of the project, from its typed firmware.json."""
+    flash, ram, fits = info.flash or {}, info.ram or {}, info.fits
     help_line = _run_rules(board)[0].lstrip("# ").strip()
     bytes_or = lambda v: f"{v:,}" if isinstance(v, int) else "–"  # noqa: E731
     return render((TEMPLATES / "edgekit" / "README.md.in").read_text(), {
-        "MODEL_NAME": Path(info["model"]["source"]).name, "BOARD": board.name, "EDGEKIT_VERSION": __version__,
-        "CREATED": info["signature"]["created"], "HOST": info["signature"]["host"]["hostname"],
-        "MODEL_SHA256": info["model"]["sha256"], "BOARD_DESCRIPTION": board.description, "CORE": board.core,
+        "MODEL_NAME": Path(info.model.source).name, "BOARD": board.name, "EDGEKIT_VERSION": __version__,
+        "CREATED": info.signature.created, "HOST": info.signature.host.get("hostname"),
+        "MODEL_SHA256": info.model.sha256, "BOARD_DESCRIPTION": board.description, "CORE": board.core,
         "FLASH_AVAILABLE": f"{board.flash.bytes:,}", "RAM_AVAILABLE": f"{board.ram.bytes:,}",
         "RUN_LINE": "    " + help_line.replace("make ", "make ", 1),
         "CPU_FLAGS": " ".join(board.gcc_flags()),
-        "FLASH_BYTES": bytes_or(flash["bytes"]), "FLASH_FIT": "fits" if fits["flash"]["fits"] else "DOES NOT FIT",
-        "FLASH_METHOD": flash["method"], "MODEL_BYTES": bytes_or(info["model"]["bytes"]),
-        "CODE_BYTES": bytes_or(flash.get("code_and_rodata")), "KERNEL_COUNT": len(info["kernels"]),
-        "RAM_BYTES": bytes_or(ram["bytes"]), "RAM_FIT": "fits" if fits["ram"]["fits"] else "DOES NOT FIT",
+        "FLASH_BYTES": bytes_or(flash["bytes"]), "FLASH_FIT": "fits" if fits.flash.fits else "DOES NOT FIT",
+        "FLASH_METHOD": flash["method"], "MODEL_BYTES": bytes_or(info.model.bytes),
+        "CODE_BYTES": bytes_or(flash.get("code_and_rodata")), "KERNEL_COUNT": len(info.kernels or []),
+        "RAM_BYTES": bytes_or(ram["bytes"]), "RAM_FIT": "fits" if fits.ram.fits else "DOES NOT FIT",
         "ARENA_BYTES": bytes_or(ram["arena"]), "STATE_BYTES": bytes_or(ram["state"]),
         "OTHER_STATIC": bytes_or(ram.get("other_static")), "STACK_BYTES": bytes_or(ram["stack"]["bytes"]),
         "STACK_METHOD": ram["stack"]["method"], "OP_TABLE": _op_table(info),
-        "KERNELS": ", ".join(f"`{k}`" for k in info["kernels"]) or "none",
-        "OVERHEAD_BYTES": bytes_or(info["model"]["flatbuffer_overhead_bytes"]),
+        "KERNELS": ", ".join(f"`{k}`" for k in info.kernels or []) or "none",
+        "OVERHEAD_BYTES": bytes_or(info.model.flatbuffer_overhead_bytes),
         "RUN_DEVICE": f"qemu:{board.name}" if board.is_qemu else "serial:PORT --flash",
     }, name="README.md.in")
 
@@ -722,7 +725,7 @@ def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>",
     elf = outdir / "build" / fw_build.ELF_NAME
     if info_path.is_file() and elf.is_file():
         log.info("reusing the cached firmware build %s", outdir)
-        return FirmwareResult(outdir, json.loads(info_path.read_text()), elf)
+        return FirmwareResult(outdir, read_firmware_info(json.loads(info_path.read_text())), elf)
     outdir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}-", dir=outdir.parent))
     try:
@@ -736,4 +739,4 @@ def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>",
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return FirmwareResult(outdir, json.loads(info_path.read_text()), elf)
+    return FirmwareResult(outdir, read_firmware_info(json.loads(info_path.read_text())), elf)

@@ -147,13 +147,13 @@ class SshRunner(Runner):
 
     def connection(self, request: RunRequest) -> SshConnection:
         conn = self._connection_settings()
-        identity = request.options.get("ssh_identity") or conn.get("identity_file")
-        options = list(conn.get("ssh_options") or []) + list(request.options.get("ssh_options") or [])
+        identity = request.options.ssh_identity or conn.get("identity_file")
+        options = list(conn.get("ssh_options") or []) + list(request.options.ssh_options)
         return SshConnection(SshAddress.parse(self.target.address), identity=identity, options=options,
-                             connect_timeout_s=float(request.options.get("connect_timeout_s", 10.0)))
+                             connect_timeout_s=float(request.options.connect_timeout_s or 10.0))
 
     def remote_python(self, request: RunRequest) -> str:
-        return str(request.options.get("remote_python") or self._connection_settings().get("python") or "python3")
+        return str(request.options.remote_python or self._connection_settings().get("python") or "python3")
 
     def run(self, request: RunRequest) -> RunResult:
         model = model_file(request.artifact)
@@ -167,7 +167,7 @@ class SshRunner(Runner):
             raise DeviceError(f"ssh {ssh.address}: mktemp returned an unusable path {remote_dir!r}",
                               fix="set the profile's connection.workdir to a plain folder such as /tmp")
         try:
-            monitor = open_monitor(request.options["power_monitor"]) if request.options.get("power_monitor") else None
+            monitor = open_monitor(request.options.power_monitor) if request.options.power_monitor else None
             with tempfile.TemporaryDirectory(prefix="edgekit-ssh-") as work:
                 inputs = Path(work) / "inputs.npz"
                 write_inputs(inputs, request.inputs)

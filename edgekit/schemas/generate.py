@@ -18,7 +18,9 @@ from typing import Any, Dict, List, Type
 from edgekit.schemas import VERSIONS, schema_id
 
 # schema name -> "module:Class" of the Result subclass that writes it
-TYPED: Dict[str, str] = {}
+TYPED: Dict[str, str] = {
+    "run": "edgekit.run.results:RunReport",
+}
 
 HERE = Path(__file__).resolve().parent
 
