@@ -558,32 +558,28 @@ def signature(model_sha: str, extra_tools: Optional[Mapping[str, str]] = None) -
 
 def generate_firmware(model: Union[Path, str, bytes], board_name: str = DEFAULT_BOARD, outdir: Optional[Path] = None,
                       *, runtime: str = "edgekit", build: bool = False, source: Optional[str] = None,
-                      optimize: str = DEFAULT_OPTIMIZE, app: AppSpec = DEFAULT_APP) -> FirmwareResult:
-    """Generate (and optionally build) the firmware project for ``model`` on ``board_name`` into ``outdir``."""
+                      app: AppSpec = DEFAULT_APP, **options: Any) -> FirmwareResult:
+    """Generate (and optionally build) the firmware project for ``model`` on ``board_name`` into ``outdir``.
+
+    ``options`` are the chosen runtime's own (e.g. ``optimize`` for the edgekit runtime); the backend
+    (edgekit.firmware.backends) refuses those it does not take, before anything is written."""
+    from edgekit.firmware.backends import backend_for
     from edgekit.firmware.boards import load_board
 
     data, path_name = load_model_bytes(model)
     source = source or path_name
     graph = read_graph(data, source)
     board = load_board(board_name)
-    if board.profile.get("npu"):  # Ethos-U board: Vela + placement (edgekit.firmware.ethosu checks the CPU ops)
-        from edgekit.firmware.ethosu import generate_npu_firmware
-
-        stem = Path(source).stem if source != "<bytes>" else "model"
-        return generate_npu_firmware(data, board, Path(outdir or Path("out") / "firmware" / f"{stem}-{board.name}"),
-                                     source=source, build=build)
-    require_support(graph, runtime)  # every unsupported op, listed at once, before anything is written
+    backend = backend_for(board, runtime)
+    backend.check_options({k: v for k, v in options.items() if v is not None})
+    stem = Path(source).stem if source != "<bytes>" else "model"
+    if backend.name != "ethos-u":  # the NPU backend checks the CPU ops itself
+        require_support(graph, runtime)  # every unsupported op, listed at once, before anything is written
     if outdir is None:
-        stem = Path(source).stem if source != "<bytes>" else "model"
-        outdir = Path("out") / "firmware" / (f"{stem}-{board.name}" + ("" if runtime == "edgekit" else f"-{runtime}"))
-    if runtime == "tflm":
-        from edgekit.firmware.tflm import generate_tflm_project
-
-        return generate_tflm_project(data, graph, board, Path(outdir), source=source, build=build)
-    if optimize not in OPTIMIZE_MODES:
-        raise UserError(f"unknown --optimize mode {optimize!r}", fix=f"use one of {', '.join(OPTIMIZE_MODES)}")
-    return _generate_edgekit(data, graph, app.board or board, Path(outdir), source=source, build=build,
-                             optimize=optimize, app=app)
+        suffix = "" if backend.name in ("edgekit", "ethos-u") else f"-{backend.name}"
+        outdir = Path("out") / "firmware" / f"{stem}-{board.name}{suffix}"
+    return backend.generate(data, graph, board, Path(outdir), source=source, build=build, app=app,
+                            **{k: v for k, v in options.items() if v is not None})
 
 
 def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source: str, build: bool,
@@ -729,7 +725,7 @@ def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>",
     outdir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}-", dir=outdir.parent))
     try:
-        result = generate_firmware(model, board.name, tmp / "project", build=True, source=source, optimize=optimize)
+        result = generate_firmware(model, board.name, tmp / "project", build=True, source=source, optimize=optimize)  # edgekit runtime
         if result.elf is None:
             fw_build.require_toolchain()
         try:

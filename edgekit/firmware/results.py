@@ -1,4 +1,5 @@
-"""``FirmwareInfo``: the typed firmware.json of a generated project (edgekit, tflm and ethos-u runtimes).
+"""``FirmwareInfo`` (firmware.json of a generated project: edgekit, tflm and ethos-u runtimes) and ``DeployReport``
+(deploy.json of `edgekit deploy`), typed.
 
 The fields every runtime writes are typed sections (model, board, fits, signature); the runtime-specific parts
 (memory plan, flash/RAM breakdowns, build record, NPU placement) keep the structure their producer gives them and
@@ -10,8 +11,8 @@ from typing import ClassVar, Dict, List, Literal, Mapping, Optional
 
 from pydantic import ConfigDict
 
-from edgekit.results import Result, Section
-from edgekit.run.results import Json, Signature
+from edgekit.results import Figure, Result, Section
+from edgekit.run.results import InstructionCount, Json, RunMemory, Signature
 
 
 class TensorInfo(Section):
@@ -133,3 +134,78 @@ class FirmwareInfo(Result):
 def read_firmware_info(data: Mapping[str, Json]) -> FirmwareInfo:
     """A loaded firmware.json back into its type."""
     return FirmwareInfo.model_validate({k: v for k, v in data.items() if k != "schema"})
+
+
+# --- deploy.json ---------------------------------------------------------------------------------------------------
+class DeployModel(Section):
+    source: str
+    int8_sha256: str
+    int8_bytes: int
+    float_sha256: Optional[str] = None
+
+
+class DeployFirmware(Section):
+    """The firmware's memory figures, with the device's measurements where the run gave them."""
+
+    arena_bytes: int
+    state_bytes: int
+    state_used_on_device_bytes: Optional[int] = None
+    flash_bytes: int
+    flash: Dict[str, Json]                 # firmware.json ``flash`` (method, sections, split)
+    ram_bytes: int
+    ram_method: str
+    ram_static_estimate_bytes: int
+    ram: Dict[str, Json]                   # firmware.json ``ram``
+    fits: Fits
+    fits_board: bool
+    ops: Dict[str, int]
+    kernels: List[str]
+    macs: int
+    optimize: Optional[str] = None
+    runtime_code_bytes: Optional[int] = None
+    runtime_ram: Dict[str, Json]           # arena + mutable state (+ the device's stack high-water mark)
+    flash_split: Optional[Dict[str, Json]] = None
+    overlaps: Optional[List[Dict[str, Json]]] = None
+    streamed_groups: Optional[List[Dict[str, Json]]] = None
+    vs_tflm: Optional[Dict[str, Json]] = None
+
+
+class DeployDevice(Section):
+    """What the board (QEMU) did with the firmware."""
+
+    device: str
+    runtime: Dict[str, Json]
+    outputs_bit_exact: Dict[str, Json]     # edgekit.firmware.host_runtime.bit_exactness verdict
+    instructions_per_inference: Optional[int] = None
+    instructions: Optional[InstructionCount] = None
+    instructions_per_mac: Optional[float] = None
+    macs_per_inference: Optional[int] = None
+    per_op_instructions: List[Dict[str, Json]] = []
+    memory: RunMemory
+    inputs: Dict[str, Json] = {}           # edgekit.run.inputs description of the samples
+
+
+class Estimates(Section):
+    latency_ms: Figure
+    energy_uj: Figure
+
+
+class DeployReport(Result):
+    """edgekit deploy: parity, firmware fit, device outputs and estimates of one model on one board"""
+
+    SCHEMA: ClassVar[str] = "deploy"
+
+    edgekit_deploy: Literal[1] = 1
+    passed: bool
+    failures: List[str]
+    model: DeployModel
+    board: BoardSummary
+    parity: Dict[str, Json]                # the parity.json content of the quantize stage
+    firmware: DeployFirmware
+    device: DeployDevice
+    estimates: Estimates
+    plots: List[str] = []
+    signature: Signature
+
+    def to_dict(self) -> Dict[str, Json]:
+        return self.model_dump(mode="json", exclude_unset=True)

@@ -20,6 +20,8 @@ from edgekit.schemas import VERSIONS, schema_id
 # schema name -> "module:Class" of the Result subclass that writes it
 TYPED: Dict[str, str] = {
     "run": "edgekit.run.results:RunReport",
+    "firmware": "edgekit.firmware.results:FirmwareInfo",
+    "deploy": "edgekit.firmware.results:DeployReport",
 }
 
 HERE = Path(__file__).resolve().parent
