@@ -152,6 +152,7 @@ class LabgridRunner(McuRunner):
     """labgrid:PLACE — a board of a labgrid lab (a real one via pyOCD, or an emulated place via QEMU)."""
 
     kind = "labgrid"
+    options = frozenset({"coordinator", "lock_timeout", "boot_timeout_s"})
 
     def __init__(self, target) -> None:
         super().__init__(target)

@@ -23,7 +23,7 @@ from edgekit.firmware.results import (DeployDevice, DeployFirmware, DeployModel,
                                       Fits)
 from edgekit.report import fmt, json_safe, parity_section
 from edgekit.results import unavailable
-from edgekit.run.results import Json, Signature, updated
+from edgekit.run.results import BitExactness, Json, Signature, updated
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +95,10 @@ class DeployResult:
                      + ("fits" if f.fits_board else "DOES NOT FIT"))
         d = r.device
         be = d.outputs_bit_exact
-        lines.append(f"device ({d.device}): outputs {'bit-exact' if be.get('value') else 'NOT bit-exact'} with "
-                     f"{be.get('reference', 'the reference')} on {be.get('samples', 0)} samples "
-                     f"({be.get('differing_elements', '?')} of {be.get('total_elements', '?')} elements differ; "
-                     f"matches {be.get('matches', '?')})")
+        lines.append(f"device ({d.device}): outputs {'bit-exact' if be.value else 'NOT bit-exact'} with "
+                     f"{be.reference or 'the reference'} on {be.samples or 0} samples "
+                     f"({_known(be.differing_elements)} of {_known(be.total_elements)} elements differ; "
+                     f"matches {_known(be.matches)})")
         if d.instructions_per_inference:
             per_mac = f", {d.instructions_per_mac:.2f} per MAC" if d.instructions_per_mac else ""
             lines.append(f"instructions per inference: {d.instructions_per_inference:,} (exact, QEMU plugin{per_mac})")
@@ -193,7 +193,7 @@ def deploy_report(model: str, quantized, fw: FirmwareInfo, run, board, *,
                   inputs: Optional[Dict[str, Json]] = None) -> Tuple[DeployReport, List[str]]:
     """deploy.json content and the list of failed checks."""
     work, memory = run.work, run.memory
-    bit_exact = work.outputs_bit_exact or {"value": None}
+    bit_exact = work.outputs_bit_exact or BitExactness(value=None, reason="the device returned no outputs")
     fits = fw.fits
     ram_measured = memory.ram_bytes
     ram, plan = fw.ram or {}, fw.plan or {}
@@ -222,10 +222,10 @@ def deploy_report(model: str, quantized, fw: FirmwareInfo, run, board, *,
         failures.append("parity FP32 vs INT8: " + "; ".join(quantized.parity.failures))
     if not firmware.fits_board:
         failures.append(f"the firmware does not fit {board.name}")
-    if bit_exact.get("value") is not True:
-        failures.append(f"device outputs differ from {bit_exact.get('reference', 'the host reference')}: "
-                        f"{bit_exact.get('differing_elements', '?')} of {bit_exact.get('total_elements', '?')} elements"
-                        if bit_exact.get("value") is False else f"no bit-exactness verdict ({bit_exact.get('reason')})")
+    if bit_exact.value is not True:
+        failures.append(f"device outputs differ from {bit_exact.reference or 'the host reference'}: "
+                        f"{_known(bit_exact.differing_elements)} of {_known(bit_exact.total_elements)} elements"
+                        if bit_exact.value is False else f"no bit-exactness verdict ({bit_exact.reason})")
     report = DeployReport(
         edgekit_deploy=1,
         passed=not failures,
@@ -244,6 +244,10 @@ def deploy_report(model: str, quantized, fw: FirmwareInfo, run, board, *,
     return report, failures
 
 
+def _known(value) -> str:
+    return "?" if value is None else str(value)
+
+
 def per_op_plot(path: Path, report: DeployReport) -> Optional[str]:
     """Horizontal bars: instructions per operator (exact counts from the QEMU plugin)."""
     ops = report.device.per_op_instructions
@@ -254,13 +258,12 @@ def per_op_plot(path: Path, report: DeployReport) -> Optional[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"#{o['index']}-{o['last_index']} {'+'.join(o['ops'])}" if o.get("ops") else f"#{o['index']} {o['op']}"
-              for o in ops]
-    values = [o["instructions"] for o in ops]
-    kinds = sorted({o["op"] for o in ops})
+    labels = [f"#{o.index}-{o.last_index} {'+'.join(map(str, o.ops))}" if o.ops else f"#{o.index} {o.op}" for o in ops]
+    values = [o.instructions for o in ops]
+    kinds = sorted({str(o.op) for o in ops})
     colors = plt.get_cmap("tab10")
     fig, ax = plt.subplots(figsize=(8, max(2.5, 0.28 * len(ops) + 1)))
-    ax.barh(range(len(ops)), values, color=[colors(kinds.index(o["op"]) % 10) for o in ops])
+    ax.barh(range(len(ops)), values, color=[colors(kinds.index(str(o.op)) % 10) for o in ops])
     ax.set_yticks(range(len(ops)))
     ax.set_yticklabels(labels, fontsize=7)
     ax.invert_yaxis()
@@ -318,17 +321,17 @@ def markdown(report: DeployReport, parity) -> str:
         "",
         "## 3. Device outputs vs the host reference",
         "",
-        f"Ran {be.get('samples', 0)} samples on `{d.device}` ({d.runtime.get('name')}): "
-        f"**{'bit-exact' if be.get('value') else 'NOT bit-exact'}** with {be.get('reference')} "
-        f"({be.get('differing_elements')} of {be.get('total_elements')} output elements differ, "
-        f"max {be.get('max_abs_diff_lsb')} LSB).",
+        f"Ran {be.samples or 0} samples on `{d.device}` ({d.runtime.get('name')}): "
+        f"**{'bit-exact' if be.value else 'NOT bit-exact'}** with {be.reference} "
+        f"({be.differing_elements} of {be.total_elements} output elements differ, "
+        f"max {be.max_abs_diff_lsb} LSB).",
     ]
-    tflm = be.get("vs_tflm_python") or {}
-    if tflm.get("bit_exact") is not None:
-        lines.append(f"Against the TFLM python runtime: {tflm['differing_elements']} of {tflm['total_elements']} "
-                     f"elements differ. The device matches: {be.get('matches')}.")
-    if be.get("note"):
-        lines.append(be["note"] + ".")
+    tflm = be.vs_tflm_python
+    if tflm is not None and tflm.bit_exact is not None:
+        lines.append(f"Against the TFLM python runtime: {tflm.differing_elements} of {tflm.total_elements} "
+                     f"elements differ. The device matches: {be.matches}.")
+    if be.note:
+        lines.append(be.note + ".")
     lines += ["", "## 4. Work per inference (exact instruction counts, QEMU)", ""]
     if d.instructions_per_inference:
         lines.append(f"**{d.instructions_per_inference:,} instructions per inference**"
@@ -336,13 +339,13 @@ def markdown(report: DeployReport, parity) -> str:
                         if d.instructions_per_mac else "")
                      + f". {d.instructions.method}.")
         lines += ["", "| # | operator | instructions | share | MACs | instr/MAC |", "|---|---|---|---|---|---|"]
-        total = sum(o["instructions"] for o in d.per_op_instructions) or 1
+        total = sum(o.instructions for o in d.per_op_instructions) or 1
         for o in d.per_op_instructions:
-            per_mac = f"{o['instructions'] / o['macs']:.2f}" if o.get("macs") else "–"
-            index, name = (f"{o['index']}-{o['last_index']}", " + ".join(o["ops"]) + " (row-streamed)") if o.get("ops") \
-                else (o["index"], o["op"])
-            lines.append(f"| {index} | {name} | {o['instructions']:,} | {o['instructions'] / total:.1%} | "
-                         f"{(o.get('macs') or 0):,} | {per_mac} |")
+            per_mac = f"{o.instructions / o.macs:.2f}" if o.macs else "–"
+            index, name = (f"{o.index}-{o.last_index}", " + ".join(map(str, o.ops)) + " (row-streamed)") if o.ops \
+                else (o.index, o.op)
+            lines.append(f"| {index} | {name} | {o.instructions:,} | {o.instructions / total:.1%} | "
+                         f"{(o.macs or 0):,} | {per_mac} |")
         if report.plots:
             lines += ["", f"![instructions per operator]({report.plots[0]})"]
     else:

@@ -12,7 +12,7 @@ from typing import ClassVar, Dict, List, Literal, Mapping, Optional
 from pydantic import ConfigDict
 
 from edgekit.results import Figure, Result, Section
-from edgekit.run.results import InstructionCount, Json, RunMemory, Signature
+from edgekit.run.results import BitExactness, InstructionCount, Json, OpInstructions, RunMemory, Signature
 
 
 class TensorInfo(Section):
@@ -175,12 +175,12 @@ class DeployDevice(Section):
 
     device: str
     runtime: Dict[str, Json]
-    outputs_bit_exact: Dict[str, Json]     # edgekit.firmware.host_runtime.bit_exactness verdict
+    outputs_bit_exact: BitExactness
     instructions_per_inference: Optional[int] = None
     instructions: Optional[InstructionCount] = None
     instructions_per_mac: Optional[float] = None
     macs_per_inference: Optional[int] = None
-    per_op_instructions: List[Dict[str, Json]] = []
+    per_op_instructions: List[OpInstructions] = []
     memory: RunMemory
     inputs: Dict[str, Json] = {}           # edgekit.run.inputs description of the samples
 

@@ -83,9 +83,9 @@ def row_from_run(row: Dict[str, Any], run: RunReport) -> Dict[str, Any]:
         row["latency_ms"] = {"value": estimated.value, "method": "estimated", "source": estimated.source}
     energy = run.energy_uj_per_inference
     row["energy_uj"] = {"value": energy.value, "method": energy.method, "source": energy.source or energy.reason}
-    exact = work.outputs_bit_exact or {}
-    row["bit_exact"] = exact.get("value")
-    row["bit_exact_reference"] = exact.get("reference")
+    exact = work.outputs_bit_exact
+    row["bit_exact"] = exact.value if exact else None
+    row["bit_exact_reference"] = exact.reference if exact else None
     row["complete"] = run.complete
     return row
 

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from edgekit.errors import DeviceError, DeviceNotFoundError, EdgekitError, ToolMissingError
 from edgekit.run.base import RUNNERS, RunRequest, RunResult, Runner
 from edgekit.run.energy import POWER_MONITORS, SamplingMonitor, open_monitor
+from edgekit.run.session import RUNNER_PROCESS_OPTIONS
 from edgekit.run.host import choose_runtime
 from edgekit.run.inputs import model_file
 from edgekit.run.session import RUNNER_SCRIPT, Collector, StreamingProcess, runner_arguments, run_streaming, write_inputs
@@ -174,6 +175,7 @@ class AndroidBatteryMonitor(SamplingMonitor):
 @RUNNERS.register("adb")
 class AdbRunner(Runner):
     kind = "adb"
+    options = RUNNER_PROCESS_OPTIONS | {"remote_python", "benchmark_binary", "delegate"}
 
     def run(self, request: RunRequest) -> RunResult:
         if request.options.benchmark_binary:  # LiteRT's benchmark_model instead of the python runner

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, ClassVar, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -71,9 +71,17 @@ class RunResult:
 
 
 class Runner:
-    """Base class: one instance per run."""
+    """Base class: one instance per run. ``options`` names the ``RunOptions`` fields this runner reads; the
+    `edgekit run` command refuses a flag the chosen runner does not take (``option_problems``)."""
 
     kind = ""
+    options: ClassVar[FrozenSet[str]] = frozenset()
+
+    @classmethod
+    def option_problems(cls, given: Iterable[str]) -> List[str]:
+        """A sentence for every given option (a ``RunOptions`` field) this runner does not read."""
+        return [f"--{name.replace('_', '-')} does not apply to {cls.kind} devices (the {cls.kind} runner does not "
+                "take it)" for name in given if name not in cls.options]
 
     def __init__(self, target: DeviceTarget) -> None:
         self.target = target

@@ -23,7 +23,7 @@ def register(subparsers) -> Dict[str, Callable]:
                         "a profile name (edgekit devices)")
     r.add_argument("--coordinator", metavar="HOST:PORT",
                    help="labgrid:PLACE: the labgrid coordinator (default: $LG_COORDINATOR, else 127.0.0.1:20408)")
-    r.add_argument("--lock-timeout", type=float, default=60.0, metavar="SECONDS",
+    r.add_argument("--lock-timeout", type=float, metavar="SECONDS",
                    help="labgrid:PLACE: wait this long for a place someone else holds, then say who (default 60)")
     r.add_argument("--profile", help="attach this device profile (power model, thermal limits) to a connection")
     r.add_argument("--inputs", type=Path, help="input data: image folder (with preprocess.json), .npy/.npz, folder of .npy "
@@ -99,9 +99,6 @@ def _check_numbers(args) -> None:
         raise UserError("; ".join(problems))
 
 
-COMPUTE_UNIT_DEVICES = ("host", "macos")  # local runners, which run one process per compute unit setting
-
-
 def compute_units_option(args, target) -> list:
     """--compute-units as a list of settings ([] when not given); every problem with it in one error."""
     if not getattr(args, "compute_units", None):
@@ -119,11 +116,26 @@ def compute_units_option(args, target) -> list:
         problems.append(f"--compute-units applies to Core ML models (.mlpackage), not {args.artifact.name}")
     if target.kind == "ssh" and len(units) > 1:
         problems.append("over ssh --compute-units takes one setting per run (the sweep runs locally on a Mac: --device macos)")
-    elif target.kind not in COMPUTE_UNIT_DEVICES + ("ssh",):
-        problems.append(f"--compute-units needs --device macos (or host on a Mac, or ssh:// to a Mac), not a {target.kind} device")
     if problems:
         raise UserError("; ".join(problems))
     return units
+
+
+def given_options(args) -> List[str]:
+    """The RunOptions the user set on the command line (defaults filled in by the CLI are not counted)."""
+    given = {"threads": args.threads, "power_monitor": args.power_monitor, "remote_python": args.remote_python,
+             "ssh_identity": args.ssh_identity, "ssh_options": args.ssh_option or None, "arena_bytes": args.arena_bytes,
+             "flash": args.flash or None, "compute_units": getattr(args, "compute_units", None),
+             "benchmark_binary": getattr(args, "benchmark_binary", None), "delegate": getattr(args, "delegate", None),
+             "coordinator": getattr(args, "coordinator", None), "lock_timeout": getattr(args, "lock_timeout", None)}
+    return [name for name, value in given.items() if value is not None]
+
+
+def check_runner_options(args, runner_cls) -> None:
+    """Every flag the chosen runner does not take, in one UserError (the runner says which it takes)."""
+    problems = runner_cls.option_problems(given_options(args))
+    if problems:
+        raise UserError("; ".join(problems), fix="leave those flags out, or choose the device they are for")
 
 
 def build_request(args, runner_cls, target):
@@ -132,6 +144,7 @@ def build_request(args, runner_cls, target):
     from edgekit.run.results import RunOptions
 
     compute_units = compute_units_option(args, target)
+    check_runner_options(args, runner_cls)
     if not args.artifact.exists():
         raise InvalidModelError(f"artifact {args.artifact} does not exist")
     specs = runner_cls.model_inputs(args.artifact) if hasattr(runner_cls, "model_inputs") else None
@@ -263,10 +276,10 @@ def summary_lines(report: RunReport) -> List[str]:
     if report.work.cycles_per_inference:
         lines.append(f"device cycles: {report.work.cycles_per_inference:,} per inference ({report.work.latency_method or 'measured'})")
     exact = report.work.outputs_bit_exact
-    if exact and exact.get("value") is not None:
-        verdict = "bit-exact" if exact["value"] else (f"NOT bit-exact ({exact['differing_elements']} of "
-                                                     f"{exact['total_elements']} elements differ, max {exact['max_abs_diff_lsb']} LSB)")
-        lines.append(f"outputs: {verdict} vs {exact.get('reference', 'the reference')} on {exact['samples']} sample(s)")
+    if exact and exact.value is not None:
+        verdict = "bit-exact" if exact.value else (f"NOT bit-exact ({exact.differing_elements} of "
+                                                  f"{exact.total_elements} elements differ, max {exact.max_abs_diff_lsb} LSB)")
+        lines.append(f"outputs: {verdict} vs {exact.reference or 'the reference'} on {exact.samples} sample(s)")
     memory = report.memory.present()
     parts = [f"{label} {memory[key]:,} B" for key, label in (("arena_bytes", "arena"), ("flash_bytes", "flash"),
                                                               ("ram_bytes", "RAM"), ("peak_rss_bytes", "peak RSS"))

@@ -22,6 +22,7 @@ import numpy as np
 
 from edgekit.errors import DeviceError, DeviceNotFoundError, EdgekitError, InvalidModelError, UserError
 from edgekit.run.base import RUNNERS, RunRequest, RunResult, Runner
+from edgekit.run.session import RUNNER_PROCESS_OPTIONS
 from edgekit.run.energy import PowerMonitor, RaplMonitor, RaplReader, open_monitor
 from edgekit.run.inputs import model_file
 from edgekit.run.session import RUNNER_SCRIPT, StreamingProcess, runner_arguments, run_streaming, write_inputs
@@ -59,6 +60,8 @@ def host_monitor(request: RunRequest) -> tuple[Optional[PowerMonitor], str]:
 
 class LocalRunner(Runner):
     """The runner script as a child of this process."""
+
+    options = RUNNER_PROCESS_OPTIONS | {"compute_units"}
 
     describe = "the local runner process"
 

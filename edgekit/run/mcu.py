@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from edgekit.firmware.results import FirmwareInfo, read_firmware_info
 from edgekit.results import Figure, estimated, unavailable
 from edgekit.run.base import RUNNERS, DeviceTarget, RunRequest, RunResult, Runner
-from edgekit.run.results import RunMemory, RunWork, updated
+from edgekit.run.results import BitExactness, OpInstructions, OutputComparison, RunMemory, RunWork, updated
 
 log = logging.getLogger(__name__)
 
@@ -47,22 +47,20 @@ SERIAL_SETTLE_S = 1.0   # how long to listen for a BOOT frame after opening a po
 # --- the firmware to run -----------------------------------------------------------------------------------
 
 def per_op_entries(op_counts: Sequence[int], ops: Sequence[Mapping[str, Any]],
-                   groups: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+                   groups: Sequence[Mapping[str, Any]]) -> List[OpInstructions]:
     """The device's per-op instruction counts (one per op hook, in execution order) as entries naming their ops: a
     row-streamed group (firmware.json plan.streamed_groups) runs its ops together and is counted once, as one entry
     spanning them."""
     spans = {int(g["first_op"]): int(g["last_op"]) for g in groups}
-    entries: List[Dict[str, Any]] = []
+    entries: List[OpInstructions] = []
     index = 0
     for n in op_counts:
         last = spans.get(index, index)
         names = [ops[i]["name"] if i < len(ops) else None for i in range(index, last + 1)]
         macs = [ops[i]["macs"] for i in range(index, last + 1) if i < len(ops) and ops[i].get("macs") is not None]
-        entry: Dict[str, Any] = {"index": index, "op": names[0], "instructions": n,
-                                 "macs": sum(macs) if macs else None}
-        if last > index:
-            entry.update(last_index=last, ops=names, row_streamed=True)
-        entries.append(entry)
+        group = {"last_index": last, "ops": names, "row_streamed": True} if last > index else {}
+        entries.append(OpInstructions(index=index, op=names[0], instructions=n, macs=sum(macs) if macs else None,
+                                      **group))
         index = last + 1
     return entries
 
@@ -165,7 +163,7 @@ def tflm_reference(model: bytes, samples: Sequence[Sequence[np.ndarray]]) -> Lis
     return [tflm.invoke(interp, list(sample)) for sample in samples]
 
 
-def compare(device: Sequence[Sequence[np.ndarray]], reference: Sequence[Sequence[np.ndarray]]) -> Dict[str, Any]:
+def compare(device: Sequence[Sequence[np.ndarray]], reference: Sequence[Sequence[np.ndarray]]) -> OutputComparison:
     """Element-wise comparison of integer outputs over all samples."""
     differing = total = 0
     max_diff = 0
@@ -182,31 +180,29 @@ def compare(device: Sequence[Sequence[np.ndarray]], reference: Sequence[Sequence
             max_diff = max(max_diff, int(diff.max()) if diff.size else 0)
         differing += n
         per_sample.append(n)
-    return {"bit_exact": differing == 0, "differing_elements": differing, "total_elements": total,
-            "max_abs_diff_lsb": max_diff, "differing_per_sample": per_sample}
+    return OutputComparison(bit_exact=differing == 0, differing_elements=differing, total_elements=total,
+                            max_abs_diff_lsb=max_diff, differing_per_sample=per_sample)
 
 
-def bit_exactness(model: Optional[bytes], samples: List[List[np.ndarray]], outputs: List[List[np.ndarray]]) -> Dict[str, Any]:
+def bit_exactness(model: Optional[bytes], samples: List[List[np.ndarray]], outputs: List[List[np.ndarray]]) -> BitExactness:
     """outputs_bit_exact: device vs LiteRT BUILTIN_REF (the reference), also vs the TFLM python runtime."""
     if model is None:
-        return {"value": None, "reason": "the firmware's model.tflite was not found next to the ELF: no reference"}
+        return BitExactness(value=None, reason="the firmware's model.tflite was not found next to the ELF: no reference")
     vs_ref = compare(outputs, litert_reference(model, samples))
-    result: Dict[str, Any] = {"value": vs_ref["bit_exact"], "reference": "LiteRT OpResolverType.BUILTIN_REF",
-                              "samples": len(samples), **vs_ref}
     try:
         vs_tflm = compare(outputs, tflm_reference(model, samples))
-        result["vs_tflm_python"] = vs_tflm
     except EdgekitError as exc:
-        result["vs_tflm_python"] = {"bit_exact": None, "reason": str(exc)}
-        vs_tflm = {"bit_exact": None}
-    matches = [name for name, r in (("LiteRT BUILTIN_REF", vs_ref), ("TFLM python runtime", vs_tflm)) if r["bit_exact"]]
-    result["matches"] = " and ".join(matches) if matches else "neither"
-    if vs_tflm.get("bit_exact") is False and vs_ref["bit_exact"]:
-        result["note"] = ("LiteRT BUILTIN_REF and TFLM disagree on this model (known for FULLY_CONNECTED stacks such as "
-                          "the MLPerf AD autoencoder); the device matches BUILTIN_REF")
-    elif vs_tflm.get("bit_exact") and not vs_ref["bit_exact"]:
-        result["note"] = "the device matches the TFLM python runtime, not LiteRT BUILTIN_REF"
-    return result
+        vs_tflm = OutputComparison(bit_exact=None, reason=str(exc))
+    matches = [name for name, r in (("LiteRT BUILTIN_REF", vs_ref), ("TFLM python runtime", vs_tflm)) if r.bit_exact]
+    note = {}
+    if vs_tflm.bit_exact is False and vs_ref.bit_exact:
+        note["note"] = ("LiteRT BUILTIN_REF and TFLM disagree on this model (known for FULLY_CONNECTED stacks such as "
+                        "the MLPerf AD autoencoder); the device matches BUILTIN_REF")
+    elif vs_tflm.bit_exact and not vs_ref.bit_exact:
+        note["note"] = "the device matches the TFLM python runtime, not LiteRT BUILTIN_REF"
+    return BitExactness(value=vs_ref.bit_exact, reference="LiteRT OpResolverType.BUILTIN_REF", samples=len(samples),
+                        **vs_ref.model_dump(exclude_unset=True), vs_tflm_python=vs_tflm,
+                        matches=" and ".join(matches) if matches else "neither", **note)
 
 
 # --- estimates -----------------------------------------------------------------------------------------------
@@ -451,6 +447,7 @@ class QemuRunner(McuRunner):
     """qemu:BOARD — the firmware on QEMU's model of the board, instructions counted by the ekcount plugin."""
 
     kind = "qemu"
+    options = frozenset({"boot_timeout_s"})
 
     def board(self, request: RunRequest):
         from edgekit.firmware.boards import load_board, qemu_board_names
@@ -473,6 +470,7 @@ class SerialRunner(McuRunner):
     """serial:PORT — a real board over pyserial (flashed with pyocd first when the `flash` option is set)."""
 
     kind = "serial"
+    options = frozenset({"flash", "boot_timeout_s"})
 
     def board(self, request: RunRequest):
         from edgekit.firmware.boards import board_from_profile, mcu_board_names

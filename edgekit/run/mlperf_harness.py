@@ -304,7 +304,7 @@ def run_accuracy(link: HarnessLink, run: HarnessRun, dataset, model: Optional[by
     if model is not None:
         shapes = _model_input_shape(model)
         samples = [[s[0].reshape(shapes)] for s in samples]
-    run.bit_exact = bit_exactness(model, samples, outputs)
+    run.bit_exact = bit_exactness(model, samples, outputs).model_dump(mode="json", exclude_unset=True)
 
 
 def _model_input_shape(model: bytes) -> List[int]:

@@ -79,6 +79,46 @@ class InstructionCount(Section):
     method: str
 
 
+class OutputComparison(Section):
+    """Element-wise comparison of the device's integer outputs with a reference, over all samples."""
+
+    bit_exact: Optional[bool]
+    differing_elements: Optional[int] = None
+    total_elements: Optional[int] = None
+    max_abs_diff_lsb: Optional[int] = None
+    differing_per_sample: Optional[List[int]] = None
+    reason: Optional[str] = None   # why there is no comparison
+
+
+class BitExactness(Section):
+    """outputs_bit_exact: the device's outputs vs LiteRT BUILTIN_REF (``value``), and vs the TFLM python runtime."""
+
+    value: Optional[bool]
+    reason: Optional[str] = None   # why there is no verdict
+    reference: Optional[str] = None
+    samples: Optional[int] = None
+    bit_exact: Optional[bool] = None
+    differing_elements: Optional[int] = None
+    total_elements: Optional[int] = None
+    max_abs_diff_lsb: Optional[int] = None
+    differing_per_sample: Optional[List[int]] = None
+    vs_tflm_python: Optional[OutputComparison] = None
+    matches: Optional[str] = None
+    note: Optional[str] = None
+
+
+class OpInstructions(Section):
+    """Instructions one operator (or one row-streamed group of operators) took per inference on the device."""
+
+    index: int
+    op: Optional[str]
+    instructions: int
+    macs: Optional[int]
+    last_index: Optional[int] = None
+    ops: Optional[List[Optional[str]]] = None
+    row_streamed: Optional[bool] = None
+
+
 class RunWork(Section):
     """Work counted on an MCU device (QEMU plugin instruction counts, DWT cycles, bit-exactness)."""
 
@@ -89,11 +129,11 @@ class RunWork(Section):
     instructions: Optional[InstructionCount] = None
     macs_per_inference: Optional[int] = None
     instructions_per_mac: Optional[float] = None
-    per_op_instructions: Optional[List[Dict[str, Json]]] = None  # one row per op / row-streamed group
+    per_op_instructions: Optional[List[OpInstructions]] = None
     latency_ms_estimated: Optional[Figure] = None
     cycles_per_inference: Optional[int] = None
     latency_method: Optional[str] = None
-    outputs_bit_exact: Optional[Dict[str, Json]] = None  # edgekit.firmware.host_runtime.bit_exactness verdict
+    outputs_bit_exact: Optional[BitExactness] = None
 
     def present(self) -> Dict[str, Json]:
         return self.model_dump(mode="json", exclude_unset=True)
@@ -222,11 +262,11 @@ class RunReport(Result):
     instructions: Optional[InstructionCount] = None
     macs_per_inference: Optional[int] = None
     instructions_per_mac: Optional[float] = None
-    per_op_instructions: Optional[List[Dict[str, Json]]] = None
+    per_op_instructions: Optional[List[OpInstructions]] = None
     latency_ms_estimated: Optional[Figure] = None
     cycles_per_inference: Optional[int] = None
     latency_method: Optional[str] = None
-    outputs_bit_exact: Optional[Dict[str, Json]] = None
+    outputs_bit_exact: Optional[BitExactness] = None
     latencies_file: Optional[str] = None
     plots: List[str] = []
     signature: Signature

@@ -142,6 +142,11 @@ def decode_tensor(item: dict) -> np.ndarray:
     return np.frombuffer(data, dtype=np.dtype(item["dtype"])).reshape(item["shape"]).copy()
 
 
+# RunOptions the runner script (edgekit/run/remote_runner.py) and its session read, wherever it runs
+RUNNER_PROCESS_OPTIONS = frozenset({"threads", "power_monitor", "arena_bytes", "resolver", "num_outputs", "sensor_interval_s",
+                         "startup_timeout_s"})
+
+
 class Collector:
     """Turns runner events into a RunResult; calls hooks on the warm phase (power monitors)."""
 

@@ -21,6 +21,7 @@ from typing import List, Optional, Sequence
 from edgekit.errors import DeviceError, DeviceNotFoundError, EdgekitError, ToolMissingError, UserError
 from edgekit.run.base import RUNNERS, RunRequest, RunResult, Runner
 from edgekit.run.energy import open_monitor
+from edgekit.run.session import RUNNER_PROCESS_OPTIONS
 from edgekit.run.host import choose_runtime
 from edgekit.run.inputs import model_file
 from edgekit.run.resolve import parse_ssh
@@ -139,6 +140,8 @@ class SshRunner(Runner):
     """Copy model + inputs + runner script to a fresh folder on the board, run, stream results, clean up."""
 
     kind = "ssh"
+    options = RUNNER_PROCESS_OPTIONS | {"compute_units", "remote_python", "ssh_identity", "ssh_options",
+                                        "connect_timeout_s"}
 
     def _connection_settings(self) -> dict:
         """The profile's connection mapping (python, workdir, identity_file, ssh_options), {} without one."""
