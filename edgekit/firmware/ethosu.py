@@ -29,7 +29,6 @@ from edgekit.tflite_graph import Graph, read_graph
 from edgekit.provenance import host_info, sha256_bytes, tool_versions, utc_now
 from edgekit.report import json_safe
 from edgekit.support import OpSupport, SupportReport
-from edgekit import schemas
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,6 @@ from edgekit.tflite_graph import Graph, read_graph
 from edgekit.firmware.results import FirmwareInfo, read_firmware_info
 from edgekit.provenance import host_info, sha256_bytes, sha256_file, tool_versions, utc_now
 from edgekit.report import json_safe
-from edgekit import schemas
 
 log = logging.getLogger(__name__)
 

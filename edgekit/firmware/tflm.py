@@ -32,7 +32,6 @@ import numpy as np
 from edgekit.firmware.results import FirmwareInfo
 from edgekit.errors import InvalidModelError, ToolMissingError
 from edgekit.quiet import captured_output
-from edgekit import schemas
 
 log = logging.getLogger(__name__)
 
