@@ -276,7 +276,7 @@ def open_monitor(spec: str) -> PowerMonitor:
 
 # --- estimates from a profile ---------------------------------------------------------------------
 def estimate_from_profile(profile: Dict[str, Any], seconds_per_inference: float, threads: Optional[int]) -> Optional[Figure]:
-    """Board power from the profile's power_model, times the measured time per inference; None without a model.
+    """(``profile``: the parsed device profile YAML.) Board power from the profile's power_model, times the measured time per inference; None without a model.
 
     Model: P = idle_w + (full_load_w - idle_w) * busy_cores / cores, busy_cores = threads used (1 if unset).
     """
