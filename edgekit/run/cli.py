@@ -99,7 +99,7 @@ def _check_numbers(args) -> None:
         raise UserError("; ".join(problems))
 
 
-def compute_units_option(args, target) -> list:
+def compute_units_option(args, target, runner_cls=None) -> list:
     """--compute-units as a list of settings ([] when not given); every problem with it in one error."""
     if not getattr(args, "compute_units", None):
         return []
@@ -116,6 +116,8 @@ def compute_units_option(args, target) -> list:
         problems.append(f"--compute-units applies to Core ML models (.mlpackage), not {args.artifact.name}")
     if target.kind == "ssh" and len(units) > 1:
         problems.append("over ssh --compute-units takes one setting per run (the sweep runs locally on a Mac: --device macos)")
+    elif runner_cls is not None and "compute_units" not in runner_cls.options:  # the runner says what it takes
+        problems.append(f"--compute-units needs --device macos (or host on a Mac, or ssh:// to a Mac), not a {target.kind} device")
     if problems:
         raise UserError("; ".join(problems))
     return units
@@ -143,7 +145,7 @@ def build_request(args, runner_cls, target):
     from edgekit.run.inputs import prepare_inputs
     from edgekit.run.results import RunOptions
 
-    compute_units = compute_units_option(args, target)
+    compute_units = compute_units_option(args, target, runner_cls)
     check_runner_options(args, runner_cls)
     if not args.artifact.exists():
         raise InvalidModelError(f"artifact {args.artifact} does not exist")

@@ -338,7 +338,7 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any]
         config["power_sampler"] = dict(power_sampler)
     remote_monitor = monitor is not None and target.kind not in ("host", "macos")
     config["clock_sync"] = remote_monitor
-    space = Workspace(target, options)
+    space = Workspace(target, options if isinstance(options, RunOptions) else RunOptions(**options))
     space.sync = remote_monitor
     c_library = None
     try:
