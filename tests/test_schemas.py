@@ -56,9 +56,21 @@ def test_a_file_that_breaks_its_schema_is_reported(tmp_path):
         path.unlink()
 
 
+def _at(schema: dict, *keys: str) -> dict:
+    """The sub-schema at properties[k1].properties[k2]..., following local $refs (generated schemas use $defs)."""
+    node = schema
+    for key in keys:
+        while "$ref" in node:
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+        node = node["properties"][key]
+    while "$ref" in node:
+        node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+    return node
+
+
 def test_figures_need_their_method_and_source():
     validator = Draft202012Validator(schemas.load_schema("deploy"))
-    figure = schemas.load_schema("deploy")["properties"]["estimates"]["properties"]["energy_uj"]
+    figure = _at(schemas.load_schema("deploy"), "estimates", "energy_uj")
     sub = Draft202012Validator(figure)
     assert sub.is_valid({"value": 230.0, "unit": "uJ", "method": "estimated", "source": "profile power_model"})
     assert sub.is_valid({"value": None, "method": "unavailable"})

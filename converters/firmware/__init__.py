@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from edgekit.converters import CONVERTERS
 from edgekit.support import SupportReport
@@ -37,9 +37,12 @@ class FirmwareConverter:
         return check_support(read_graph(data, source), target)
 
     def convert(self, model: ModelLike, *, board: str = "mps2-an386", outdir: Optional[Path] = None,
-                runtime: str = target, build: bool = False, optimize: str = "balanced"):
-        """Generate (and with ``build`` compile) the project; returns edgekit.firmware.generate.FirmwareResult."""
+                runtime: str = target, build: bool = False, **options: Any):
+        """Generate (and with ``build`` compile) the project; returns edgekit.firmware.generate.FirmwareResult.
+
+        ``options`` belong to the runtime (edgekit.firmware.backends: ``optimize`` for edgekit); a runtime refuses
+        an option it does not take."""
         from edgekit.firmware.generate import generate_firmware
 
         data, source = _bytes_of(model)
-        return generate_firmware(data, board, outdir, runtime=runtime, build=build, source=source, optimize=optimize)
+        return generate_firmware(data, board, outdir, runtime=runtime, build=build, source=source, **options)

@@ -120,7 +120,7 @@ class LabgridSession:
             lost = self._lost()
             if lost is not None:
                 raise lost from None
-            if (fault_of(exc) or {}).get("kind") == HUNG:
+            if (fault := fault_of(exc)) is not None and fault.kind == HUNG:
                 raise with_fault(DeviceError(f"the board of place {self.place.name} sent no reply\n  detail: "
                                              f"{exc.message}", fix=exc.fix), HUNG, exc.message) from None
             raise
@@ -152,6 +152,7 @@ class LabgridRunner(McuRunner):
     """labgrid:PLACE — a board of a labgrid lab (a real one via pyOCD, or an emulated place via QEMU)."""
 
     kind = "labgrid"
+    options = frozenset({"coordinator", "lock_timeout", "boot_timeout_s"})
 
     def __init__(self, target) -> None:
         super().__init__(target)
@@ -177,14 +178,14 @@ class LabgridRunner(McuRunner):
         from edgekit.boardlab.place import LabPlace
 
         options = request.options
-        with _sigterm_as_interrupt(), LabPlace(self.target.address, options.get("coordinator")) as place:
+        with _sigterm_as_interrupt(), LabPlace(self.target.address, options.coordinator) as place:
             self._place = place
             board = self.board(request)
             drivers = place_drivers(board, self._bootstrap)
             firmware = resolve_firmware(Path(request.artifact), board.name)   # built before the lock is taken
             try:
                 waited = time.monotonic()
-                place.acquire(float(options.get("lock_timeout", DEFAULT_LOCK_TIMEOUT_S)))
+                place.acquire(float(options.lock_timeout if options.lock_timeout is not None else DEFAULT_LOCK_TIMEOUT_S))
                 lab = {"place": place.record().name, "coordinator": place.address, "holder": place.identity,
                        "lock_wait_s": round(time.monotonic() - waited, 3), "bootstrap": self._bootstrap,
                        "environment": environment_config(place.record().name, place.address, board, self._bootstrap)}
@@ -203,4 +204,4 @@ class LabgridRunner(McuRunner):
     def open_session(self, board, firmware, request: RunRequest):
         return LabgridSession(self._place, board, firmware.elf, place_drivers(board, self._bootstrap),
                               timeout_s=request.timeout_s,
-                              boot_timeout_s=float(request.options.get("boot_timeout_s", BOOT_TIMEOUT_S)))
+                              boot_timeout_s=float(request.options.boot_timeout_s or BOOT_TIMEOUT_S))

@@ -20,9 +20,10 @@ def register(subparsers) -> Dict[str, Callable]:
                    help="edgekit: edgekit's own int8 runtime (default); tflm: a TensorFlow Lite Micro project")
     f.add_argument("-o", "--outdir", type=Path, help="project folder (default out/firmware/<model>-<board>)")
     f.add_argument("--build", action="store_true", help="also compile build/firmware.elf with arm-none-eabi-gcc")
-    f.add_argument("--optimize", choices=("speed", "balanced", "ram"), default="balanced",
-                   help="where RAM and speed trade (edgekit runtime): ram = smallest-scratch kernels, speed = fastest "
-                        "kernels, balanced (default) = the fast kernel unless its scratch exceeds the op's tensors")
+    f.add_argument("--optimize", choices=("speed", "balanced", "ram"),
+                   help="where RAM and speed trade (an option of the edgekit runtime): ram = smallest-scratch kernels, "
+                        "speed = fastest kernels, balanced (default) = the fast kernel unless its scratch exceeds the "
+                        "op's tensors")
     f.add_argument("--harness", choices=("mlperf-tiny",), help="mlperf-tiny: an MLPerf Tiny (EEMBC ULPMark-ML) device "
                                                                "under test instead of edgekit's protocol (needs --task)")
     f.add_argument("--task", choices=("kws", "ic", "vww", "ad"), help="--harness mlperf-tiny: the benchmark")
@@ -61,11 +62,12 @@ def cmd_firmware(args) -> int:
 
     warn_if_changed(args.model, "firmware")
     converter = CONVERTERS.get("firmware")()
+    runtime_options = {"optimize": args.optimize}  # the chosen runtime refuses the given ones it does not take
     with progress_bars(sys.stderr.isatty()):  # the size build (arm-none-eabi-gcc) and --build take seconds
         result = converter.convert(args.model, board=args.board, outdir=args.outdir, runtime=args.runtime,
-                                   build=args.build, optimize=args.optimize)
+                                   build=args.build, **{k: v for k, v in runtime_options.items() if v is not None})
     info = result.info
-    if info["runtime"] == "ethos-u":  # NPU board: placement only (edgekit.firmware.ethosu)
+    if info.runtime == "ethos-u":  # NPU board: placement only (edgekit.firmware.ethosu)
         from edgekit.firmware.ethosu import summary_lines
 
         say(f"wrote {result.outdir}")
@@ -73,31 +75,22 @@ def cmd_firmware(args) -> int:
         return 0
     from edgekit.console import say_all
 
-    lines = [f"wrote {result.outdir} ({info['runtime']} runtime, board {info['board']['board']})"]
-    ops = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in _op_counts(info).items())
+    lines = [f"wrote {result.outdir} ({info.runtime} runtime, board {info.board.board})"]
+    ops = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in info.op_names().items())
     lines.append(f"operators: {ops}")
-    fits = info["fits"]
-    for key in ("flash", "ram"):
-        f = fits[key]
-        note = f"; {f['method']}" if f.get("method") else ""
-        lines.append(f"{key}: {f['used']:,} of {f['available']:,} bytes ({'fits' if f['fits'] else 'DOES NOT FIT'}{note})")
-    lines.append(f"arena: {info['arena_bytes']:,} bytes" + (f", runtime state {info['state_bytes']:,} bytes" if info.get("state_bytes") else ""))
-    if info.get("optimize"):
-        lines.append(f"--optimize {info['optimize']}: prepared model {info['plan']['prepared_bytes']:,} bytes in flash")
-    if info.get("runtime_code_bytes") is not None:
-        lines.append(f"runtime code (core + kernels): {info['runtime_code_bytes']:,} bytes")
+    for key, f in (("flash", info.fits.flash), ("ram", info.fits.ram)):
+        note = f"; {f.method}" if f.method else ""
+        lines.append(f"{key}: {f.used:,} of {f.available:,} bytes ({'fits' if f.fits else 'DOES NOT FIT'}{note})")
+    lines.append(f"arena: {info.arena_bytes:,} bytes" + (f", runtime state {info.state_bytes:,} bytes" if info.state_bytes else ""))
+    if info.optimize:
+        lines.append(f"--optimize {info.optimize}: prepared model {(info.plan or {})['prepared_bytes']:,} bytes in flash")
+    if info.runtime_code_bytes is not None:
+        lines.append(f"runtime code (core + kernels): {info.runtime_code_bytes:,} bytes")
     if result.elf is not None:
         lines.append(f"built {result.elf}")
     lines.append(f"methods and sources of every figure: {result.outdir}/firmware.json, README.md")
     say_all(lines)
     return 0
-
-
-def _op_counts(info: dict) -> Dict[str, int]:
-    counts: Dict[str, int] = {}
-    for op in info["ops"]:
-        counts[op["name"]] = counts.get(op["name"], 0) + 1
-    return counts
 
 
 def cmd_deploy(args) -> int:

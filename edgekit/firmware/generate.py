@@ -29,9 +29,9 @@ from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_s
 from edgekit.firmware.support import KERNELS_DIR, kernel_files, require_support
 from edgekit.progress import step_progress
 from edgekit.tflite_graph import Graph, read_graph
+from edgekit.firmware.results import FirmwareInfo, read_firmware_info
 from edgekit.provenance import host_info, sha256_bytes, sha256_file, tool_versions, utc_now
 from edgekit.report import json_safe
-from edgekit import schemas
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +68,12 @@ DEFAULT_APP = AppSpec()
 @dataclass
 class FirmwareResult:
     outdir: Path
-    info: Dict[str, Any]                 # the content of firmware.json
+    info: FirmwareInfo                   # the content of firmware.json
     elf: Optional[Path]                  # build/firmware.elf when built and kept
 
     @property
     def fits(self) -> bool:
-        return all(v.get("fits") for v in self.info["fits"].values())
+        return self.info.fits_board
 
 
 # --- small helpers -------------------------------------------------------------------------------------------
@@ -557,32 +557,28 @@ def signature(model_sha: str, extra_tools: Optional[Mapping[str, str]] = None) -
 
 def generate_firmware(model: Union[Path, str, bytes], board_name: str = DEFAULT_BOARD, outdir: Optional[Path] = None,
                       *, runtime: str = "edgekit", build: bool = False, source: Optional[str] = None,
-                      optimize: str = DEFAULT_OPTIMIZE, app: AppSpec = DEFAULT_APP) -> FirmwareResult:
-    """Generate (and optionally build) the firmware project for ``model`` on ``board_name`` into ``outdir``."""
+                      app: AppSpec = DEFAULT_APP, **options: Any) -> FirmwareResult:
+    """Generate (and optionally build) the firmware project for ``model`` on ``board_name`` into ``outdir``.
+
+    ``options`` are the chosen runtime's own (e.g. ``optimize`` for the edgekit runtime); the backend
+    (edgekit.firmware.backends) refuses those it does not take, before anything is written."""
+    from edgekit.firmware.backends import backend_for
     from edgekit.firmware.boards import load_board
 
     data, path_name = load_model_bytes(model)
     source = source or path_name
     graph = read_graph(data, source)
     board = load_board(board_name)
-    if board.profile.get("npu"):  # Ethos-U board: Vela + placement (edgekit.firmware.ethosu checks the CPU ops)
-        from edgekit.firmware.ethosu import generate_npu_firmware
-
-        stem = Path(source).stem if source != "<bytes>" else "model"
-        return generate_npu_firmware(data, board, Path(outdir or Path("out") / "firmware" / f"{stem}-{board.name}"),
-                                     source=source, build=build)
-    require_support(graph, runtime)  # every unsupported op, listed at once, before anything is written
+    backend = backend_for(board, runtime)
+    backend.check_options({k: v for k, v in options.items() if v is not None})
+    stem = Path(source).stem if source != "<bytes>" else "model"
+    if backend.name != "ethos-u":  # the NPU backend checks the CPU ops itself
+        require_support(graph, runtime)  # every unsupported op, listed at once, before anything is written
     if outdir is None:
-        stem = Path(source).stem if source != "<bytes>" else "model"
-        outdir = Path("out") / "firmware" / (f"{stem}-{board.name}" + ("" if runtime == "edgekit" else f"-{runtime}"))
-    if runtime == "tflm":
-        from edgekit.firmware.tflm import generate_tflm_project
-
-        return generate_tflm_project(data, graph, board, Path(outdir), source=source, build=build)
-    if optimize not in OPTIMIZE_MODES:
-        raise UserError(f"unknown --optimize mode {optimize!r}", fix=f"use one of {', '.join(OPTIMIZE_MODES)}")
-    return _generate_edgekit(data, graph, app.board or board, Path(outdir), source=source, build=build,
-                             optimize=optimize, app=app)
+        suffix = "" if backend.name in ("edgekit", "ethos-u") else f"-{backend.name}"
+        outdir = Path("out") / "firmware" / f"{stem}-{board.name}{suffix}"
+    return backend.generate(data, graph, board, Path(outdir), source=source, build=build, app=app,
+                            **{k: v for k, v in options.items() if v is not None})
 
 
 def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source: str, build: bool,
@@ -609,10 +605,9 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
         add_splits(flash, ram, plan, build_info, device)
         fits = fit_report(flash["bytes"], ram["bytes"], board)
         raise_if_not_fitting(fits, board, "measured from the linked ELF" if sizes else "lower bound")
-        info = firmware_info(data, graph, board, plan, flash, ram, fits, written, build_info, source=source, sha=sha)
-        if app.info is not None:
-            info["app"] = dict(app.info)
-        (stage / FIRMWARE_JSON).write_text(schemas.dumps("firmware", json_safe(info)))
+        info = firmware_info(data, graph, board, plan, flash, ram, fits, written, build_info, source=source, sha=sha,
+                             app=app.info)
+        (stage / FIRMWARE_JSON).write_text(info.dumps())
         (stage / "README.md").write_text(readme_text(info, board))
     elf = outdir / "build" / fw_build.ELF_NAME if build and sizes is not None else None
     log.info("wrote firmware project %s", outdir)
@@ -621,12 +616,13 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
 
 def firmware_info(data: bytes, graph: Graph, board, plan: Dict[str, Any], flash: Dict[str, Any], ram: Dict[str, Any],
                   fits: Dict[str, Any], written: Dict[str, Any], build_info: Dict[str, Any], *, source: str,
-                  sha: str, runtime: str = "edgekit") -> Dict[str, Any]:
+                  sha: str, runtime: str = "edgekit", app: Optional[Mapping[str, Any]] = None) -> FirmwareInfo:
     constant_bytes = sum(t.bytes for t in graph.tensors if t.constant)
     op_counts: Dict[str, int] = {}
     for op in graph.ops:
         op_counts[op.label] = op_counts.get(op.label, 0) + 1
-    return {
+    app_info = {} if app is None else {"app": dict(app)}
+    return FirmwareInfo.model_validate(json_safe({
         "edgekit_firmware": 1,
         "runtime": runtime,
         "model": {"file": MODEL_FILE, "source": source, "sha256": sha, "bytes": len(data),
@@ -659,38 +655,40 @@ def firmware_info(data: bytes, graph: Graph, board, plan: Dict[str, Any], flash:
         "build": build_info,
         "signature": signature(sha, {k: v for k, v in (("arm-none-eabi-gcc", build_info.get("toolchain")),
                                                        ("qemu", build_info.get("qemu"))) if v}),
-    }
+        **app_info,
+    }))
 
 
-def _op_table(info: Dict[str, Any]) -> str:
+def _op_table(info: FirmwareInfo) -> str:
     lines = ["| # | operator | output tensor | MACs |", "|---|---|---|---|"]
-    for op in info["ops"]:
-        tensor = op["location"].split("-> tensor ", 1)[-1]
+    for op in info.ops:
+        tensor = str(op["location"]).split("-> tensor ", 1)[-1]
         lines.append(f"| {op['index']} | {op['name']} | {tensor} | {op['macs']:,} |")
-    lines.append(f"\n{len(info['ops'])} operators, {info['macs']:,} multiply-accumulates per inference.")
+    lines.append(f"\n{len(info.ops)} operators, {info.macs:,} multiply-accumulates per inference.")
     return "\n".join(lines)
 
 
-def readme_text(info: Dict[str, Any], board) -> str:
-    flash, ram, fits = info["flash"], info["ram"], info["fits"]
+def readme_text(info: FirmwareInfo, board) -> str:
+    """README.md of the project, from its typed firmware.json."""
+    flash, ram, fits = info.flash or {}, info.ram or {}, info.fits
     help_line = _run_rules(board)[0].lstrip("# ").strip()
     bytes_or = lambda v: f"{v:,}" if isinstance(v, int) else "–"  # noqa: E731
     return render((TEMPLATES / "edgekit" / "README.md.in").read_text(), {
-        "MODEL_NAME": Path(info["model"]["source"]).name, "BOARD": board.name, "EDGEKIT_VERSION": __version__,
-        "CREATED": info["signature"]["created"], "HOST": info["signature"]["host"]["hostname"],
-        "MODEL_SHA256": info["model"]["sha256"], "BOARD_DESCRIPTION": board.description, "CORE": board.core,
+        "MODEL_NAME": Path(info.model.source).name, "BOARD": board.name, "EDGEKIT_VERSION": __version__,
+        "CREATED": info.signature.created, "HOST": info.signature.host.get("hostname"),
+        "MODEL_SHA256": info.model.sha256, "BOARD_DESCRIPTION": board.description, "CORE": board.core,
         "FLASH_AVAILABLE": f"{board.flash.bytes:,}", "RAM_AVAILABLE": f"{board.ram.bytes:,}",
         "RUN_LINE": "    " + help_line.replace("make ", "make ", 1),
         "CPU_FLAGS": " ".join(board.gcc_flags()),
-        "FLASH_BYTES": bytes_or(flash["bytes"]), "FLASH_FIT": "fits" if fits["flash"]["fits"] else "DOES NOT FIT",
-        "FLASH_METHOD": flash["method"], "MODEL_BYTES": bytes_or(info["model"]["bytes"]),
-        "CODE_BYTES": bytes_or(flash.get("code_and_rodata")), "KERNEL_COUNT": len(info["kernels"]),
-        "RAM_BYTES": bytes_or(ram["bytes"]), "RAM_FIT": "fits" if fits["ram"]["fits"] else "DOES NOT FIT",
+        "FLASH_BYTES": bytes_or(flash["bytes"]), "FLASH_FIT": "fits" if fits.flash.fits else "DOES NOT FIT",
+        "FLASH_METHOD": flash["method"], "MODEL_BYTES": bytes_or(info.model.bytes),
+        "CODE_BYTES": bytes_or(flash.get("code_and_rodata")), "KERNEL_COUNT": len(info.kernels or []),
+        "RAM_BYTES": bytes_or(ram["bytes"]), "RAM_FIT": "fits" if fits.ram.fits else "DOES NOT FIT",
         "ARENA_BYTES": bytes_or(ram["arena"]), "STATE_BYTES": bytes_or(ram["state"]),
         "OTHER_STATIC": bytes_or(ram.get("other_static")), "STACK_BYTES": bytes_or(ram["stack"]["bytes"]),
         "STACK_METHOD": ram["stack"]["method"], "OP_TABLE": _op_table(info),
-        "KERNELS": ", ".join(f"`{k}`" for k in info["kernels"]) or "none",
-        "OVERHEAD_BYTES": bytes_or(info["model"]["flatbuffer_overhead_bytes"]),
+        "KERNELS": ", ".join(f"`{k}`" for k in info.kernels or []) or "none",
+        "OVERHEAD_BYTES": bytes_or(info.model.flatbuffer_overhead_bytes),
         "RUN_DEVICE": f"qemu:{board.name}" if board.is_qemu else "serial:PORT --flash",
     }, name="README.md.in")
 
@@ -722,11 +720,11 @@ def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>",
     elf = outdir / "build" / fw_build.ELF_NAME
     if info_path.is_file() and elf.is_file():
         log.info("reusing the cached firmware build %s", outdir)
-        return FirmwareResult(outdir, json.loads(info_path.read_text()), elf)
+        return FirmwareResult(outdir, read_firmware_info(json.loads(info_path.read_text())), elf)
     outdir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}-", dir=outdir.parent))
     try:
-        result = generate_firmware(model, board.name, tmp / "project", build=True, source=source, optimize=optimize)
+        result = generate_firmware(model, board.name, tmp / "project", build=True, source=source, optimize=optimize)  # edgekit runtime
         if result.elf is None:
             fw_build.require_toolchain()
         try:
@@ -736,4 +734,4 @@ def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>",
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return FirmwareResult(outdir, json.loads(info_path.read_text()), elf)
+    return FirmwareResult(outdir, read_firmware_info(json.loads(info_path.read_text())), elf)

@@ -194,14 +194,13 @@ def harness_command(args) -> int:
         raise UserError("; ".join(problems))
     result = generate_harness_firmware(args.model, args.board, args.outdir, task=args.task, mode=args.harness_mode,
                                        build=args.build)
-    app, fits = result.info["app"], result.info["fits"]
+    app, fits = result.info.app or {}, result.info.fits
     say(f"wrote {result.outdir} (MLPerf Tiny {app['model_id']} device under test, {app['mode']} mode, "
-          f"board {result.info['board']['board']}, UART {app['uart_baud']} baud)")
+          f"board {result.info.board.board}, UART {app['uart_baud']} baud)")
     say(f"input on the wire: {app['input_bytes']} bytes, {app['input_format']}; results: {app['results']}")
     say(f"timestamps: {app.get('timestamp_pin') and 'pulse on ' + app['timestamp_pin'] or app['timer_source']}")
-    for key in ("flash", "ram"):
-        f = fits[key]
-        say(f"{key}: {f['used']:,} of {f['available']:,} bytes ({'fits' if f['fits'] else 'DOES NOT FIT'})")
+    for key, f in (("flash", fits.flash), ("ram", fits.ram)):
+        say(f"{key}: {f.used:,} of {f.available:,} bytes ({'fits' if f.fits else 'DOES NOT FIT'})")
     if result.elf is not None:
         say(f"built {result.elf}")
     return 0

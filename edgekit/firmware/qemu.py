@@ -270,7 +270,8 @@ class QemuSession:
 
         process = self.qemu.process
         code = process.poll()
-        kind = (fault_of(exc) or {}).get("kind")
+        fault = fault_of(exc)
+        kind = fault.kind if fault else None
         if code is None and kind == "disconnected":
             code = self.qemu.wait_exit(1.0)  # the UART closes as QEMU dies: let it finish dying
         found = process_fault(process.pid, code, f"QEMU {self.board.qemu_machine}", timeout_s)

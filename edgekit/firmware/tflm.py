@@ -29,9 +29,9 @@ from typing import Dict, List
 
 import numpy as np
 
+from edgekit.firmware.results import FirmwareInfo
 from edgekit.errors import InvalidModelError, ToolMissingError
 from edgekit.quiet import captured_output
-from edgekit import schemas
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ def generate_tflm_project(data: bytes, graph, board, outdir, *, source: str, bui
             "INCLUDES": " ".join(f"-I{i}" for i in ("runtime/include", "board", "protocol", "app", "model")),
             "LDSCRIPT": rel(board_files.linker_script), "SRCS": " \\\n".join(f"  {s}" for s in sources),
         }, name="Makefile.in"))
-        info = {
+        info = FirmwareInfo.model_validate(json_safe({
             "edgekit_firmware": 1, "runtime": "tflm",
             "model": {"file": gen.MODEL_FILE, "source": source, "sha256": sha, "bytes": len(data),
                       "inputs": [gen._tensor_json(graph.tensors[i]) for i in graph.inputs],
@@ -274,22 +274,23 @@ def generate_tflm_project(data: bytes, graph, board, outdir, *, source: str, bui
             "build": {"built": False, "reason": "TensorFlow Lite Micro sources are not available here; "
                                                 "build with `make TFLM_DIR=...`", "tflm_arch": tflm_arch(board)},
             "signature": gen.signature(sha, {"tflite-micro": arena.tflm_version}),
-        }
-        problems = [k for k, v in info["fits"].items() if not v["fits"]]
+        }))
+        fits = {"flash": info.fits.flash, "ram": info.fits.ram}
+        problems = [k for k, v in fits.items() if not v.fits]
         if problems:
             from edgekit.errors import DoesNotFitError
 
             raise DoesNotFitError(
                 f"the model does not fit {board.name} with TFLM: "
-                + "; ".join(f"{k} needs at least {info['fits'][k]['used']:,} bytes of {info['fits'][k]['available']:,}"
+                + "; ".join(f"{k} needs at least {fits[k].used:,} bytes of {fits[k].available:,}"
                             for k in problems),
                 fix="choose a board with more memory or a smaller model")
-        (stage / gen.FIRMWARE_JSON).write_text(schemas.dumps("firmware", json_safe(info)))
+        (stage / gen.FIRMWARE_JSON).write_text(info.dumps())
         (stage / "README.md").write_text(_readme(info, arena, board, name, methods))
     return gen.FirmwareResult(outdir, info, None)
 
 
-def _readme(info: dict, arena: TflmArena, board, name: str, methods: List[str]) -> str:
+def _readme(info: FirmwareInfo, arena: TflmArena, board, name: str, methods: List[str]) -> str:
     from edgekit import __version__
     from edgekit.firmware import generate as gen
 
@@ -297,8 +298,8 @@ def _readme(info: dict, arena: TflmArena, board, name: str, methods: List[str]) 
     notes = "".join(f"Note: {n}.\n\n" for n in arena.notes)
     return gen.render((gen.TEMPLATES / "tflm" / "README.md.in").read_text(), {
         "MODEL_NAME": name, "BOARD": board.name, "EDGEKIT_VERSION": __version__,
-        "CREATED": info["signature"]["created"], "HOST": info["signature"]["host"]["hostname"],
-        "MODEL_SHA256": info["model"]["sha256"], "BOARD_DESCRIPTION": board.description, "CORE": board.core,
+        "CREATED": info.signature.created, "HOST": info.signature.host.get("hostname"),
+        "MODEL_SHA256": info.model.sha256, "BOARD_DESCRIPTION": board.description, "CORE": board.core,
         "FLASH_AVAILABLE": f"{board.flash.bytes:,}", "RAM_AVAILABLE": f"{board.ram.bytes:,}",
         "OP_COUNT": len(methods), "RUN_LINE": "    " + help_line, "TFLM_ARCH": tflm_arch(board),
         "CPU_FLAGS": " ".join(board.gcc_flags()),

@@ -17,6 +17,7 @@ from typing import Any, Dict, Optional
 
 from edgekit.errors import (DeviceNotFoundError, DoesNotFitError, EdgekitError, ToolMissingError)
 from edgekit.lab.matrix import BoardEntry, Matrix, ModelEntry
+from edgekit.run.results import RunReport, read_run_report
 
 log = logging.getLogger(__name__)
 
@@ -68,26 +69,24 @@ def base_row(cell: Cell) -> Dict[str, Any]:
             "error": None, "wall_s": None}
 
 
-def row_from_run(row: Dict[str, Any], run: Dict[str, Any]) -> Dict[str, Any]:
-    """The table's figures from a run.json, each with the method that produced it."""
-    memory = run.get("memory") or {}
+def row_from_run(row: Dict[str, Any], run: RunReport) -> Dict[str, Any]:
+    """The table's figures from a run report, each with the method that produced it."""
+    memory, work = run.memory, run.work
     row["fits"] = True
-    row["ram_bytes"] = memory.get("ram_bytes", run.get("ram_bytes"))
-    row["flash_bytes"] = memory.get("flash_bytes", run.get("flash_bytes"))
-    row["instructions_per_inference"] = run.get("instructions_per_inference")
-    estimated = run.get("latency_ms_estimated") or {}
-    latency = run.get("latency_ms") or {}
-    if latency.get("count") and run.get("latency_method"):
-        row["latency_ms"] = {"value": latency.get("p50"), "method": "measured", "source": run["latency_method"]}
-    elif estimated.get("value") is not None:
-        row["latency_ms"] = {"value": estimated["value"], "method": "estimated", "source": estimated.get("source")}
-    energy = run.get("energy_uj_per_inference") or {}
-    row["energy_uj"] = {"value": energy.get("value"), "method": energy.get("method"),
-                        "source": energy.get("source") or energy.get("reason")}
-    exact = run.get("outputs_bit_exact") or {}
-    row["bit_exact"] = exact.get("value")
-    row["bit_exact_reference"] = exact.get("reference")
-    row["complete"] = run.get("complete", True)
+    row["ram_bytes"] = memory.ram_bytes if memory.ram_bytes is not None else run.ram_bytes
+    row["flash_bytes"] = memory.flash_bytes if memory.flash_bytes is not None else run.flash_bytes
+    row["instructions_per_inference"] = work.instructions_per_inference
+    estimated = work.latency_ms_estimated
+    if run.latency_ms.count and work.latency_method:
+        row["latency_ms"] = {"value": run.latency_ms.p50, "method": "measured", "source": work.latency_method}
+    elif estimated is not None and estimated.value is not None:
+        row["latency_ms"] = {"value": estimated.value, "method": "estimated", "source": estimated.source}
+    energy = run.energy_uj_per_inference
+    row["energy_uj"] = {"value": energy.value, "method": energy.method, "source": energy.source or energy.reason}
+    exact = work.outputs_bit_exact
+    row["bit_exact"] = exact.value if exact else None
+    row["bit_exact_reference"] = exact.reference if exact else None
+    row["complete"] = run.complete
     return row
 
 
@@ -122,7 +121,7 @@ def run_cell(cell: Cell, matrix: Matrix, outdir: Path) -> Dict[str, Any]:
         row_from_run(row, run)
         row["status"] = OK if row["complete"] else FAILED
         if not row["complete"]:
-            row["error"] = run.get("incomplete_reason") or "incomplete run"
+            row["error"] = run.incomplete_reason or "incomplete run"
     except DoesNotFitError as exc:
         row.update(status=NO_FIT, fits=False, error=exc.message.splitlines()[0])
     except BOARD_LEVEL as exc:
@@ -140,7 +139,7 @@ def run_cell(cell: Cell, matrix: Matrix, outdir: Path) -> Dict[str, Any]:
     return row
 
 
-def _run_in_process(cell: Cell, matrix: Matrix, folder: Path) -> Dict[str, Any]:
+def _run_in_process(cell: Cell, matrix: Matrix, folder: Path) -> RunReport:
     from edgekit.run.base import RunRequest
     from edgekit.run.cli import write_results
     from edgekit.run.inputs import model_inputs, prepare_inputs
@@ -161,7 +160,7 @@ def _run_in_process(cell: Cell, matrix: Matrix, folder: Path) -> Dict[str, Any]:
     return write_results(folder / "run", result, request, described, 0.25)
 
 
-def _run_child(cell: Cell, matrix: Matrix, folder: Path) -> Dict[str, Any]:
+def _run_child(cell: Cell, matrix: Matrix, folder: Path) -> RunReport:
     board = cell.board
     cmd = [sys.executable, "-m", "edgekit.cli", "run", str(cell.int8), "--device", board.device,
            "-n", str(matrix.iterations), "--warmup", "0", "--input-limit", str(matrix.inputs),
@@ -174,7 +173,7 @@ def _run_child(cell: Cell, matrix: Matrix, folder: Path) -> Dict[str, Any]:
     proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     run_json = folder / "run" / "run.json"
     if proc.returncode in (0, 4) and run_json.is_file():
-        return json.loads(run_json.read_text())
+        return read_run_report(json.loads(run_json.read_text()))
     message = next((line for line in proc.stderr.splitlines() if "error:" in line), proc.stderr.strip()[-300:])
     message = message.split("error:", 1)[-1].strip() or f"edgekit run exited with {proc.returncode}"
     unusable = ("cannot be reached", "has no place", "is held by", "cannot open")

@@ -38,7 +38,7 @@ class BoardEntry:
     kind: str                                  # qemu | labgrid | serial
     address: str                               # board profile / place / port
     instances: int = 1                         # cells this board may run at once
-    options: Dict[str, Any] = field(default_factory=dict)   # coordinator, lock_timeout, profile, flash
+    options: Dict[str, Any] = field(default_factory=dict)   # coordinator, lock_timeout, profile, flash (as in the YAML)
 
     @property
     def device(self) -> str:

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from edgekit.errors import DeviceError, DeviceNotFoundError, EdgekitError, ToolMissingError
 from edgekit.run.base import RUNNERS, RunRequest, RunResult, Runner
 from edgekit.run.energy import POWER_MONITORS, SamplingMonitor, open_monitor
+from edgekit.run.session import RUNNER_PROCESS_OPTIONS
 from edgekit.run.host import choose_runtime
 from edgekit.run.inputs import model_file
 from edgekit.run.session import RUNNER_SCRIPT, Collector, StreamingProcess, runner_arguments, run_streaming, write_inputs
@@ -174,9 +175,10 @@ class AndroidBatteryMonitor(SamplingMonitor):
 @RUNNERS.register("adb")
 class AdbRunner(Runner):
     kind = "adb"
+    options = RUNNER_PROCESS_OPTIONS | {"remote_python", "benchmark_binary", "delegate"}
 
     def run(self, request: RunRequest) -> RunResult:
-        if request.options.get("benchmark_binary"):  # LiteRT's benchmark_model instead of the python runner
+        if request.options.benchmark_binary:  # LiteRT's benchmark_model instead of the python runner
             from edgekit.run.adb_benchmark import run_benchmark_model
 
             return run_benchmark_model(self, request)
@@ -185,7 +187,7 @@ class AdbRunner(Runner):
         adb = Adb(self.target.address)
         serial = adb.choose_device()
         conn = self.target.profile.get("connection") if isinstance(self.target.profile.get("connection"), dict) else {}
-        python = str(request.options.get("remote_python") or conn.get("python") or "python3")
+        python = str(request.options.remote_python or conn.get("python") or "python3")
         remote_dir = f"{DEVICE_TMP}/edgekit-run-{secrets.token_hex(4)}"
         adb.shell(["mkdir", "-p", remote_dir], what="creating a work folder")
         try:
@@ -227,7 +229,7 @@ class AdbRunner(Runner):
         finally:
             self._quietly(adb, ["rm", "-rf", remote_dir])
         result.extra["adb_serial"] = serial
-        if energy_note and not result.energy:
+        if energy_note and result.energy is None:
             result.extra["energy_unavailable_reason"] = energy_note
         try:
             result.extra["battery"] = parse_dumpsys_battery(adb.shell(["dumpsys", "battery"], timeout_s=10))
@@ -237,7 +239,7 @@ class AdbRunner(Runner):
 
     @staticmethod
     def _monitor(request: RunRequest, serial: str):
-        spec = request.options.get("power_monitor")
+        spec = request.options.power_monitor
         if spec:
             return open_monitor(spec), ""
         monitor = AndroidBatteryMonitor("android-battery", {"address": serial})

@@ -19,6 +19,7 @@ from edgekit.run.base import RunRequest, RunResult
 from edgekit.run.benchmark_model import (benchmark_arguments, check_binary_for_device, parse_benchmark_output,
                                          read_elf)
 from edgekit.run.energy import energy_from_measurement
+from edgekit.run.results import RunMemory, updated
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +48,9 @@ def run_benchmark_model(runner, request: RunRequest) -> RunResult:
     from edgekit.run.adb import Adb, parse_dumpsys_battery
 
     check_request(request)
-    binary = Path(request.options["benchmark_binary"])
+    binary = Path(str(request.options.benchmark_binary))
     info = read_elf(binary)
-    delegate = str(request.options.get("delegate") or "xnnpack")
+    delegate = str(request.options.delegate or "xnnpack")
     adb = Adb(runner.target.address)
     serial = adb.choose_device()
     abis = device_abis(adb)
@@ -57,7 +58,7 @@ def run_benchmark_model(runner, request: RunRequest) -> RunResult:
     remote_dir = f"{DEVICE_TMP}/edgekit-bench-{secrets.token_hex(4)}"
     remote_bin, remote_model = f"{remote_dir}/benchmark_model", f"{remote_dir}/model.tflite"
     argv = benchmark_arguments(remote_bin, remote_model, delegate=delegate, num_runs=request.iterations,
-                               warmup_runs=max(1, request.warmup), threads=int(request.options.get("threads") or 1))
+                               warmup_runs=max(1, request.warmup), threads=int(request.options.threads or 1))
     sensors: List[Dict[str, Any]] = []
     start = time.monotonic()
     adb.shell(["mkdir", "-p", remote_dir], what="creating a work folder")
@@ -85,15 +86,14 @@ def run_benchmark_model(runner, request: RunRequest) -> RunResult:
     result.first_inference_ms = figures["first_inference_ms"]
     peak = figures["memory_mb"]["peak"] or figures["memory_mb"]["overall_delta"]
     if peak is not None:
-        result.memory = {"peak_rss_bytes": int(peak * 1024 * 1024),
-                         "source": "benchmark_model's own figure (MB of the tool process; approximate, the tool says)"}
+        result.memory = RunMemory(peak_rss_bytes=int(peak * 1024 * 1024),
+                                  source="benchmark_model's own figure (MB of the tool process; approximate, the tool says)")
     runs = (figures["inference"] or {}).get("count", 0) + (figures["warmup"] or {}).get("count", 0)
     if monitor is not None and runs:
         try:
             energy = energy_from_measurement(monitor.measurement(), runs)
-            energy["note"] = ("battery power over the whole benchmark_model process (init, warm-up and timed runs) "
-                              f"divided by its {runs} inferences")
-            result.energy = energy
+            result.energy = updated(energy, note="battery power over the whole benchmark_model process (init, warm-up "
+                                                 f"and timed runs) divided by its {runs} inferences")
         except EdgekitError as exc:
             result.extra["energy_unavailable_reason"] = exc.message
         finally:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, ClassVar, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from edgekit.registry import Registry
+from edgekit.results import Figure
+from edgekit.run.results import Fault, RunMemory, RunOptions, RunWork
 
 Progress = Callable[[int], None]
 
@@ -25,7 +27,7 @@ class DeviceTarget:
 
     kind: str                      # "host", "ssh", "adb", "qemu", "serial", "macos"
     address: str = ""              # "user@host:port", "/dev/ttyACM0", board name for qemu, adb serial
-    profile: Dict[str, Any] = field(default_factory=dict)  # parsed profile YAML ({} when none)
+    profile: Dict[str, Any] = field(default_factory=dict)  # the parsed profile YAML as written ({} when none)
     name: str = ""                 # as the user wrote it
 
 
@@ -39,8 +41,12 @@ class RunRequest:
     window_s: float = 5.0
     timeout_s: float = 60.0        # per inference / per device operation
     runtime: str = "auto"          # "litert", "onnxruntime", "tflm", "edgekit", ...
-    options: Dict[str, Any] = field(default_factory=dict)  # runner-specific (power monitor spec, ...)
+    options: Union[RunOptions, Mapping[str, Any]] = field(default_factory=RunOptions)  # a mapping is validated into RunOptions
     progress: Optional[Progress] = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.options, RunOptions):
+            self.options = RunOptions(**{k: v for k, v in dict(self.options).items() if v is not None})
 
 
 @dataclass
@@ -48,26 +54,34 @@ class RunResult:
     """Raw measurements; the run command derives statistics and the verdicts from them."""
 
     device: DeviceTarget
-    runtime: Dict[str, Any]        # {"name": ..., "version": ...}
+    runtime: Dict[str, Any]        # {"name": ..., "version": ...} plus what the runtime reports, as run.json records it
     load_ms: Optional[float] = None          # model load / initialization
     first_inference_ms: Optional[float] = None
     latencies_ms: List[float] = field(default_factory=list)    # warm iterations, in order
     timestamps_s: List[float] = field(default_factory=list)    # start time of each warm iteration (monotonic, from run start)
     outputs: List[Dict[str, np.ndarray]] = field(default_factory=list)  # device outputs per input sample (first pass)
-    memory: Dict[str, Any] = field(default_factory=dict)       # peak_rss_bytes / arena_bytes / flash_bytes / ram_bytes
-    work: Dict[str, Any] = field(default_factory=dict)         # instructions_per_inference, per_op_instructions, ...
-    energy: Dict[str, Any] = field(default_factory=dict)       # {"value": uJ | None, "method": measured|estimated|unavailable, "source": ...}
-    sensors: List[Dict[str, Any]] = field(default_factory=list)  # time series samples: {"t_s":..., "thermal_c": {...}, "cpufreq_khz": {...}, ...}
-    extra: Dict[str, Any] = field(default_factory=dict)        # runner-specific facts for run.json
+    memory: RunMemory = field(default_factory=RunMemory)  # peak_rss_bytes / arena_bytes / flash_bytes / ram_bytes
+    work: RunWork = field(default_factory=RunWork)        # instructions_per_inference, per_op_instructions, ...
+    energy: Optional[Figure] = None                       # the runner's own energy figure (measured or estimated)
+    sensors: List[Dict[str, Any]] = field(default_factory=list)  # raw sensor samples as the device reports them
+    extra: Dict[str, Any] = field(default_factory=dict)   # runner-specific facts for run.json (free-form by design)
     complete: bool = True
     incomplete_reason: str = ""
-    fault: Dict[str, Any] = field(default_factory=dict)  # {"kind": died|hung|disconnected|device-error, "detail", ...}
+    fault: Optional[Fault] = None  # kind died|hung|disconnected|device-error, detail, ...
 
 
 class Runner:
-    """Base class: one instance per run."""
+    """Base class: one instance per run. ``options`` names the ``RunOptions`` fields this runner reads; the
+    `edgekit run` command refuses a flag the chosen runner does not take (``option_problems``)."""
 
     kind = ""
+    options: ClassVar[FrozenSet[str]] = frozenset()
+
+    @classmethod
+    def option_problems(cls, given: Iterable[str]) -> List[str]:
+        """A sentence for every given option (a ``RunOptions`` field) this runner does not read."""
+        return [f"--{name.replace('_', '-')} does not apply to {cls.kind} devices (the {cls.kind} runner does not "
+                "take it)" for name in given if name not in cls.options]
 
     def __init__(self, target: DeviceTarget) -> None:
         self.target = target

@@ -5,9 +5,12 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import TYPE_CHECKING, Callable, Dict, List
 
 from edgekit.errors import DeviceError, EdgekitError, InvalidModelError, UserError
+
+if TYPE_CHECKING:
+    from edgekit.run.results import RunReport
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +23,7 @@ def register(subparsers) -> Dict[str, Callable]:
                         "a profile name (edgekit devices)")
     r.add_argument("--coordinator", metavar="HOST:PORT",
                    help="labgrid:PLACE: the labgrid coordinator (default: $LG_COORDINATOR, else 127.0.0.1:20408)")
-    r.add_argument("--lock-timeout", type=float, default=60.0, metavar="SECONDS",
+    r.add_argument("--lock-timeout", type=float, metavar="SECONDS",
                    help="labgrid:PLACE: wait this long for a place someone else holds, then say who (default 60)")
     r.add_argument("--profile", help="attach this device profile (power model, thermal limits) to a connection")
     r.add_argument("--inputs", type=Path, help="input data: image folder (with preprocess.json), .npy/.npz, folder of .npy "
@@ -96,10 +99,7 @@ def _check_numbers(args) -> None:
         raise UserError("; ".join(problems))
 
 
-COMPUTE_UNIT_DEVICES = ("host", "macos")  # local runners, which run one process per compute unit setting
-
-
-def compute_units_option(args, target) -> list:
+def compute_units_option(args, target, runner_cls=None) -> list:
     """--compute-units as a list of settings ([] when not given); every problem with it in one error."""
     if not getattr(args, "compute_units", None):
         return []
@@ -116,43 +116,63 @@ def compute_units_option(args, target) -> list:
         problems.append(f"--compute-units applies to Core ML models (.mlpackage), not {args.artifact.name}")
     if target.kind == "ssh" and len(units) > 1:
         problems.append("over ssh --compute-units takes one setting per run (the sweep runs locally on a Mac: --device macos)")
-    elif target.kind not in COMPUTE_UNIT_DEVICES + ("ssh",):
+    elif runner_cls is not None and "compute_units" not in runner_cls.options:  # the runner says what it takes
         problems.append(f"--compute-units needs --device macos (or host on a Mac, or ssh:// to a Mac), not a {target.kind} device")
     if problems:
         raise UserError("; ".join(problems))
     return units
 
 
+def given_options(args) -> List[str]:
+    """The RunOptions the user set on the command line (defaults filled in by the CLI are not counted)."""
+    given = {"threads": args.threads, "power_monitor": args.power_monitor, "remote_python": args.remote_python,
+             "ssh_identity": args.ssh_identity, "ssh_options": args.ssh_option or None, "arena_bytes": args.arena_bytes,
+             "flash": args.flash or None, "compute_units": getattr(args, "compute_units", None),
+             "benchmark_binary": getattr(args, "benchmark_binary", None), "delegate": getattr(args, "delegate", None),
+             "coordinator": getattr(args, "coordinator", None), "lock_timeout": getattr(args, "lock_timeout", None)}
+    return [name for name, value in given.items() if value is not None]
+
+
+def check_runner_options(args, runner_cls) -> None:
+    """Every flag the chosen runner does not take, in one UserError (the runner says which it takes)."""
+    problems = runner_cls.option_problems(given_options(args))
+    if problems:
+        raise UserError("; ".join(problems), fix="leave those flags out, or choose the device they are for")
+
+
 def build_request(args, runner_cls, target):
     from edgekit.run.base import RunRequest
     from edgekit.run.inputs import prepare_inputs
+    from edgekit.run.results import RunOptions
 
-    compute_units = compute_units_option(args, target)
+    compute_units = compute_units_option(args, target, runner_cls)
+    check_runner_options(args, runner_cls)
     if not args.artifact.exists():
         raise InvalidModelError(f"artifact {args.artifact} does not exist")
     specs = runner_cls.model_inputs(args.artifact) if hasattr(runner_cls, "model_inputs") else None
     samples, described = prepare_inputs(args.artifact, args.inputs, limit=args.input_limit, specs=specs)
-    options = {"threads": args.threads if args.threads is not None else 1, "power_monitor": args.power_monitor,
-               "remote_python": args.remote_python, "ssh_identity": str(args.ssh_identity) if args.ssh_identity else None,
-               "ssh_options": list(args.ssh_option), "arena_bytes": args.arena_bytes,
-               "flash": True if args.flash else None, "compute_units": compute_units,
-               "benchmark_binary": str(args.benchmark_binary) if getattr(args, "benchmark_binary", None) else None,
-               "delegate": getattr(args, "delegate", None),
-               "coordinator": getattr(args, "coordinator", None), "lock_timeout": getattr(args, "lock_timeout", None)}
+    options = RunOptions(threads=args.threads if args.threads is not None else 1, power_monitor=args.power_monitor,
+                         remote_python=args.remote_python,
+                         ssh_identity=str(args.ssh_identity) if args.ssh_identity else None,
+                         ssh_options=list(args.ssh_option), arena_bytes=args.arena_bytes,
+                         flash=True if args.flash else None, compute_units=compute_units,
+                         benchmark_binary=str(args.benchmark_binary) if getattr(args, "benchmark_binary", None) else None,
+                         delegate=getattr(args, "delegate", None), coordinator=getattr(args, "coordinator", None),
+                         lock_timeout=getattr(args, "lock_timeout", None))
     request = RunRequest(artifact=args.artifact, inputs=samples, iterations=args.iterations, warmup=args.warmup,
                          sustain_s=args.sustain, window_s=args.window, timeout_s=args.timeout, runtime=args.runtime,
-                         options={k: v for k, v in options.items() if v not in (None, [])})
+                         options=options)
     return request, described
 
 
-def write_results(outdir: Path, result, request, described, threshold: float) -> dict:
+def write_results(outdir: Path, result, request, described, threshold: float) -> "RunReport":
     from edgekit.atomic import atomic_output_dir
-    from edgekit.run.report import build_run_json, write_run_outputs
+    from edgekit.run.report import build_run_report, write_run_outputs
     from edgekit.run.thermal import ThrottleCriteria
 
-    report = build_run_json(result, request, inputs_description=described, criteria=ThrottleCriteria(threshold=threshold))
+    report = build_run_report(result, request, inputs_description=described, criteria=ThrottleCriteria(threshold=threshold))
     with atomic_output_dir(outdir) as stage:
-        write_run_outputs(stage, result, report)
+        report = write_run_outputs(stage, result, report)
     return report
 
 
@@ -194,7 +214,7 @@ def cmd_run(args) -> int:
     request, described = build_request(args, runner_cls, target)
     warn_if_changed(args.artifact, "run")
     with progress_bars(sys.stderr.isatty() and not args.sustain) as progress:
-        request.progress = progress("run", request.iterations * max(1, len(request.options.get("compute_units", []))))
+        request.progress = progress("run", request.iterations * max(1, len(request.options.compute_units)))
         try:
             result = runner_cls(target).run(request)
         except EdgekitError as exc:
@@ -204,7 +224,7 @@ def cmd_run(args) -> int:
 
                 say_all(summary_lines(write_results(args.outdir, partial, request, described, args.throttle_threshold)),
                         file=sys.stderr)
-                done = (partial.fault or {}).get("inferences_completed")
+                done = partial.fault.inferences_completed if partial.fault else None
                 counted = f"{done} inference(s) measured before the fault, " if done is not None else ""
                 say_all([f"edgekit run: partial results ({counted}marked complete: false) written to "
                          f"{args.outdir}/run.json"], file=sys.stderr)
@@ -213,7 +233,7 @@ def cmd_run(args) -> int:
     _print_summary(report)
     from edgekit.console import say
 
-    say(f"wrote {args.outdir}/run.json, report.md" + (", plots" if report.get("plots") else "")
+    say(f"wrote {args.outdir}/run.json, report.md" + (", plots" if report.plots else "")
         + " (methods and sources of every figure)")
     return 0
 
@@ -229,56 +249,58 @@ def warn_if_changed(artifact: Path, command: str) -> None:
 
 def _measured_anything(result) -> bool:
     """A partial result worth writing: the model loaded, or at least one inference answered."""
-    return bool(result.load_ms is not None or result.latencies_ms or result.outputs or result.work.get("instructions"))
+    return bool(result.load_ms is not None or result.latencies_ms or result.outputs or result.work.instructions)
 
 
-def summary_lines(report: dict) -> List[str]:
+def summary_lines(report: RunReport) -> List[str]:
     """The run's key figures, one short line each; sources and methods in full are in run.json and report.md."""
-    lat, cold, energy = report["latency_ms"], report["cold_start_ms"], report["energy_uj_per_inference"]
+    lat, cold, energy = report.latency_ms, report.cold_start_ms, report.energy_uj_per_inference
     lines = []
-    if not report.get("complete", True):
-        fault = report.get("fault") or {}
-        lines.append(f"INCOMPLETE: {fault.get('kind', 'fault')} after {fault.get('inferences_completed', '?')} "
+    if not report.complete:
+        fault = report.fault
+        done = fault.inferences_completed if fault and fault.inferences_completed is not None else "?"
+        lines.append(f"INCOMPLETE: {fault.kind if fault else 'fault'} after {done} "
                      "inference(s); figures cover what was measured before")
-    if cold["load"] is not None:
-        lines.append(f"cold start: load {cold['load']:.3g} ms, first inference {cold['first_inference']:.3g} ms")
-    if lat["count"]:
-        lines.append(f"latency over {lat['count']} warm iterations: p50 {lat['p50']:.4g} ms, p90 {lat['p90']:.4g} ms, "
-                     f"p99 {lat['p99']:.4g} ms, max {lat['max']:.4g} ms")
-    instructions = report.get("instructions")
+    if cold.load is not None:
+        lines.append(f"cold start: load {cold.load:.3g} ms, first inference {cold.first_inference:.3g} ms")
+    if lat.count:
+        lines.append(f"latency over {lat.count} warm iterations: p50 {lat.p50:.4g} ms, p90 {lat.p90:.4g} ms, "
+                     f"p99 {lat.p99:.4g} ms, max {lat.max:.4g} ms")
+    instructions = report.work.instructions
     if instructions:
-        lines.append(f"instructions: {instructions['median']:,} per inference (exact, QEMU plugin; "
-                     f"{instructions['inferences']} inferences, min {instructions['min']:,}, max {instructions['max']:,})")
-    estimated = report.get("latency_ms_estimated") or {}
-    if estimated.get("value") is not None:
-        lines.append(f"latency: {estimated['value']:.4g} ms per inference (estimated: {estimated['cycles_per_instruction']:g} "
-                     f"cycles/instruction at {estimated['clock_hz'] / 1e6:g} MHz; not measured)")
-    if report.get("cycles_per_inference"):
-        lines.append(f"device cycles: {report['cycles_per_inference']:,} per inference ({report.get('latency_method', 'measured')})")
-    exact = report.get("outputs_bit_exact")
-    if exact and exact.get("value") is not None:
-        verdict = "bit-exact" if exact["value"] else (f"NOT bit-exact ({exact['differing_elements']} of "
-                                                     f"{exact['total_elements']} elements differ, max {exact['max_abs_diff_lsb']} LSB)")
-        lines.append(f"outputs: {verdict} vs {exact.get('reference', 'the reference')} on {exact['samples']} sample(s)")
-    memory = report.get("memory") or {}
+        lines.append(f"instructions: {instructions.median:,} per inference (exact, QEMU plugin; "
+                     f"{instructions.inferences} inferences, min {instructions.min:,}, max {instructions.max:,})")
+    estimated = report.work.latency_ms_estimated
+    if estimated is not None and estimated.value is not None:
+        details = estimated.model_extra or {}
+        lines.append(f"latency: {estimated.value:.4g} ms per inference (estimated: {details['cycles_per_instruction']:g} "
+                     f"cycles/instruction at {details['clock_hz'] / 1e6:g} MHz; not measured)")
+    if report.work.cycles_per_inference:
+        lines.append(f"device cycles: {report.work.cycles_per_inference:,} per inference ({report.work.latency_method or 'measured'})")
+    exact = report.work.outputs_bit_exact
+    if exact and exact.value is not None:
+        verdict = "bit-exact" if exact.value else (f"NOT bit-exact ({exact.differing_elements} of "
+                                                  f"{exact.total_elements} elements differ, max {exact.max_abs_diff_lsb} LSB)")
+        lines.append(f"outputs: {verdict} vs {exact.reference or 'the reference'} on {exact.samples} sample(s)")
+    memory = report.memory.present()
     parts = [f"{label} {memory[key]:,} B" for key, label in (("arena_bytes", "arena"), ("flash_bytes", "flash"),
                                                               ("ram_bytes", "RAM"), ("peak_rss_bytes", "peak RSS"))
              if memory.get(key)]
     if parts:
         lines.append("memory: " + ", ".join(parts))
-    for row in (report.get("coreml") or {}).get("compute_units", []):
+    for row in (report.coreml or {}).get("compute_units", []):
         if row.get("error"):
             lines.append(f"  Core ML {row['compute_units']}: failed: {row['error']}")
         elif row["latency_ms"]["count"]:
             lines.append(f"  Core ML {row['compute_units']}: load {row['load_ms']:.4g} ms, first {row['first_inference_ms']:.4g} ms, "
                          f"p50 {row['latency_ms']['p50']:.4g} ms, p99 {row['latency_ms']['p99']:.4g} ms")
-    if energy["method"] == "unavailable":
-        lines.append(f"energy: unavailable ({energy['reason']})")
+    if energy.method == "unavailable":
+        lines.append(f"energy: unavailable ({energy.reason})")
     else:
-        lines.append(f"energy: {energy['value']:.4g} uJ per inference ({energy['method']}; source in run.json and report.md)")
-    thermal = report["thermal"]
-    if thermal.get("sustained"):
-        v = thermal["verdict"]
+        lines.append(f"energy: {energy.value:.4g} uJ per inference ({energy.method}; source in run.json and report.md)")
+    thermal = report.thermal
+    if thermal.sustained:
+        v = thermal.verdict
         if v["throttling_detected"]:
             lines.append(f"thermal: throttling detected at {v['onset_s']:.1f} s ({v['first_signal']}); "
                          f"sustained/peak throughput {v['sustained_to_peak']:.2f}")

@@ -20,22 +20,24 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from edgekit.errors import DeviceError, UserError
 from edgekit.registry import Registry
+from edgekit.results import Figure
+from edgekit.results import figure
 
 log = logging.getLogger(__name__)
 
 POWERCAP_ROOT = Path("/sys/class/powercap")
 
 
-def measured(value_uj: float, source: str, **details: Any) -> Dict[str, Any]:
-    return {"value": float(value_uj), "unit": "uJ", "method": "measured", "source": source, **details}
+def measured(value_uj: float, source: str, **details: Any) -> Figure:
+    return figure.measured(value_uj, "uJ", source, **details)
 
 
-def estimated(value_uj: float, source: str, **details: Any) -> Dict[str, Any]:
-    return {"value": float(value_uj), "unit": "uJ", "method": "estimated", "source": source, **details}
+def estimated(value_uj: float, source: str, **details: Any) -> Figure:
+    return figure.estimated(value_uj, "uJ", source, **details)
 
 
-def unavailable(reason: str) -> Dict[str, Any]:
-    return {"value": None, "unit": "uJ", "method": "unavailable", "source": None, "reason": reason}
+def unavailable(reason: str) -> Figure:
+    return figure.unavailable(reason, "uJ")
 
 
 # --- monitors ------------------------------------------------------------------------------------
@@ -273,8 +275,8 @@ def open_monitor(spec: str) -> PowerMonitor:
 
 
 # --- estimates from a profile ---------------------------------------------------------------------
-def estimate_from_profile(profile: Dict[str, Any], seconds_per_inference: float, threads: Optional[int]) -> Optional[Dict[str, Any]]:
-    """Board power from the profile's power_model, times the measured time per inference; None without a model.
+def estimate_from_profile(profile: Dict[str, Any], seconds_per_inference: float, threads: Optional[int]) -> Optional[Figure]:
+    """(``profile``: the parsed device profile YAML.) Board power from the profile's power_model, times the measured time per inference; None without a model.
 
     Model: P = idle_w + (full_load_w - idle_w) * busy_cores / cores, busy_cores = threads used (1 if unset).
     """
@@ -293,7 +295,7 @@ def estimate_from_profile(profile: Dict[str, Any], seconds_per_inference: float,
     )
 
 
-def energy_from_measurement(m: PowerMeasurement, iterations: int) -> Dict[str, Any]:
+def energy_from_measurement(m: PowerMeasurement, iterations: int) -> Figure:
     return measured(m.joules / iterations * 1e6, m.source, average_power_w=m.average_w, seconds=m.seconds,
                     readings=m.samples, iterations=iterations,
                     note="whole-device energy during the warm iterations divided by their count (idle power included)")

@@ -1,13 +1,14 @@
 """What happened to a device that stopped answering: died (signal or exit code), hung (no reply in time), or
-disconnected. A ``DeviceError`` carries it as ``fault`` ({"kind", "detail"}); run.json records it next to
+disconnected. A ``DeviceError`` carries it as ``fault`` (a ``Fault``: kind, detail); run.json records it next to
 ``complete: false`` and every inference measured before it."""
 from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Optional
 
-from edgekit.errors import DeviceError
+from edgekit.errors import DeviceError, EdgekitError
+from edgekit.run.results import Fault
 
 DIED, HUNG, DISCONNECTED, DEVICE = "died", "hung", "disconnected", "device-error"
 
@@ -36,14 +37,22 @@ def stopped(pid: int) -> bool:
 
 
 def with_fault(error: DeviceError, kind: str, detail: str) -> DeviceError:
-    """Attach {"kind", "detail"} to a DeviceError (kind: died | hung | disconnected | device-error)."""
-    error.fault = {"kind": kind, "detail": detail}  # type: ignore[attr-defined]
+    """Attach a ``Fault`` (kind: died | hung | disconnected | device-error, detail) to a DeviceError."""
+    error.fault = Fault(kind=kind, detail=detail)  # type: ignore[attr-defined]
     return error
 
 
-def fault_of(error: BaseException) -> Optional[Dict[str, Any]]:
+def fault_of(error: BaseException) -> Optional[Fault]:
     fault = getattr(error, "fault", None)
-    return dict(fault) if isinstance(fault, dict) else None
+    return fault if isinstance(fault, Fault) else None
+
+
+def fault_record(error: EdgekitError, inferences_completed: int) -> Fault:
+    """What run.json records about the fault that stopped a run (a device-error unless the error says more)."""
+    attached = fault_of(error)
+    return Fault(kind=attached.kind if attached else DEVICE,
+                 detail=attached.detail if attached else error.message.splitlines()[0],
+                 inferences_completed=inferences_completed)
 
 
 def process_fault(pid: int, code: Optional[int], what: str, timeout_s: float) -> Optional[tuple]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from edgekit.errors import DeviceError, DeviceNotFoundError, EdgekitError, InvalidModelError, UserError
 from edgekit.run.base import RUNNERS, RunRequest, RunResult, Runner
+from edgekit.run.session import RUNNER_PROCESS_OPTIONS
 from edgekit.run.energy import PowerMonitor, RaplMonitor, RaplReader, open_monitor
 from edgekit.run.inputs import model_file
 from edgekit.run.session import RUNNER_SCRIPT, StreamingProcess, runner_arguments, run_streaming, write_inputs
@@ -46,7 +47,7 @@ def choose_runtime(model: Path, requested: str) -> str:
 
 def host_monitor(request: RunRequest) -> tuple[Optional[PowerMonitor], str]:
     """The requested monitor, else RAPL when readable; else (None, reason)."""
-    spec = request.options.get("power_monitor")
+    spec = request.options.power_monitor
     if spec:
         return open_monitor(spec), ""
     reason = RaplReader().unavailable_reason()
@@ -59,6 +60,8 @@ def host_monitor(request: RunRequest) -> tuple[Optional[PowerMonitor], str]:
 
 class LocalRunner(Runner):
     """The runner script as a child of this process."""
+
+    options = RUNNER_PROCESS_OPTIONS | {"compute_units"}
 
     describe = "the local runner process"
 
@@ -92,7 +95,7 @@ class LocalRunner(Runner):
             env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
             result = run_streaming(lambda: StreamingProcess(argv, describe=self.describe, cwd=Path(work), env=env),
                                    self.target, request, monitor)
-        if reason and not result.energy:
+        if reason and result.energy is None:
             result.extra["energy_unavailable_reason"] = reason
         return result
 
@@ -101,7 +104,7 @@ class LocalRunner(Runner):
         from edgekit.coreml.macos import require_macos
 
         require_macos(f"Core ML ({model.name})")
-        units: List[str] = list(request.options.get("compute_units") or ["all"])
+        units: List[str] = list(request.options.compute_units or ["all"])
         results: Dict[str, RunResult] = {}
         errors: Dict[str, EdgekitError] = {}
         for unit in units:
@@ -150,7 +153,7 @@ def coreml_row(unit: str, result: RunResult, reference: Optional[RunResult]) -> 
     return {"compute_units": unit, "complete": result.complete, "load_ms": result.load_ms,
             "first_inference_ms": result.first_inference_ms, "latency_ms": latency_summary(result.latencies_ms),
             "throughput_ips": throughput(len(result.latencies_ms), result.extra.get("warm_wall_s")),
-            "peak_rss_bytes": result.memory.get("peak_rss_bytes"),
+            "peak_rss_bytes": result.memory.peak_rss_bytes,
             "outputs_max_abs_diff": outputs_max_abs_diff(result.outputs, reference.outputs) if reference is not None else None,
             "placement": placement}
 

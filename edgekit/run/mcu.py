@@ -22,14 +22,19 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from edgekit import __version__
 from edgekit.errors import DeviceError, EdgekitError, InvalidModelError, UserError
 from edgekit.progress import step_progress
+from pydantic import ValidationError
+
+from edgekit.firmware.results import FirmwareInfo, read_firmware_info
+from edgekit.results import Figure, estimated, unavailable
 from edgekit.run.base import RUNNERS, DeviceTarget, RunRequest, RunResult, Runner
+from edgekit.run.results import BitExactness, OpInstructions, OutputComparison, RunMemory, RunWork, updated
 
 log = logging.getLogger(__name__)
 
@@ -42,22 +47,20 @@ SERIAL_SETTLE_S = 1.0   # how long to listen for a BOOT frame after opening a po
 # --- the firmware to run -----------------------------------------------------------------------------------
 
 def per_op_entries(op_counts: Sequence[int], ops: Sequence[Mapping[str, Any]],
-                   groups: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+                   groups: Sequence[Mapping[str, Any]]) -> List[OpInstructions]:
     """The device's per-op instruction counts (one per op hook, in execution order) as entries naming their ops: a
     row-streamed group (firmware.json plan.streamed_groups) runs its ops together and is counted once, as one entry
     spanning them."""
     spans = {int(g["first_op"]): int(g["last_op"]) for g in groups}
-    entries: List[Dict[str, Any]] = []
+    entries: List[OpInstructions] = []
     index = 0
     for n in op_counts:
         last = spans.get(index, index)
         names = [ops[i]["name"] if i < len(ops) else None for i in range(index, last + 1)]
         macs = [ops[i]["macs"] for i in range(index, last + 1) if i < len(ops) and ops[i].get("macs") is not None]
-        entry: Dict[str, Any] = {"index": index, "op": names[0], "instructions": n,
-                                 "macs": sum(macs) if macs else None}
-        if last > index:
-            entry.update(last_index=last, ops=names, row_streamed=True)
-        entries.append(entry)
+        group = {"last_index": last, "ops": names, "row_streamed": True} if last > index else {}
+        entries.append(OpInstructions(index=index, op=names[0], instructions=n, macs=sum(macs) if macs else None,
+                                      **group))
         index = last + 1
     return entries
 
@@ -66,7 +69,7 @@ def per_op_entries(op_counts: Sequence[int], ops: Sequence[Mapping[str, Any]],
 class Firmware:
     elf: Path
     model: Optional[bytes]             # the model the firmware embeds (for reference outputs)
-    info: Dict[str, Any]               # firmware.json ({} for a bare ELF)
+    info: Optional[FirmwareInfo]       # firmware.json (None for a bare ELF)
     origin: str                        # how we got it (for run.json)
     cleanup: List[Path] = field(default_factory=list)
 
@@ -83,12 +86,12 @@ def _project_of(path: Path) -> Optional[Path]:
     return None
 
 
-def _read_info(project: Optional[Path]) -> Dict[str, Any]:
+def _read_info(project: Optional[Path]) -> Optional[FirmwareInfo]:
     if project is None:
-        return {}
+        return None
     try:
-        return json.loads((project / FIRMWARE_JSON).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        return read_firmware_info(json.loads((project / FIRMWARE_JSON).read_text()))
+    except (OSError, json.JSONDecodeError, ValidationError) as exc:
         raise InvalidModelError(f"{project / FIRMWARE_JSON} cannot be read: {exc}",
                                 fix="regenerate the project with edgekit firmware") from exc
 
@@ -114,7 +117,7 @@ def resolve_firmware(artifact: Path, board_name: str) -> Firmware:
             raise InvalidModelError(f"{artifact} is not a firmware project (no {FIRMWARE_JSON})",
                                     fix="pass a .tflite, a folder made by `edgekit firmware`, or a firmware .elf")
         info = _read_info(project)
-        if info.get("runtime") == "tflm":
+        if info is not None and info.runtime == "tflm":
             raise UserError(f"{project} is a TensorFlow Lite Micro project; it builds only against a TFLM checkout "
                             "(TFLM_DIR), which this machine does not have",
                             fix="build it with `make TFLM_DIR=...` and pass the .elf, or run the edgekit-runtime project")
@@ -160,7 +163,7 @@ def tflm_reference(model: bytes, samples: Sequence[Sequence[np.ndarray]]) -> Lis
     return [tflm.invoke(interp, list(sample)) for sample in samples]
 
 
-def compare(device: Sequence[Sequence[np.ndarray]], reference: Sequence[Sequence[np.ndarray]]) -> Dict[str, Any]:
+def compare(device: Sequence[Sequence[np.ndarray]], reference: Sequence[Sequence[np.ndarray]]) -> OutputComparison:
     """Element-wise comparison of integer outputs over all samples."""
     differing = total = 0
     max_diff = 0
@@ -177,61 +180,54 @@ def compare(device: Sequence[Sequence[np.ndarray]], reference: Sequence[Sequence
             max_diff = max(max_diff, int(diff.max()) if diff.size else 0)
         differing += n
         per_sample.append(n)
-    return {"bit_exact": differing == 0, "differing_elements": differing, "total_elements": total,
-            "max_abs_diff_lsb": max_diff, "differing_per_sample": per_sample}
+    return OutputComparison(bit_exact=differing == 0, differing_elements=differing, total_elements=total,
+                            max_abs_diff_lsb=max_diff, differing_per_sample=per_sample)
 
 
-def bit_exactness(model: Optional[bytes], samples: List[List[np.ndarray]], outputs: List[List[np.ndarray]]) -> Dict[str, Any]:
+def bit_exactness(model: Optional[bytes], samples: List[List[np.ndarray]], outputs: List[List[np.ndarray]]) -> BitExactness:
     """outputs_bit_exact: device vs LiteRT BUILTIN_REF (the reference), also vs the TFLM python runtime."""
     if model is None:
-        return {"value": None, "reason": "the firmware's model.tflite was not found next to the ELF: no reference"}
+        return BitExactness(value=None, reason="the firmware's model.tflite was not found next to the ELF: no reference")
     vs_ref = compare(outputs, litert_reference(model, samples))
-    result: Dict[str, Any] = {"value": vs_ref["bit_exact"], "reference": "LiteRT OpResolverType.BUILTIN_REF",
-                              "samples": len(samples), **vs_ref}
     try:
         vs_tflm = compare(outputs, tflm_reference(model, samples))
-        result["vs_tflm_python"] = vs_tflm
     except EdgekitError as exc:
-        result["vs_tflm_python"] = {"bit_exact": None, "reason": str(exc)}
-        vs_tflm = {"bit_exact": None}
-    matches = [name for name, r in (("LiteRT BUILTIN_REF", vs_ref), ("TFLM python runtime", vs_tflm)) if r["bit_exact"]]
-    result["matches"] = " and ".join(matches) if matches else "neither"
-    if vs_tflm.get("bit_exact") is False and vs_ref["bit_exact"]:
-        result["note"] = ("LiteRT BUILTIN_REF and TFLM disagree on this model (known for FULLY_CONNECTED stacks such as "
-                          "the MLPerf AD autoencoder); the device matches BUILTIN_REF")
-    elif vs_tflm.get("bit_exact") and not vs_ref["bit_exact"]:
-        result["note"] = "the device matches the TFLM python runtime, not LiteRT BUILTIN_REF"
-    return result
+        vs_tflm = OutputComparison(bit_exact=None, reason=str(exc))
+    matches = [name for name, r in (("LiteRT BUILTIN_REF", vs_ref), ("TFLM python runtime", vs_tflm)) if r.bit_exact]
+    note = {}
+    if vs_tflm.bit_exact is False and vs_ref.bit_exact:
+        note["note"] = ("LiteRT BUILTIN_REF and TFLM disagree on this model (known for FULLY_CONNECTED stacks such as "
+                        "the MLPerf AD autoencoder); the device matches BUILTIN_REF")
+    elif vs_tflm.bit_exact and not vs_ref.bit_exact:
+        note["note"] = "the device matches the TFLM python runtime, not LiteRT BUILTIN_REF"
+    return BitExactness(value=vs_ref.bit_exact, reference="LiteRT OpResolverType.BUILTIN_REF", samples=len(samples),
+                        **vs_ref.model_dump(exclude_unset=True), vs_tflm_python=vs_tflm,
+                        matches=" and ".join(matches) if matches else "neither", **note)
 
 
 # --- estimates -----------------------------------------------------------------------------------------------
 
-def estimate_latency_energy(instructions: float, profile: Dict[str, Any]) -> Dict[str, Any]:
-    """Latency and energy per inference at the board's real clock, from instructions (labelled estimates)."""
+def estimate_latency_energy(instructions: float, profile: Dict[str, Any]) -> Tuple[Figure, Figure]:
+    """(latency ms, energy uJ) per inference at the board's real clock, from instructions (labelled estimates);
+    ``profile`` is the board's parsed profile YAML."""
     cycle_model = profile.get("cycle_model") or {}
     power_model = profile.get("power_model") or {}
     cpi, clock = cycle_model.get("cycles_per_instruction"), profile.get("clock_hz")
     if not cpi or not clock:
-        return {"latency_ms": {"value": None, "method": "unavailable",
-                               "reason": "the board profile has no cycle_model.cycles_per_instruction or clock_hz"},
-                "energy_uj": {"value": None, "method": "unavailable", "source": None,
-                              "reason": "no latency estimate"}}
+        return (unavailable("the board profile has no cycle_model.cycles_per_instruction or clock_hz"),
+                unavailable("no latency estimate", "uJ"))
     cycles = instructions * float(cpi)
     seconds = cycles / float(clock)
-    latency = {"value": seconds * 1e3, "unit": "ms", "method": "estimated", "cycles": cycles,
-               "cycles_per_instruction": float(cpi), "clock_hz": int(clock),
-               "source": f"{instructions:,.0f} instructions (exact, QEMU plugin) x {cpi} cycles/instruction "
-                         f"(profile cycle_model: {cycle_model.get('source', 'no source')}) / {clock / 1e6:g} MHz "
-                         "(profile clock_hz)"}
+    latency = estimated(seconds * 1e3, "ms",
+                        f"{instructions:,.0f} instructions (exact, QEMU plugin) x {cpi} cycles/instruction "
+                        f"(profile cycle_model: {cycle_model.get('source', 'no source')}) / {clock / 1e6:g} MHz "
+                        "(profile clock_hz)", cycles=cycles, cycles_per_instruction=float(cpi), clock_hz=int(clock))
     active_mw = power_model.get("active_mw")
     if not active_mw:
-        energy = {"value": None, "unit": "uJ", "method": "unavailable", "source": None,
-                  "reason": "the board profile has no power_model.active_mw"}
-    else:
-        energy = {"value": float(active_mw) * 1e-3 * seconds * 1e6, "unit": "uJ", "method": "estimated",
-                  "source": f"estimated latency x {active_mw} mW active power (profile power_model: "
-                            f"{power_model.get('source', 'no source')})"}
-    return {"latency_ms": latency, "energy_uj": energy}
+        return latency, unavailable("the board profile has no power_model.active_mw", "uJ")
+    return latency, estimated(float(active_mw) * 1e-3 * seconds * 1e6, "uJ",
+                              f"estimated latency x {active_mw} mW active power (profile power_model: "
+                              f"{power_model.get('source', 'no source')})")
 
 
 # --- sessions ----------------------------------------------------------------------------------------------------
@@ -274,7 +270,8 @@ class SerialSession:
         try:
             result = self.client.infer(inputs, timeout_s)
         except DeviceError as exc:
-            kind = (fault_of(exc) or {}).get("kind")
+            fault = fault_of(exc)
+            kind = fault.kind if fault else None
             timeout = self.client.timeout_s if timeout_s is None else timeout_s
             headline = {HUNG: f"the board on {self.transport.description} sent no reply within {timeout:g} s",
                         DISCONNECTED: f"the board on {self.transport.description} disconnected"}.get(kind)
@@ -329,7 +326,7 @@ class McuRunner(Runner):
             firmware.close()
 
     def _check_board(self, board, firmware: Firmware) -> None:
-        built_for = (firmware.info.get("board") or {}).get("board")
+        built_for = firmware.info.board.board if firmware.info else None
         if built_for and built_for != board.name:
             raise UserError(f"the firmware was built for {built_for}, the device is {board.name}",
                             fix=f"regenerate it with edgekit firmware MODEL --board {board.name}")
@@ -361,7 +358,7 @@ class McuRunner(Runner):
                 result.runtime = {"name": info.runtime, "edgekit": __version__, "board": info.board,
                                   "model_crc32": f"{info.model_crc32:08x}"}
                 result.extra["boot_s_host"] = round(time.monotonic() - started, 3)
-                result.memory.update(self._device_memory(info, firmware))
+                result.memory = self._device_memory(info, firmware)
                 stack_used = info.stack_used
                 total = max(request.iterations, len(samples))
                 for i in range(total):
@@ -381,58 +378,53 @@ class McuRunner(Runner):
                     if request.progress:
                         request.progress(1)
         except DeviceError as exc:
-            from edgekit.run.faults import DEVICE, fault_of
+            from edgekit.run.faults import fault_record
 
             self._finish(result, firmware, board, samples, outputs, counts, op_counts, cycles, stack_used)
             result.complete = False
             result.incomplete_reason = exc.message.splitlines()[0]
-            result.fault = {"kind": DEVICE, "detail": result.incomplete_reason, **(fault_of(exc) or {}),
-                            "inferences_completed": done}
+            result.fault = fault_record(exc, done)
             exc.partial = result  # type: ignore[attr-defined]
             raise
         self._finish(result, firmware, board, samples, outputs, counts, op_counts, cycles, stack_used)
         result.complete = True
         return result
 
-    def _device_memory(self, info, firmware: Firmware) -> Dict[str, Any]:
-        memory: Dict[str, Any] = {"arena_bytes": info.arena_bytes, "arena_used_bytes": info.arena_used,
-                                  "state_bytes": info.state_bytes, "state_used_bytes": info.state_used,
-                                  "stack_bytes": info.stack_bytes}
-        if firmware.info.get("flash_bytes") is not None:
-            memory["flash_bytes"] = firmware.info["flash_bytes"]
-        else:
+    def _device_memory(self, info, firmware: Firmware) -> RunMemory:
+        flash = firmware.info.flash_bytes if firmware.info else None
+        if flash is None:
             from edgekit.firmware.sizes import elf_sizes
 
-            memory["flash_bytes"] = elf_sizes(firmware.elf).flash_bytes
-        return memory
+            flash = elf_sizes(firmware.elf).flash_bytes
+        return RunMemory(arena_bytes=info.arena_bytes, arena_used_bytes=info.arena_used, state_bytes=info.state_bytes,
+                         state_used_bytes=info.state_used, stack_bytes=info.stack_bytes, flash_bytes=flash)
 
     def _finish(self, result: RunResult, firmware: Firmware, board, samples, outputs, counts, op_counts, cycles,
                 stack_used: int) -> None:
-        result.memory["stack_used_bytes"] = stack_used
-        ram = firmware.info.get("ram") or {}
+        result.memory = updated(result.memory, stack_used_bytes=stack_used)
+        ram = (firmware.info.ram if firmware.info else None) or {}
         if ram.get("bytes") is not None and (ram.get("stack") or {}).get("bytes") is not None and stack_used:
-            result.memory["ram_bytes"] = ram["bytes"] - ram["stack"]["bytes"] + stack_used
-            result.memory["ram_method"] = ("linked .data/.bss (arena + state + other) + stack high-water mark measured "
-                                           "on the device (painted stack)")
-        work: Dict[str, Any] = {"board": board.name, "arena_bytes": result.memory.get("arena_bytes"),
-                                "flash_bytes": result.memory.get("flash_bytes")}
+            result.memory = updated(result.memory, ram_bytes=ram["bytes"] - ram["stack"]["bytes"] + stack_used,
+                                    ram_method="linked .data/.bss (arena + state + other) + stack high-water mark "
+                                               "measured on the device (painted stack)")
+        work: Dict[str, Any] = {"board": board.name, "arena_bytes": result.memory.arena_bytes,
+                                "flash_bytes": result.memory.flash_bytes}  # RunWork's fields, filled as measured
         if counts:
             per_inference = int(np.median(counts))
             work["instructions_per_inference"] = per_inference
             work["instructions"] = {"median": per_inference, "min": min(counts), "max": max(counts),
                                     "inferences": len(counts),
                                     "method": "exact: QEMU TCG plugin (ekcount) between the firmware's inference markers"}
-            ops = firmware.info.get("ops") or []
-            macs = int(firmware.info.get("macs") or 0)
+            ops = firmware.info.ops if firmware.info else []
+            macs = int((firmware.info.macs if firmware.info else None) or 0)
             if macs:
                 work["macs_per_inference"] = macs
                 work["instructions_per_mac"] = per_inference / macs
             if op_counts is not None:
-                groups = ((firmware.info.get("plan") or {}).get("streamed_groups")) or []
+                groups = ((firmware.info.plan if firmware.info else None) or {}).get("streamed_groups") or []
                 work["per_op_instructions"] = per_op_entries(op_counts, ops, groups)
-            estimates = estimate_latency_energy(per_inference, result.device.profile or board.profile)
-            work["latency_ms_estimated"] = estimates["latency_ms"]
-            result.energy = estimates["energy_uj"]
+            work["latency_ms_estimated"], result.energy = estimate_latency_energy(
+                per_inference, result.device.profile or board.profile)
         if cycles:
             clock = board.firmware_clock_hz
             result.latencies_ms = [c / clock * 1e3 for c in cycles]
@@ -440,14 +432,14 @@ class McuRunner(Runner):
             work["cycles_per_inference"] = int(np.median(cycles))
             work["latency_method"] = f"measured: DWT cycle counter at the firmware clock {clock / 1e6:g} MHz"
             power = (board.power_model or {}).get("active_mw")
-            if power and not result.energy:
+            if power and result.energy is None:
                 seconds = float(np.median(cycles)) / clock
-                result.energy = {"value": float(power) * 1e-3 * seconds * 1e6, "unit": "uJ", "method": "estimated",
-                                 "source": f"measured device time x {power} mW (profile power_model: "
-                                           f"{board.power_model.get('source')})"}
+                result.energy = estimated(float(power) * 1e-3 * seconds * 1e6, "uJ",
+                                          f"measured device time x {power} mW (profile power_model: "
+                                          f"{board.power_model.get('source')})")
         if outputs:
             work["outputs_bit_exact"] = bit_exactness(firmware.model, samples[:len(outputs)], outputs)
-        result.work = work
+        result.work = RunWork(**work)
 
 
 @RUNNERS.register("qemu")
@@ -455,6 +447,7 @@ class QemuRunner(McuRunner):
     """qemu:BOARD — the firmware on QEMU's model of the board, instructions counted by the ekcount plugin."""
 
     kind = "qemu"
+    options = frozenset({"boot_timeout_s"})
 
     def board(self, request: RunRequest):
         from edgekit.firmware.boards import load_board, qemu_board_names
@@ -469,7 +462,7 @@ class QemuRunner(McuRunner):
         from edgekit.firmware.qemu import QemuSession
 
         return QemuSession(board, firmware.elf, count_instructions=True, timeout_s=request.timeout_s,
-                           boot_timeout_s=float(request.options.get("boot_timeout_s", BOOT_TIMEOUT_S)))
+                           boot_timeout_s=float(request.options.boot_timeout_s or BOOT_TIMEOUT_S))
 
 
 @RUNNERS.register("serial")
@@ -477,6 +470,7 @@ class SerialRunner(McuRunner):
     """serial:PORT — a real board over pyserial (flashed with pyocd first when the `flash` option is set)."""
 
     kind = "serial"
+    options = frozenset({"flash", "boot_timeout_s"})
 
     def board(self, request: RunRequest):
         from edgekit.firmware.boards import board_from_profile, mcu_board_names
@@ -484,7 +478,8 @@ class SerialRunner(McuRunner):
         profile = self.target.profile
         if not profile:
             project = _project_of(Path(request.artifact))
-            name = (_read_info(project).get("board") or {}).get("board") if project else None
+            info = _read_info(project)
+            name = info.board.board if info else None
             if not name:
                 raise UserError(f"--device serial:{self.target.address} needs the board's profile",
                                 fix=f"add --profile BOARD (one of: {', '.join(mcu_board_names())})")
@@ -494,5 +489,5 @@ class SerialRunner(McuRunner):
         return board_from_profile(profile)
 
     def open_session(self, board, firmware: Firmware, request: RunRequest):
-        return SerialSession(board, firmware.elf, self.target.address, flash=bool(request.options.get("flash")),
+        return SerialSession(board, firmware.elf, self.target.address, flash=bool(request.options.flash),
                              timeout_s=request.timeout_s)

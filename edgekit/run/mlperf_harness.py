@@ -304,7 +304,7 @@ def run_accuracy(link: HarnessLink, run: HarnessRun, dataset, model: Optional[by
     if model is not None:
         shapes = _model_input_shape(model)
         samples = [[s[0].reshape(shapes)] for s in samples]
-    run.bit_exact = bit_exactness(model, samples, outputs)
+    run.bit_exact = bit_exactness(model, samples, outputs).model_dump(mode="json", exclude_unset=True)
 
 
 def _model_input_shape(model: bytes) -> List[int]:
@@ -401,7 +401,8 @@ def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset
                         fix="write one from your inputs with `edgekit mlperf-dataset`")
     firmware = resolve_firmware(Path(artifact), target if kind == "qemu" else "mps2-an386")
     try:
-        app = firmware.info.get("app") or {}
+        info = firmware.info.to_dict() if firmware.info else {}  # the mlperf-run JSON records parts of it as written
+        app = info.get("app") or {}
         if app.get("harness") != HARNESS:
             raise UserError(f"{artifact} is not MLPerf Tiny harness firmware (its firmware.json has no app.harness)",
                             fix="build it with `edgekit firmware MODEL --harness mlperf-tiny --task TASK --build`")
@@ -410,10 +411,10 @@ def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset
                             "interface board, which edgekit cannot read", fix="build --harness-mode performance")
         task = TASKS[app["task"]]
         dataset = read_dataset(dataset_dir, task, input_bytes=app["input_bytes"]) if dataset_dir else None
-        built_for = (firmware.info.get("board") or {}).get("board")
+        built_for = firmware.info.board.board if firmware.info else None
         if kind == "qemu" and built_for and built_for != target:
             raise UserError(f"the firmware was built for {built_for}, not {target}", fix=f"use --device qemu:{built_for}")
-        run = HarnessRun(mode, task, device, firmware.info)
+        run = HarnessRun(mode, task, device, info)
         connection = _connect(kind, target, firmware, app, count_instructions=count_instructions)
         with connection as transport:
             link = HarnessLink(transport, run.transcript, timeout_s=timeout_s, pipelined=kind == "qemu")
@@ -425,8 +426,8 @@ def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset
                 inputs = _performance_inputs(task, dataset, app["input_bytes"])
                 run_performance(link, run, inputs, min_runtime_s=min_runtime_s, progress=progress)
             else:
-                in_q = _quantization(firmware.info, "inputs")
-                run_accuracy(link, run, dataset, firmware.model, in_q, _quantization(firmware.info, "outputs"),
+                in_q = _quantization(info, "inputs")
+                run_accuracy(link, run, dataset, firmware.model, in_q, _quantization(info, "outputs"),
                              progress=progress)
                 if (dataset.folder / "dataset.json").is_file():
                     run.summary["labels_note"] = json.loads((dataset.folder / "dataset.json").read_text()).get("labels")

@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from edgekit.run.results import RunOptions
 from edgekit import schemas
 from edgekit.console import say
 from edgekit.errors import DeviceError, UserError
@@ -225,7 +226,7 @@ def model_facts(artifact: Path, spec: Dict[str, Any]) -> Dict[str, Any]:
 class Workspace:
     """A folder on the device, files copied in, one command run to completion."""
 
-    def __init__(self, target: DeviceTarget, options: Dict[str, Any]) -> None:
+    def __init__(self, target: DeviceTarget, options: RunOptions) -> None:
         self.target, self.options = target, options
         self.local: Optional[tempfile.TemporaryDirectory] = None
         self.ssh = self.adb = None
@@ -255,7 +256,7 @@ class Workspace:
             self.adb = Adb(target.address)
             self.adb.choose_device()
             conn = (target.profile or {}).get("connection")
-            self.python = str(options.get("remote_python") or (conn.get("python") if isinstance(conn, dict) else None)
+            self.python = str(options.remote_python or (conn.get("python") if isinstance(conn, dict) else None)
                               or "python3")
             self.root = f"{DEVICE_TMP}/edgekit-pipeline-{secrets.token_hex(4)}"
             self.adb.shell(["mkdir", "-p", self.root], what="creating a work folder")
@@ -316,7 +317,7 @@ class Workspace:
 
 
 def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any], frames: Sequence[Path], *,
-                  iterations: int, warmup: int, threads: Optional[int], timeout_s: float, options: Dict[str, Any],
+                  iterations: int, warmup: int, threads: Optional[int], timeout_s: float, options: RunOptions,
                   monitor=None, power_sampler: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Copy runner, model, frames (the generated C library, the user's post-processing module) and run; the
     runner's JSON. ``power_sampler`` ({uevent, interval_s}) makes the runner sample battery power itself."""
@@ -337,7 +338,7 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any]
         config["power_sampler"] = dict(power_sampler)
     remote_monitor = monitor is not None and target.kind not in ("host", "macos")
     config["clock_sync"] = remote_monitor
-    space = Workspace(target, options)
+    space = Workspace(target, options if isinstance(options, RunOptions) else RunOptions(**options))
     space.sync = remote_monitor
     c_library = None
     try:
@@ -465,8 +466,8 @@ def budget(raw: Dict[str, Any], profile: Dict[str, Any], threads: Optional[int],
         else:
             est = estimate_from_profile(profile or {}, float(values.mean()) / 1e3, threads)
             why = f" ({raw['power_unavailable']})" if raw.get("power_unavailable") else ""
-            row["energy"] = ({"value_uj": est["value"], "method": "estimated",
-                              "source": est["source"] + (f"; not measured: {raw['power_unavailable']}" if why else "")}
+            row["energy"] = ({"value_uj": est.value, "method": "estimated",
+                              "source": est.source + (f"; not measured: {raw['power_unavailable']}" if why else "")}
                              if est else
                              {"value_uj": None, "method": "unavailable",
                               "source": f"no power source on this device{why or ' (RAPL not readable, no --power-monitor)'}"
@@ -570,8 +571,8 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
                             "cannot be split into phases",
                             fix="use a sampling monitor (ppk2, joulescope, ina219/ina226) with --pipeline; RAPL on a "
                                 "Linux device is read by the runner itself at the phase boundaries")
-    options = {"remote_python": args.remote_python, "ssh_identity": str(args.ssh_identity) if args.ssh_identity else None,
-               "ssh_options": list(args.ssh_option)}
+    options = RunOptions(remote_python=args.remote_python,
+                         ssh_identity=str(args.ssh_identity) if args.ssh_identity else None, ssh_options=list(args.ssh_option))
     sampler = None
     if target.kind == "adb" and monitor is None:  # the runner samples the battery itself, on the phase windows' clock
         from edgekit.run.adb import BATTERY_SYSFS
@@ -580,7 +581,7 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
     try:
         raw = run_on_device(target, args.artifact, pipeline, frames, iterations=args.iterations, warmup=args.warmup,
                             threads=args.threads or 1, timeout_s=max(args.timeout * 10, 120.0),
-                            options={k: v for k, v in options.items() if v}, monitor=monitor, power_sampler=sampler)
+                            options=options, monitor=monitor, power_sampler=sampler)
     finally:
         if monitor is not None:
             monitor.close()

@@ -199,14 +199,15 @@ def mcu_budget(raw: Dict[str, Any], profile: Dict[str, Any]) -> Dict[str, Any]:
     total = counts.sum(axis=1)
     for i, phase in enumerate(PHASES):
         mean = float(counts[:, i].mean())
-        est = estimate_latency_energy(mean, profile)
+        latency, energy = estimate_latency_energy(mean, profile)
         rows.append({"phase": phase, "instructions": {"mean": mean, "min": float(counts[:, i].min()),
                                                       "max": float(counts[:, i].max()), "method": "measured",
                                                       "source": "QEMU ekcount plugin between ek_marker_op_begin/end"},
-                     "share": mean / float(total.mean()), "latency_ms": est["latency_ms"], "energy_uj": est["energy_uj"]})
+                     "share": mean / float(total.mean()), "latency_ms": latency.to_dict(), "energy_uj": energy.to_dict()})
     bottleneck = max(rows, key=lambda r: r["share"])
-    end = estimate_latency_energy(float(total.mean()), profile)
-    return {"phases": rows, "end_to_end": {"instructions": float(total.mean()), **end},
+    latency, energy = estimate_latency_energy(float(total.mean()), profile)
+    return {"phases": rows, "end_to_end": {"instructions": float(total.mean()), "latency_ms": latency.to_dict(),
+                                           "energy_uj": energy.to_dict()},
             "bottleneck": {"phase": bottleneck["phase"], "share": bottleneck["share"]}}
 
 

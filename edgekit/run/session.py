@@ -23,6 +23,7 @@ import numpy as np
 from edgekit.errors import DeviceError, EdgekitError, InvalidModelError, ToolMissingError
 from edgekit.run import faults
 from edgekit.run.base import DeviceTarget, RunRequest, RunResult
+from edgekit.run.results import updated
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +45,16 @@ def runner_arguments(request: RunRequest, model: str, inputs: str, *, dumpsys: b
     args = ["--model", model, "--inputs", inputs, "--runtime", runtime,
             "--iterations", str(request.iterations), "--warmup", str(request.warmup),
             "--sustain-s", str(request.sustain_s),
-            "--sensor-interval-s", str(request.options.get("sensor_interval_s", min(1.0, request.window_s)))]
-    if request.options.get("threads") is not None:
-        args += ["--threads", str(int(request.options["threads"]))]
-    if request.options.get("resolver"):
-        args += ["--resolver", str(request.options["resolver"])]
+            "--sensor-interval-s", str(request.options.sensor_interval_s or min(1.0, request.window_s))]
+    if request.options.threads is not None:
+        args += ["--threads", str(int(request.options.threads))]
+    if request.options.resolver:
+        args += ["--resolver", str(request.options.resolver)]
     if runtime == "tflm":
-        args += ["--num-outputs", str(int(request.options.get("num_outputs", 1)))]
-        if request.options.get("arena_bytes"):
-            args += ["--arena-bytes", str(int(request.options["arena_bytes"]))]
-    units = request.options.get("compute_units") or []
+        args += ["--num-outputs", str(int(request.options.num_outputs or 1))]
+        if request.options.arena_bytes:
+            args += ["--arena-bytes", str(int(request.options.arena_bytes))]
+    units = request.options.compute_units
     if runtime == "coreml" and len(units) == 1:  # a local macOS sweep passes its own per-process setting
         args += ["--compute-units", units[0]]
     if dumpsys:
@@ -141,6 +142,11 @@ def decode_tensor(item: dict) -> np.ndarray:
     return np.frombuffer(data, dtype=np.dtype(item["dtype"])).reshape(item["shape"]).copy()
 
 
+# RunOptions the runner script (edgekit/run/remote_runner.py) and its session read, wherever it runs
+RUNNER_PROCESS_OPTIONS = frozenset({"threads", "power_monitor", "arena_bytes", "resolver", "num_outputs", "sensor_interval_s",
+                         "startup_timeout_s"})
+
+
 class Collector:
     """Turns runner events into a RunResult; calls hooks on the warm phase (power monitors)."""
 
@@ -171,7 +177,7 @@ class Collector:
             r.runtime = dict(event.get("runtime") or {})
             for key in ("rss_before_load_bytes", "rss_after_load_bytes"):
                 if event.get(key) is not None:
-                    r.memory[key] = int(event[key])
+                    r.memory = updated(r.memory, **{key: int(event[key])})
             r.extra["sensors_available"] = list(event.get("sensors_available") or [])
         elif kind == "first":
             r.first_inference_ms = float(event["first_inference_ms"])
@@ -204,7 +210,7 @@ class Collector:
             self.phase = "shutdown"
         elif kind == "done":
             if event.get("peak_rss_bytes") is not None:
-                r.memory["peak_rss_bytes"] = int(event["peak_rss_bytes"])
+                r.memory = updated(r.memory, peak_rss_bytes=int(event["peak_rss_bytes"]))
             self.done = True
         elif kind == "error":
             self.error = event
@@ -278,8 +284,7 @@ def _attach(error: EdgekitError, collector: Collector) -> EdgekitError:
     result = collector.result
     result.complete = False
     result.incomplete_reason = str(error.message)
-    result.fault = {"kind": faults.DEVICE, "detail": error.message.splitlines()[0], **(faults.fault_of(error) or {}),
-                    "inferences_completed": len(result.latencies_ms)}
+    result.fault = faults.fault_record(error, len(result.latencies_ms))
     error.partial = result  # type: ignore[attr-defined]
     return error
 
@@ -304,7 +309,7 @@ def run_streaming(start: Callable[[], StreamingProcess], target: DeviceTarget, r
     try:
         process = start()
         result = collect(process, collector, timeout_s=request.timeout_s,
-                         startup_timeout_s=float(request.options.get("startup_timeout_s", STARTUP_ALLOWANCE_S)), classify=classify)
+                         startup_timeout_s=float(request.options.startup_timeout_s or STARTUP_ALLOWANCE_S), classify=classify)
     finally:
         if monitor:
             stop()

@@ -21,6 +21,7 @@ from typing import List, Optional, Sequence
 from edgekit.errors import DeviceError, DeviceNotFoundError, EdgekitError, ToolMissingError, UserError
 from edgekit.run.base import RUNNERS, RunRequest, RunResult, Runner
 from edgekit.run.energy import open_monitor
+from edgekit.run.session import RUNNER_PROCESS_OPTIONS
 from edgekit.run.host import choose_runtime
 from edgekit.run.inputs import model_file
 from edgekit.run.resolve import parse_ssh
@@ -139,6 +140,8 @@ class SshRunner(Runner):
     """Copy model + inputs + runner script to a fresh folder on the board, run, stream results, clean up."""
 
     kind = "ssh"
+    options = RUNNER_PROCESS_OPTIONS | {"compute_units", "remote_python", "ssh_identity", "ssh_options",
+                                        "connect_timeout_s"}
 
     def _connection_settings(self) -> dict:
         """The profile's connection mapping (python, workdir, identity_file, ssh_options), {} without one."""
@@ -147,13 +150,13 @@ class SshRunner(Runner):
 
     def connection(self, request: RunRequest) -> SshConnection:
         conn = self._connection_settings()
-        identity = request.options.get("ssh_identity") or conn.get("identity_file")
-        options = list(conn.get("ssh_options") or []) + list(request.options.get("ssh_options") or [])
+        identity = request.options.ssh_identity or conn.get("identity_file")
+        options = list(conn.get("ssh_options") or []) + list(request.options.ssh_options)
         return SshConnection(SshAddress.parse(self.target.address), identity=identity, options=options,
-                             connect_timeout_s=float(request.options.get("connect_timeout_s", 10.0)))
+                             connect_timeout_s=float(request.options.connect_timeout_s or 10.0))
 
     def remote_python(self, request: RunRequest) -> str:
-        return str(request.options.get("remote_python") or self._connection_settings().get("python") or "python3")
+        return str(request.options.remote_python or self._connection_settings().get("python") or "python3")
 
     def run(self, request: RunRequest) -> RunResult:
         model = model_file(request.artifact)
@@ -167,7 +170,7 @@ class SshRunner(Runner):
             raise DeviceError(f"ssh {ssh.address}: mktemp returned an unusable path {remote_dir!r}",
                               fix="set the profile's connection.workdir to a plain folder such as /tmp")
         try:
-            monitor = open_monitor(request.options["power_monitor"]) if request.options.get("power_monitor") else None
+            monitor = open_monitor(request.options.power_monitor) if request.options.power_monitor else None
             with tempfile.TemporaryDirectory(prefix="edgekit-ssh-") as work:
                 inputs = Path(work) / "inputs.npz"
                 write_inputs(inputs, request.inputs)

@@ -22,9 +22,12 @@ from edgekit.schemas import VERSIONS, schema_id
 TYPED: Dict[str, str] = {
     "compile": "edgekit.compile.result:CompileReport",
     "coreml-placement": "edgekit.mobile.placement:CoremlPlacement",
+    "deploy": "edgekit.firmware.results:DeployReport",
+    "firmware": "edgekit.firmware.results:FirmwareInfo",
     "gpu-placement": "edgekit.mobile.placement:GpuPlacement",
     "manifest": "edgekit.artifact:ManifestFile",
     "parity": "edgekit.parity.result:ParityReport",
+    "run": "edgekit.run.results:RunReport",
 }
 
 HERE = Path(__file__).resolve().parent

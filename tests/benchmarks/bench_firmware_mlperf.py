@@ -143,10 +143,10 @@ def bench_device(name: str, model: bytes, board: str, mode: str, samples: int, t
     run = QemuRunner(resolve_device(f"qemu:{board}")).run(
         RunRequest(artifact=firmware.elf, inputs=inputs, iterations=samples, timeout_s=900))
     run_s = time.monotonic() - started
-    info, work = firmware.info, run.work
+    info, work, memory = firmware.info.to_dict(), run.work.present(), run.memory.present()
     exact = work["outputs_bit_exact"]
     arena = info["ram"]["runtime"]["arena"]
-    state = run.memory.get("state_used_bytes")
+    state = memory.get("state_used_bytes")
     ram = arena + (state or 0)
     split = info["flash"].get("split") or {}
     instructions = work["instructions_per_inference"]
@@ -154,7 +154,7 @@ def bench_device(name: str, model: bytes, board: str, mode: str, samples: int, t
         "model": name, "board": board, "mode": mode, "instructions": instructions,
         "macs": sum(graph.macs().values()),
         "ram": {"runtime": ram, "arena": arena, "mutable_state_device": state,
-                "stack_high_water_device": run.memory.get("stack_used_bytes"),
+                "stack_high_water_device": memory.get("stack_used_bytes"),
                 "plain_tflite_arena": info["plan"]["plain_in_place_tflite"]["arena_bytes"]},
         "flash": {"total": info["flash_bytes"], "model": split.get("model"), "prepared": split.get("prepared"),
                   "runtime_code": split.get("runtime_code"), "runtime_core": split.get("runtime_core"),

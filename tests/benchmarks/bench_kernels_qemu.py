@@ -154,7 +154,7 @@ def run_case(path: Path, board: str, samples: int, seed: int) -> dict:
                        for i in graph.inputs})
     run = QemuRunner(resolve_device(f"qemu:{board}")).run(
         RunRequest(artifact=path, inputs=inputs, iterations=samples, timeout_s=600))
-    work = run.work
+    work = run.work.present()
     ops = work.get("per_op_instructions") or []
     return {"instructions": ops[0]["instructions"] if ops else work["instructions_per_inference"],
             "bit_exact": bool(work["outputs_bit_exact"]["value"]),

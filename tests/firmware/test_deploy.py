@@ -68,7 +68,7 @@ def test_mobilenet_like_from_pytorch_deploys_bit_exact(tmp_path):
     out = tmp_path / "mnl"
     result = deploy("tests.firmware.mobilenet_like:mobilenet_like", calib, out,
                     DeployOptions(eval_data=evaluation, device_samples=2))
-    report = result.report
+    report = result.report.to_json()
     _check_report(out, report)
     assert {"TRANSPOSE", "PAD", "HARD_SWISH", "DEPTHWISE_CONV_2D", "ADD", "MEAN"} <= set(report["firmware"]["ops"])
     # random data on a random net: the FP32/INT8 verdict may go either way; every other check must pass

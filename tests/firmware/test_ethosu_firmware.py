@@ -110,4 +110,4 @@ def test_plain_cpu_boards_are_unchanged(tmp_path):
     from edgekit.firmware.generate import generate_firmware
 
     result = generate_firmware(conv_model(tmp_path / "m.tflite").read_bytes(), "mps3-an547", tmp_path / "cpu")
-    assert result.info["runtime"] == "edgekit" and "npu" not in result.info
+    assert result.info.runtime == "edgekit" and "npu" not in result.info.to_dict()

@@ -274,7 +274,7 @@ def test_real_board_profile_builds(tmp_path, mode):
 
     result = generate_harness_firmware(MLPERF / MODELS["kws"], "nucleo-l4r5zi", tmp_path / "fw", task="kws",
                                        mode=mode, build=True)
-    app = result.info["app"]
+    app = result.info.app
     assert result.fits and app["timer"] == "dwt" and app["mode"] == mode
     config = (result.outdir / "model" / "ek_config.h").read_text()
     with open(result.elf, "rb") as f:

@@ -36,7 +36,7 @@ def kws_tflm(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("tflm") / "kws"
     result = generate_firmware(model, "mps2-an386", out, runtime="tflm")
-    return out, model.read_bytes(), result.info
+    return out, model.read_bytes(), result.info.to_dict()
 
 
 def arena_size(main_cc: str) -> int:

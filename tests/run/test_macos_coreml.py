@@ -263,7 +263,7 @@ def test_report_has_one_table_over_the_compute_unit_settings(tmp_path, tiny_mlpa
                "cpu_and_ne": collected("cpu_and_ne", [0.5, 0.6, 0.7, 0.9], fp16, {"available": True, "ops": PLACEMENT_ALL}, request),
                "all": collected("all", [0.4, 0.5, 0.6, 0.8], fp16,
                                 {"available": False, "reason": "MLComputePlan failed: macOS 14.4 or newer is needed"}, request)}
-    units = request.options["compute_units"]
+    units = request.options.compute_units
     primary = primary_unit(units, results)
     assert primary == "all" and primary_unit(["cpu_and_ne", "cpu_only"], results) == "cpu_and_ne"
     result = results[primary]
@@ -308,18 +308,19 @@ def test_report_has_one_table_over_the_compute_unit_settings(tmp_path, tiny_mlpa
 def test_a_single_remote_core_ml_run_gets_its_placement_row(tmp_path, tiny_mlpackage):
     """A Core ML run from a runner without the sweep (e.g. over ssh to a Mac) still reports its placement as one row."""
     from edgekit.run.base import RunRequest
-    from edgekit.run.report import build_run_json
+    from edgekit.run.report import build_run_report
 
     request = RunRequest(artifact=tiny_mlpackage, inputs=[{"x": np.zeros((1, 1, 8, 8), np.float32)}], iterations=4, warmup=0,
                          runtime="coreml")
     result = collected("cpu_and_ne", [0.5, 0.6, 0.7, 0.9], [np.ones((1, 3), np.float32)], {"available": True, "ops": PLACEMENT_ALL},
                        request)
-    run = build_run_json(result, request, inputs_description={"kind": "random", "samples": 1})
+    report = build_run_report(result, request, inputs_description={"kind": "random", "samples": 1})
+    run = report.to_dict()
     assert run["runtime"] == {"name": "coremltools", "version": "9.0", "compute_units": "cpu_and_ne"}
     (row,) = run["coreml"]["compute_units"]
     assert row["compute_units"] == "cpu_and_ne" and row["latency_ms"]["count"] == 4 and row["outputs_max_abs_diff"] is None
     assert row["placement"]["summary"]["by_device"]["neural_engine"]["ops"] == 2
-    assert "| cpu_and_ne | 180 ms | 9.5 ms | 0.65 ms |" in report_md({**run, "plots": []})
+    assert "| cpu_and_ne | 180 ms | 9.5 ms | 0.65 ms |" in report_md(report)
 
 
 def report_md(report):

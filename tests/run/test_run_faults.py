@@ -105,8 +105,8 @@ def test_serial_board_that_disconnects_or_hangs(tmp_path, sig, kind, detail):
         qemu.close()
     error, partial = caught.value, caught.value.partial
     assert detail in error.message.splitlines()[0] and f"serial port {port}" in error.message
-    assert partial.complete is False and partial.fault["kind"] == kind
-    assert partial.fault["inferences_completed"] == AFTER and len(partial.outputs) == AFTER
+    assert partial.complete is False and partial.fault.kind == kind
+    assert partial.fault.inferences_completed == AFTER and len(partial.outputs) == AFTER
 
 
 def _pty_of(qemu) -> str:
@@ -170,7 +170,7 @@ def test_adb_device_that_disappears_is_a_fault(tmp_path, kws_int8, monkeypatch):
         subprocess.run(["adb", "kill-server"], capture_output=True, timeout=30)
     error = caught.value
     assert serial in error.message and error.partial.complete is False
-    assert error.partial.fault["kind"] in ("disconnected", "died")
+    assert error.partial.fault.kind in ("disconnected", "died")
 
 
 def _free_port() -> int:
