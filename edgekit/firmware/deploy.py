@@ -84,7 +84,7 @@ class DeployResult:
         lines = []
         p = r.parity
         first = (p["outputs"] or [{}])[0]
-        metrics = ", ".join(f"{k} {first[k]:.4f}" for k in ("top1_agreement", "cosine", "sqnr_db") if k in first)
+        metrics = ", ".join(f"{k} {_metric(first[k])}" for k in ("top1_agreement", "cosine", "sqnr_db") if k in first)
         lines.append(f"parity FP32 vs INT8: {'PASSED' if p['passed'] else 'FAILED'} on {p['samples']} samples ({metrics})")
         if p.get("accuracy"):
             a = p["accuracy"]
@@ -384,3 +384,8 @@ def _manifest(stage: Path, model: str, quantized, fw: FirmwareInfo) -> Manifest:
     manifest.add(Artifact.from_file(stage / "deploy.json", format="deploy-report", stage="report", parent=run_art))
     manifest.add(Artifact.from_file(stage / "report.md", format="markdown", stage="report", parent=run_art))
     return manifest
+
+
+def _metric(value: object) -> str:
+    """A parity metric for the console: 4 decimals, or "inf" / "nan" as parity.json stores them (strings)."""
+    return f"{value:.4f}" if isinstance(value, (int, float)) else str(value)
