@@ -35,6 +35,11 @@ typedef struct conv_data {
                            point into the rounding constant */
   int32_t padded;       /* blocked path, depth % 4 != 0: weight rows copied, zero-padded to whole groups of 4,
                            after the channels (so the assembly runs every channel without reading past a row) */
+  int32_t expanded;     /* blocked path of a prepared model (flash) on a non-Helium target, fast requantization with
+                           the zero point folded: every weight row re-laid out after the channels as doubled int16
+                           pairs, two words per group of 4 ((2w0,2w2), (2w1,2w3); a partial last group zero-padded),
+                           so the inner loop loads them with one LDRD instead of LDR + 2 SXTB16 and the accumulators
+                           hold 2 * acc, what ek_conv_requant_zp2 wants */
 } conv_data; /* followed by ek_conv_channel[channels] (8-byte aligned: sizeof is a multiple of 8) */
 
 static ek_conv_channel *conv_channels(void *user_data) {
@@ -57,9 +62,19 @@ static size_t conv_padded_bytes(const ek_context *ctx, const ek_op *op) {
   return (size_t)oc * (size_t)((depth + 3) & ~3);
 }
 
+/* Bytes of the expanded int16 weight copy (conv_data.expanded): only for a prepared model's blob (flash), never for
+   a Helium target (its path dots the int8 weights), else 0. */
+static size_t conv_expanded_bytes(const ek_context *ctx, const ek_op *op) {
+  const int32_t depth = conv_blocked_depth(ctx, op), oc = conv_out_channels(ctx, op);
+  if (EK_CONV_MVE || ctx->plan_mve || !ek_for_export(ctx) || depth <= 0 || !ctx->tensors[op->inputs[1]].is_constant)
+    return 0;
+  return (size_t)oc * (size_t)((depth + 3) >> 2) * 8u;
+}
+
 static size_t conv_persistent_bytes(const ek_context *ctx, const ek_op *op) {
+  const size_t padded = conv_padded_bytes(ctx, op), expanded = conv_expanded_bytes(ctx, op);
   return ((sizeof(conv_data) + 7u) & ~(size_t)7u) + (size_t)conv_out_channels(ctx, op) * sizeof(ek_conv_channel) +
-         conv_padded_bytes(ctx, op);
+         (expanded > padded ? expanded : padded);
 }
 
 /* Depth of one im2col column (KH*KW*IC_filter) if the blocked path applies, else 0. */
@@ -151,8 +166,23 @@ static ek_status conv_prepare(ek_context *ctx, ek_op *op) {
   for (int32_t o = 0; o < oc; ++o) d->zp_fold = d->zp_fold && ek_conv_exponent(&ch[o]) <= EK_CONV_ZP_FOLD_MAX_E;
   for (int32_t o = 0; o < oc; ++o) ch[o].half_zp = d->zp_fold ? ek_conv_half_zp(&ch[o], d->output_offset) : 0;
   d->padded = 0;
+  d->expanded = 0;
   const size_t padded_bytes = conv_padded_bytes(ctx, op);
-  if (d->path == CONV_PATH_BLOCKED && padded_bytes > 0) {
+  if (d->path == CONV_PATH_BLOCKED && d->fast_requant && d->zp_fold && conv_expanded_bytes(ctx, op) > 0) {
+    const int32_t groups = (depth + 3) >> 2;
+    const int8_t *wt = (const int8_t *)f->data;
+    uint32_t *ew = (uint32_t *)(void *)(ch + oc);
+    for (int32_t o = 0; o < oc; ++o) {
+      const int8_t *row = wt + (int64_t)o * depth;
+      for (int32_t g = 0; g < groups; ++g, ew += 2) {
+        int32_t v[4];
+        for (int32_t k = 0; k < 4; ++k) v[k] = 4 * g + k < depth ? 2 * row[4 * g + k] : 0; /* |2w| <= 256 */
+        ew[0] = ((uint32_t)v[0] & 0xFFFFu) | ((uint32_t)v[2] << 16);
+        ew[1] = ((uint32_t)v[1] & 0xFFFFu) | ((uint32_t)v[3] << 16);
+      }
+    }
+    d->expanded = 1;
+  } else if (d->path == CONV_PATH_BLOCKED && padded_bytes > 0) {
     const int32_t stride = (depth + 3) & ~3;
     int8_t *pw = (int8_t *)(ch + oc);
     const int8_t *wt = (const int8_t *)f->data;
@@ -578,11 +608,189 @@ __asm__(
     "  pop {r4-r11, pc}\n"
     "  .size ek_conv_block4_dsp, . - ek_conv_block4_dsp\n"
     "  .text\n");
+
+#define CONV_OUTX(ra)                 \
+    "  sub r0, r2, " ra ", lsr #31\n"   \
+    "  smmlar " ra ", " ra ", r1, r0\n" \
+    "  asr " ra ", " ra ", r3\n"        \
+    "  ssat " ra ", #8, " ra "\n"
+/* The same block over expanded weights (conv_data.expanded): one LDRD per group instead of LDR + 2 SXTB16, and the
+   accumulators already hold 2 * acc (no doubling before SMMLAR). Rows are contiguous (no padding step). */
+void ek_conv_block4x_dsp(conv_block_args *args);
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_conv_block4x_dsp, \"ax\", %progbits\n"
+    "  .global ek_conv_block4x_dsp\n"
+    "  .type ek_conv_block4x_dsp, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_conv_block4x_dsp:\n"
+    "  push {r4-r11, lr}\n"
+    "  mov lr, r0\n"
+    "  ldr r11, [lr, #4]\n"                 /* weights: rows are contiguous */
+    ".Lek_cbx_channel:\n"
+    "  ldr r0, [lr, #16]\n"                 /* acc = fold */
+    "  ldr r4, [r0, #8]\n"
+    "  lsl r4, r4, #1\n"                   /* 2 * fold: the weights are doubled */
+    "  mov r5, r4\n"
+    "  mov r6, r4\n"
+    "  mov r7, r4\n"
+    "  ldr r10, [lr, #0]\n"
+    "  ldr r12, [lr, #8]\n"
+    "  tst r12, #1\n"                      /* groups % 4 single groups first, then four per pass */
+    "  beq .Lek_cbx_two\n"
+    "  ldrd r8, r9, [r11], #8\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    ".Lek_cbx_two:\n"
+    "  tst r12, #2\n"
+    "  beq .Lek_cbx_quads\n"
+    "  ldrd r8, r9, [r11], #8\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    "  ldrd r8, r9, [r11], #8\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    ".Lek_cbx_quads:\n"
+    "  lsrs r12, r12, #2\n"
+    "  beq .Lek_cbx_requant\n"
+    ".Lek_cbx_loop:\n"
+    "  ldrd r8, r9, [r11], #8\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    "  ldrd r8, r9, [r11], #8\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    "  ldrd r8, r9, [r11], #8\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    "  ldrd r8, r9, [r11], #8\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  smlad r5, r2, r8, r5\n"
+    "  smlad r5, r3, r9, r5\n"
+    "  ldmia r10!, {r0-r3}\n"
+    "  smlad r6, r0, r8, r6\n"
+    "  smlad r6, r1, r9, r6\n"
+    "  smlad r7, r2, r8, r7\n"
+    "  smlad r7, r3, r9, r7\n"
+    "  subs r12, r12, #1\n"
+    "  bne .Lek_cbx_loop\n"
+    ".Lek_cbx_requant:\n"
+    "  ldr r0, [lr, #16]\n"                 /* multiplier, shifts (exponent e in bits 0-7) */
+    "  ldmia r0, {r1, r3}\n"
+    "  ldr r2, [r0, #12]\n"                 /* half + zp << e: the zero point folded in (ek_conv_requant_zp2) */
+    "  adds r0, r0, #16\n"
+    "  str r0, [lr, #16]\n"
+    "  and r3, r3, #255\n"                  /* e */
+    "  ldr r10, [lr, #20]\n"                /* dst */
+    "  ldr r12, [lr, #24]\n"                /* stride */
+    CONV_OUTX("r4") CONV_OUTX("r5") CONV_OUTX("r6") CONV_OUTX("r7")
+    "  ldr r0, [lr, #44]\n"                 /* activation clamp only when narrower than int8 */
+    "  cbz r0, .Lek_cbx_store\n"
+    "  ldrd r8, r9, [lr, #32]\n"            /* lo, hi */
+    CONV_CLAMP("r4") CONV_CLAMP("r5") CONV_CLAMP("r6") CONV_CLAMP("r7")
+    ".Lek_cbx_store:\n"
+    "  strb r4, [r10]\n"
+    "  strb r5, [r10, r12]\n"
+    "  add r10, r10, r12, lsl #1\n"
+    "  strb r6, [r10]\n"
+    "  strb r7, [r10, r12]\n"
+    "  ldr r10, [lr, #20]\n"
+    "  adds r10, r10, #1\n"
+    "  str r10, [lr, #20]\n"
+    "  ldr r0, [lr, #12]\n"
+    "  subs r0, r0, #1\n"
+    "  str r0, [lr, #12]\n"
+    "  bne .Lek_cbx_channel\n"
+    "  pop {r4-r11, pc}\n"
+    "  .size ek_conv_block4x_dsp, . - ek_conv_block4x_dsp\n"
+    "  .text\n");
+#undef CONV_OUTX
 #undef CONV_OUT
 #undef CONV_CLAMP
 #else
 #define CONV_BLOCK_ASM 0
 #endif
+
+/* One block over expanded weights (conv_data.expanded: fast requantization with the zero point folded, doubled
+   int16 weights, two words per group): the assembly for a full block on Cortex-M with DSP, else the same steps in
+   C (what the host build runs, so the layout is tested there). */
+static void conv_block_expanded(const conv_data *d, const ek_conv_channel *ch, const uint32_t *block, int32_t groups,
+                                int32_t np, int8_t *yp) {
+  const int32_t oc = d->channels, lo = d->act_min, hi = d->act_max;
+  const uint32_t *ew = (const uint32_t *)(const void *)(ch + oc);
+#if CONV_BLOCK_ASM
+  if (np == CONV_COLUMNS) {
+    conv_block_args args = {block, (const int8_t *)(const void *)ew, groups, oc, ch, yp, oc, d->output_offset, lo, hi,
+                            0, lo > -128 || hi < 127};
+    ek_conv_block4x_dsp(&args);
+    return;
+  }
+#endif
+  for (int32_t o = 0; o < oc; ++o, ew += 2 * groups) {
+    const ek_conv_channel *cc = &ch[o];
+    const int32_t init = (int32_t)((uint32_t)cc->fold * 2u);
+    int32_t a[4] = {init, init, init, init};
+    const uint32_t *col = block, *w = ew;
+    for (int32_t g = 0; g < groups; ++g, col += 8, w += 2)
+      for (int32_t j = 0; j < CONV_COLUMNS; ++j) a[j] = ek_smlad(col[2 * j + 1], w[1], ek_smlad(col[2 * j], w[0], a[j]));
+    const int32_t e = ek_conv_exponent(cc);
+    int8_t *dst = yp + o;
+    for (int32_t j = 0; j < np; ++j, dst += oc)
+      *dst = ek_conv_clamp8(ek_ssat8(ek_conv_requant_zp2(a[j], cc->multiplier, cc->half_zp, e)), lo, hi);
+  }
+}
 
 /* Four output pixels (consecutive in row-major order, across row ends) per pass.
  * Block layout, int16: for each group g of 4 depth elements, 16 values: column j at [16g + 4j, 16g + 4j + 3]
@@ -611,6 +819,10 @@ static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek
       const int32_t np = end - p0 < CONV_COLUMNS ? end - p0 : CONV_COLUMNS;
       conv_im2col_block(d, p, in, f, b, p0, np, ow, block, staging);
       int8_t *yp = y + ((int64_t)b * pixels + p0) * oc;
+      if (d->expanded) {
+        conv_block_expanded(d, ch, block, groups, np, yp);
+        continue;
+      }
       int32_t o = 0;
 #if CONV_BLOCK_ASM
       if (np == CONV_COLUMNS && fast && d->zp_fold) {
