@@ -778,17 +778,15 @@ static void conv_block_expanded(const conv_data *d, const ek_conv_channel *ch, c
     return;
   }
 #endif
-  for (int32_t o = 0; o < oc; ++o, ew += 2 * groups) {
+  for (int32_t o = 0; o < oc; ++o, ew += 2 * groups) { /* only the block's np columns (a partial last block) */
     const ek_conv_channel *cc = &ch[o];
-    const int32_t init = (int32_t)((uint32_t)cc->fold * 2u);
-    int32_t a[4] = {init, init, init, init};
-    const uint32_t *col = block, *w = ew;
-    for (int32_t g = 0; g < groups; ++g, col += 8, w += 2)
-      for (int32_t j = 0; j < CONV_COLUMNS; ++j) a[j] = ek_smlad(col[2 * j + 1], w[1], ek_smlad(col[2 * j], w[0], a[j]));
-    const int32_t e = ek_conv_exponent(cc);
-    int8_t *dst = yp + o;
-    for (int32_t j = 0; j < np; ++j, dst += oc)
-      *dst = ek_conv_clamp8(ek_ssat8(ek_conv_requant_zp2(a[j], cc->multiplier, cc->half_zp, e)), lo, hi);
+    const int32_t init = (int32_t)((uint32_t)cc->fold * 2u), e = ek_conv_exponent(cc);
+    for (int32_t j = 0; j < np; ++j) {
+      int32_t acc = init;
+      const uint32_t *col = block + 2 * j, *w = ew;
+      for (int32_t g = 0; g < groups; ++g, col += 8, w += 2) acc = ek_smlad(col[1], w[1], ek_smlad(col[0], w[0], acc));
+      yp[j * oc + o] = ek_conv_clamp8(ek_ssat8(ek_conv_requant_zp2(acc, cc->multiplier, cc->half_zp, e)), lo, hi);
+    }
   }
 }
 
