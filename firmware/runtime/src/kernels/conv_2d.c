@@ -46,6 +46,13 @@ static ek_conv_channel *conv_channels(void *user_data) {
   return (ek_conv_channel *)((uint8_t *)user_data + ((sizeof(conv_data) + 7u) & ~(size_t)7u));
 }
 
+/* conv_data.expanded: per output channel [2 * fold, 2 words per group of 4 depth elements, multiplier,
+   half + zp << e, e], after the channels. */
+#define CONV_RECORD_WORDS(groups) (2 * (groups) + 4)
+static const uint32_t *conv_records(const conv_data *d) {
+  return (const uint32_t *)(const void *)(conv_channels((void *)(uintptr_t)d) + d->channels);
+}
+
 /* Output channels as the model states them (bounded by the filter's byte size, checked by the reader). */
 static int32_t conv_out_channels(const ek_context *ctx, const ek_op *op) {
   if (op->num_inputs < 2 || op->inputs[1] < 0 || op->inputs[1] >= ctx->num_tensors) return 0;
@@ -68,7 +75,7 @@ static size_t conv_expanded_bytes(const ek_context *ctx, const ek_op *op) {
   const int32_t depth = conv_blocked_depth(ctx, op), oc = conv_out_channels(ctx, op);
   if (EK_CONV_MVE || ctx->plan_mve || !ek_for_export(ctx) || depth <= 0 || !ctx->tensors[op->inputs[1]].is_constant)
     return 0;
-  return (size_t)oc * (size_t)((depth + 3) >> 2) * 8u;
+  return (size_t)oc * (size_t)CONV_RECORD_WORDS((depth + 3) >> 2) * 4u;
 }
 
 static size_t conv_persistent_bytes(const ek_context *ctx, const ek_op *op) {
@@ -174,12 +181,16 @@ static ek_status conv_prepare(ek_context *ctx, ek_op *op) {
     uint32_t *ew = (uint32_t *)(void *)(ch + oc);
     for (int32_t o = 0; o < oc; ++o) {
       const int8_t *row = wt + (int64_t)o * depth;
+      *ew++ = (uint32_t)ch[o].fold * 2u; /* |fold| < 2^30 (fast requantization) */
       for (int32_t g = 0; g < groups; ++g, ew += 2) {
         int32_t v[4];
         for (int32_t k = 0; k < 4; ++k) v[k] = 4 * g + k < depth ? 2 * row[4 * g + k] : 0; /* |2w| <= 256 */
         ew[0] = ((uint32_t)v[0] & 0xFFFFu) | ((uint32_t)v[2] << 16);
         ew[1] = ((uint32_t)v[1] & 0xFFFFu) | ((uint32_t)v[3] << 16);
       }
+      *ew++ = (uint32_t)ch[o].multiplier;
+      *ew++ = (uint32_t)ch[o].half_zp;
+      *ew++ = (uint32_t)ek_conv_exponent(&ch[o]);
     }
     d->expanded = 1;
   } else if (d->path == CONV_PATH_BLOCKED && padded_bytes > 0) {
@@ -628,9 +639,35 @@ __asm__(
     "  smmlar " ra ", " ra ", r1, r0\n" \
     "  asr " ra ", " ra ", r3\n"        \
     "  ssat " ra ", #8, " ra "\n"
-/* The same block over expanded weights (conv_data.expanded): one LDRD per group instead of LDR + 2 SXTB16, and the
-   accumulators already hold 2 * acc (no doubling before SMMLAR). Rows are contiguous (no padding step). */
-void ek_conv_block4x_dsp(conv_block_args *args);
+#define CONV_GROUPX \
+    "  ldrd r8, r9, [r11], #8\n" \
+    "  ldmia r10!, {r0-r3}\n" \
+    "  smlad r4, r0, r8, r4\n" \
+    "  smlad r4, r1, r9, r4\n" \
+    "  smlad r5, r2, r8, r5\n" \
+    "  smlad r5, r3, r9, r5\n" \
+    "  ldmia r10!, {r0-r3}\n" \
+    "  smlad r6, r0, r8, r6\n" \
+    "  smlad r6, r1, r9, r6\n" \
+    "  smlad r7, r2, r8, r7\n" \
+    "  smlad r7, r3, r9, r7\n" \
+
+/* The same block over expanded weights (conv_data.expanded): per output channel one record of
+ * CONV_RECORD_WORDS(groups) words, [2 * fold, the groups' doubled int16 weight pairs, multiplier, half + zp * 2^e,
+ * exponent], read in one pass: one LDRD per group instead of LDR + 2 SXTB16, the accumulators already hold 2 * acc
+ * (no doubling before SMMLAR), and no per-channel table look-ups. */
+typedef struct conv_blockx_args { /* offsets used by the assembly below */
+  const uint32_t *cols;           /*  0 */
+  const uint32_t *records;        /*  4 */
+  int32_t groups;                 /*  8 */
+  const uint32_t *end;            /* 12: end of the last channel's record */
+  int8_t *dst;                    /* 16: output of pixel 0, current channel */
+  int32_t stride;                 /* 20: bytes between the pixels' outputs */
+  int32_t lo, hi;                 /* 24, 28 */
+  int32_t clamp;                  /* 32: nonzero when [lo, hi] is narrower than [-128, 127] */
+} conv_blockx_args;
+typedef char conv_blockx_args_is_36_bytes[sizeof(conv_blockx_args) == 36 ? 1 : -1];
+void ek_conv_block4x_dsp(conv_blockx_args *args);
 __asm__(
     "  .syntax unified\n"
     "  .thumb\n"
@@ -642,11 +679,9 @@ __asm__(
     "ek_conv_block4x_dsp:\n"
     "  push {r4-r11, lr}\n"
     "  mov lr, r0\n"
-    "  ldr r11, [lr, #4]\n"                 /* weights: rows are contiguous */
+    "  ldr r11, [lr, #4]\n"                 /* records are contiguous */
     ".Lek_cbx_channel:\n"
-    "  ldr r0, [lr, #16]\n"                 /* acc = fold */
-    "  ldr r4, [r0, #8]\n"
-    "  lsl r4, r4, #1\n"                   /* 2 * fold: the weights are doubled */
+    "  ldr r4, [r11], #4\n"                 /* acc = 2 * fold */
     "  mov r5, r4\n"
     "  mov r6, r4\n"
     "  mov r7, r4\n"
@@ -654,123 +689,47 @@ __asm__(
     "  ldr r12, [lr, #8]\n"
     "  tst r12, #1\n"                      /* groups % 4 single groups first, then four per pass */
     "  beq .Lek_cbx_two\n"
-    "  ldrd r8, r9, [r11], #8\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r4, r0, r8, r4\n"
-    "  smlad r4, r1, r9, r4\n"
-    "  smlad r5, r2, r8, r5\n"
-    "  smlad r5, r3, r9, r5\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r6, r0, r8, r6\n"
-    "  smlad r6, r1, r9, r6\n"
-    "  smlad r7, r2, r8, r7\n"
-    "  smlad r7, r3, r9, r7\n"
+    CONV_GROUPX
     ".Lek_cbx_two:\n"
     "  tst r12, #2\n"
     "  beq .Lek_cbx_quads\n"
-    "  ldrd r8, r9, [r11], #8\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r4, r0, r8, r4\n"
-    "  smlad r4, r1, r9, r4\n"
-    "  smlad r5, r2, r8, r5\n"
-    "  smlad r5, r3, r9, r5\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r6, r0, r8, r6\n"
-    "  smlad r6, r1, r9, r6\n"
-    "  smlad r7, r2, r8, r7\n"
-    "  smlad r7, r3, r9, r7\n"
-    "  ldrd r8, r9, [r11], #8\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r4, r0, r8, r4\n"
-    "  smlad r4, r1, r9, r4\n"
-    "  smlad r5, r2, r8, r5\n"
-    "  smlad r5, r3, r9, r5\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r6, r0, r8, r6\n"
-    "  smlad r6, r1, r9, r6\n"
-    "  smlad r7, r2, r8, r7\n"
-    "  smlad r7, r3, r9, r7\n"
+    CONV_GROUPX
+    CONV_GROUPX
     ".Lek_cbx_quads:\n"
     "  lsrs r12, r12, #2\n"
     "  beq .Lek_cbx_requant\n"
     ".Lek_cbx_loop:\n"
-    "  ldrd r8, r9, [r11], #8\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r4, r0, r8, r4\n"
-    "  smlad r4, r1, r9, r4\n"
-    "  smlad r5, r2, r8, r5\n"
-    "  smlad r5, r3, r9, r5\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r6, r0, r8, r6\n"
-    "  smlad r6, r1, r9, r6\n"
-    "  smlad r7, r2, r8, r7\n"
-    "  smlad r7, r3, r9, r7\n"
-    "  ldrd r8, r9, [r11], #8\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r4, r0, r8, r4\n"
-    "  smlad r4, r1, r9, r4\n"
-    "  smlad r5, r2, r8, r5\n"
-    "  smlad r5, r3, r9, r5\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r6, r0, r8, r6\n"
-    "  smlad r6, r1, r9, r6\n"
-    "  smlad r7, r2, r8, r7\n"
-    "  smlad r7, r3, r9, r7\n"
-    "  ldrd r8, r9, [r11], #8\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r4, r0, r8, r4\n"
-    "  smlad r4, r1, r9, r4\n"
-    "  smlad r5, r2, r8, r5\n"
-    "  smlad r5, r3, r9, r5\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r6, r0, r8, r6\n"
-    "  smlad r6, r1, r9, r6\n"
-    "  smlad r7, r2, r8, r7\n"
-    "  smlad r7, r3, r9, r7\n"
-    "  ldrd r8, r9, [r11], #8\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r4, r0, r8, r4\n"
-    "  smlad r4, r1, r9, r4\n"
-    "  smlad r5, r2, r8, r5\n"
-    "  smlad r5, r3, r9, r5\n"
-    "  ldmia r10!, {r0-r3}\n"
-    "  smlad r6, r0, r8, r6\n"
-    "  smlad r6, r1, r9, r6\n"
-    "  smlad r7, r2, r8, r7\n"
-    "  smlad r7, r3, r9, r7\n"
+    CONV_GROUPX
+    CONV_GROUPX
+    CONV_GROUPX
+    CONV_GROUPX
     "  subs r12, r12, #1\n"
     "  bne .Lek_cbx_loop\n"
     ".Lek_cbx_requant:\n"
-    "  ldr r0, [lr, #16]\n"                 /* multiplier, shifts (exponent e in bits 0-7) */
-    "  ldmia r0, {r1, r3}\n"
-    "  ldr r2, [r0, #12]\n"                 /* half + zp << e: the zero point folded in (ek_conv_requant_zp2) */
-    "  adds r0, r0, #16\n"
-    "  str r0, [lr, #16]\n"
-    "  and r3, r3, #255\n"                  /* e */
-    "  ldr r10, [lr, #20]\n"                /* dst */
-    "  ldr r12, [lr, #24]\n"                /* stride */
+    "  ldmia r11!, {r1, r2, r3}\n"          /* multiplier, half + zp << e, e */
+    "  ldr r10, [lr, #16]\n"                /* dst */
+    "  ldr r12, [lr, #20]\n"                /* stride */
     CONV_OUTX("r4") CONV_OUTX("r5") CONV_OUTX("r6") CONV_OUTX("r7")
-    "  ldr r0, [lr, #44]\n"                 /* activation clamp only when narrower than int8 */
+    "  ldr r0, [lr, #32]\n"                 /* activation clamp only when narrower than int8 */
     "  cbz r0, .Lek_cbx_store\n"
-    "  ldrd r8, r9, [lr, #32]\n"            /* lo, hi */
+    "  ldrd r8, r9, [lr, #24]\n"            /* lo, hi */
     CONV_CLAMP("r4") CONV_CLAMP("r5") CONV_CLAMP("r6") CONV_CLAMP("r7")
     ".Lek_cbx_store:\n"
     "  strb r4, [r10]\n"
     "  strb r5, [r10, r12]\n"
-    "  add r10, r10, r12, lsl #1\n"
-    "  strb r6, [r10]\n"
-    "  strb r7, [r10, r12]\n"
-    "  ldr r10, [lr, #20]\n"
+    "  add r0, r10, r12, lsl #1\n"
+    "  strb r6, [r0]\n"
+    "  strb r7, [r0, r12]\n"
     "  adds r10, r10, #1\n"
-    "  str r10, [lr, #20]\n"
+    "  str r10, [lr, #16]\n"
     "  ldr r0, [lr, #12]\n"
-    "  subs r0, r0, #1\n"
-    "  str r0, [lr, #12]\n"
+    "  cmp r11, r0\n"
     "  bne .Lek_cbx_channel\n"
     "  pop {r4-r11, pc}\n"
     "  .size ek_conv_block4x_dsp, . - ek_conv_block4x_dsp\n"
     "  .text\n");
 #undef CONV_OUTX
+#undef CONV_GROUPX
 #undef CONV_OUT
 #undef CONV_CLAMP
 #else
@@ -780,26 +739,24 @@ __asm__(
 /* One block over expanded weights (conv_data.expanded: fast requantization with the zero point folded, doubled
    int16 weights, two words per group): the assembly for a full block on Cortex-M with DSP, else the same steps in
    C (what the host build runs, so the layout is tested there). */
-static void conv_block_expanded(const conv_data *d, const ek_conv_channel *ch, const uint32_t *block, int32_t groups,
-                                int32_t np, int8_t *yp) {
-  const int32_t oc = d->channels, lo = d->act_min, hi = d->act_max;
-  const uint32_t *ew = (const uint32_t *)(const void *)(ch + oc);
+static void conv_block_expanded(const conv_data *d, const uint32_t *block, int32_t groups, int32_t np, int8_t *yp) {
+  const int32_t oc = d->channels, lo = d->act_min, hi = d->act_max, words = CONV_RECORD_WORDS(groups);
+  const uint32_t *rec = conv_records(d);
 #if CONV_BLOCK_ASM
   if (np == CONV_COLUMNS) {
-    conv_block_args args = {block, (const int8_t *)(const void *)ew, groups, oc, ch, yp, oc, d->output_offset, lo, hi,
-                            0, lo > -128 || hi < 127};
+    conv_blockx_args args = {block, rec, groups, rec + (ptrdiff_t)oc * words, yp, oc, lo, hi, lo > -128 || hi < 127};
     ek_conv_block4x_dsp(&args);
     return;
   }
 #endif
-  for (int32_t o = 0; o < oc; ++o, ew += 2 * groups) { /* only the block's np columns (a partial last block) */
-    const ek_conv_channel *cc = &ch[o];
-    const int32_t init = (int32_t)((uint32_t)cc->fold * 2u), e = ek_conv_exponent(cc);
+  for (int32_t o = 0; o < oc; ++o, rec += words) { /* only the block's np columns (a partial last block) */
+    const uint32_t *q = rec + 1 + 2 * groups; /* multiplier, half + zp << e, e */
     for (int32_t j = 0; j < np; ++j) {
-      int32_t acc = init;
-      const uint32_t *col = block + 2 * j, *w = ew;
+      int32_t acc = (int32_t)rec[0];
+      const uint32_t *col = block + 2 * j, *w = rec + 1;
       for (int32_t g = 0; g < groups; ++g, col += 8, w += 2) acc = ek_smlad(col[1], w[1], ek_smlad(col[0], w[0], acc));
-      yp[j * oc + o] = ek_conv_clamp8(ek_ssat8(ek_conv_requant_zp2(acc, cc->multiplier, cc->half_zp, e)), lo, hi);
+      yp[j * oc + o] =
+          ek_conv_clamp8(ek_ssat8(ek_conv_requant_zp2(acc, (int32_t)q[0], (int32_t)q[1], (int32_t)q[2])), lo, hi);
     }
   }
 }
@@ -832,7 +789,7 @@ static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek
       conv_im2col_block(d, p, in, f, b, p0, np, ow, block, staging);
       int8_t *yp = y + ((int64_t)b * pixels + p0) * oc;
       if (d->expanded) {
-        conv_block_expanded(d, ch, block, groups, np, yp);
+        conv_block_expanded(d, block, groups, np, yp);
         continue;
       }
       int32_t o = 0;
