@@ -353,6 +353,11 @@ static void conv_im2col_block(const conv_data *d, const ek_op_params *p, const e
   const int32_t groups = (f->dims[1] * f->dims[2] * c + 3) >> 2;
   const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c; /* offsets < tensor bytes < 2^31 */
   const int8_t zp = (int8_t)(-d->input_offset);
+  if (np == CONV_COLUMNS && f->dims[1] == 1 && f->dims[2] == 1 && p->stride_h == 1 && p->stride_w == 1 &&
+      d->pad_h == 0 && d->pad_w == 0 && ow == w && (c & 3) == 0) { /* 1x1, stride 1: output pixel q reads input pixel q */
+    for (int32_t col = 0; col < CONV_COLUMNS; ++col) conv_expand_run(x + (ptrdiff_t)(p0 + col) * c, block + 2 * col, c >> 2);
+    return;
+  }
   int32_t oy = p0 / ow, ox = p0 - oy * ow;
   for (int32_t col = 0; col < CONV_COLUMNS; ++col) {
     uint32_t *dst = block + 2 * col;
