@@ -49,7 +49,7 @@ static ek_conv_channel *conv_channels(void *user_data) {
 /* conv_data.expanded: per output channel [2 * fold, 2 words per group of 4 depth elements, multiplier,
    half + zp << e, e], after the channels. */
 #define CONV_RECORD_WORDS(groups) (2 * (groups) + 4)
-static const uint32_t *conv_records(const conv_data *d) {
+static inline const uint32_t *conv_records(const conv_data *d) {
   return (const uint32_t *)(const void *)(conv_channels((void *)(uintptr_t)d) + d->channels);
 }
 
