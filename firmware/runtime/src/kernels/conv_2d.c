@@ -13,7 +13,9 @@
  *    channel's weights are read once per 4 pixels and every SMLAD does two multiply-accumulates. On
  *    Cortex-M with the DSP extension the building blocks are SXTB16/SMLAD/SMMLAR (and the channel loop is
  *    assembly); elsewhere the same loop runs on exact C equivalents, so the host tests exercise the
- *    layout and border logic the device runs.
+ *    layout and border logic the device runs. For a prepared model (per-op data in flash, not for Helium) the
+ *    weights are re-laid out at generation time as one record per output channel with doubled int16 pairs
+ *    (conv_data.expanded): one LDRD per 4 weights, the accumulators already doubled for the requantization.
  * Requantization: MultiplyByQuantizedMultiplier (double rounding, as LiteRT), via the branch-free
  * equivalent of ek_conv_common.h when every channel's shift is a right shift.
  */
