@@ -165,6 +165,7 @@ def bench_device(name: str, model: bytes, board: str, mode: str, samples: int, t
         "bit_exact": bool(exact["value"]), "differing_elements": exact["differing_elements"],
         "output_elements": exact["total_elements"],
         "seconds": {"generate_and_build": round(build_s, 1), "qemu_run": round(run_s, 1)},
+        "per_op_instructions": work.get("per_op_instructions") or [],
     }
 
 
@@ -235,6 +236,18 @@ def markdown(rows: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def per_op_table(row: Dict[str, Any]) -> str:
+    """One row's measured per-op instruction counts (ekcount plugin, one entry per op hook) with instructions/MAC."""
+    lines = [f"per op: {row['model']} on {row['board']}, --optimize {row['mode']} (measured, ekcount plugin)",
+             "| op | name | instructions | MACs | instr / MAC |", "|---|---|---|---|---|"]
+    for e in row.get("per_op_instructions") or []:
+        span = f"{e['index']}-{e['last_index']}" if e.get("last_index") is not None else str(e["index"])
+        macs = e.get("macs")
+        rate = f"{e['instructions'] / macs:.2f}" if macs else "–"
+        lines.append(f"| {span} | {e.get('op')} | {e['instructions']:,} | {_num(macs)} | {rate} |")
+    return "\n".join(lines)
+
+
 def notes(rows: List[Dict[str, Any]]) -> str:
     tflm = {r["model"]: r["tflm"] for r in rows}
     out = ["TFLM figures: " + "; ".join(f"{m}: arena {t['arena_32bit']:,} B"
@@ -255,6 +268,7 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=2, help="input samples per model (default 2)")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ",".join(MODELS))
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
+    parser.add_argument("--per-op", action="store_true", help="also print each device row's per-op instructions")
     parser.add_argument("--smoke", action="store_true", help="host only: KWS and AD, every mode, bit-exact + RAM")
     args = parser.parse_args()
     md_path = args.md or args.json.with_suffix(".md")
@@ -294,6 +308,11 @@ def main() -> int:
     print(notes(rows))
     for s in skipped:
         print("skipped " + s)
+    if args.per_op:
+        for r in rows:
+            if r.get("per_op_instructions"):
+                print()
+                print(per_op_table(r))
     default_rows = [r for r in rows if r["mode"] == DEFAULT_MODE]
     for r in default_rows:
         t = r["targets"]

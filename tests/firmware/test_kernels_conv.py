@@ -140,6 +140,26 @@ def test_conv_2d_filter_as_graph_input():
         assert_bit_exact(model, x, desc + " filter=input")
 
 
+@pytest.mark.parametrize("stride,dilation,padding", [(2, 1, "SAME"), (1, 2, "SAME"), (2, 1, "VALID"), (1, 1, "SAME")])
+def test_conv_2d_rgb_first_layer_and_expanded_weights(stride, dilation, padding):
+    """3x3 windows on 3 channels (the im2col that builds a window inside the image from its three 9-byte runs; border
+    windows take the gathered path) and, on the prepared path, the expanded int16 weight records with partial
+    4-pixel blocks (odd map sizes) and a narrow clamp: bit-exact on the in-place and the prepared path."""
+    rng = np.random.default_rng(100 + stride * 10 + dilation)
+    h, w, oc = 13, 11, 8
+    ws = [float(v) for v in rng.uniform(0.002, 0.01, size=oc)]
+    wt = rng.integers(-127, 128, size=(oc, 3, 3, 3)).astype(np.int8)
+    bias = rng.integers(-3000, 3000, size=(oc,)).astype(np.int32)
+    oh, ow = out_size(padding, h, 3, stride, dilation), out_size(padding, w, 3, stride, dilation)
+    for act, out_zp in (("RELU", -128), ("RELU6", 9)):
+        model = build_model("CONV_2D", [T((1, h, w, 3), scale=0.02, zero_point=-7), T((oc, 3, 3, 3), scale=ws, data=wt),
+                                        T((oc,), "int32", scale=[0.02 * s for s in ws], data=bias)],
+                            [T((1, oh, ow, oc), scale=0.04, zero_point=out_zp)],
+                            {"padding": padding, "stride_h": stride, "stride_w": stride, "dilation_h_factor": dilation,
+                             "dilation_w_factor": 1, "fused_activation_function": act})
+        assert_bit_exact(model, random_input(model, rng), f"rgb conv s{stride} d{dilation} {padding} {act}")
+
+
 def test_conv_2d_large_depth_uses_reference_loops():
     """A receptive field too large for the im2col scratch block (> EK_CONV_SCRATCH_MAX) stays exact."""
     rng = np.random.default_rng(5)

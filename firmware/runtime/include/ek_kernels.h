@@ -46,6 +46,9 @@ enum {
    variant when the fast one's scratch would exceed the smaller of the op's input and output bytes; RAM = the smallest scratch everywhere. */
 enum { EK_OPTIMIZE_SPEED = 0, EK_OPTIMIZE_BALANCED = 1, EK_OPTIMIZE_RAM = 2 };
 #define EK_OPTIMIZE_FOR_MVE 0x100 /* or-ed into ek_init_opt's optimize: plan overlaps for a Helium device */
+/* or-ed into ek_init_opt's optimize: the init prepares a model for ek_export_prepared, so per-op data will live in
+   flash (kernels may then keep re-laid-out weights there, e.g. CONV_2D's expanded int16 weights on Cortex-M4) */
+#define EK_OPTIMIZE_FOR_EXPORT 0x200
 
 enum { EK_OVERLAP_NONE = 0, EK_OVERLAP_UPTO = 1, EK_OVERLAP_EXACT = 2 };
 
@@ -135,7 +138,20 @@ typedef struct ek_context {
   ek_status status;
   int32_t error_op;           /* op index or -1 */
   const char *error_message;  /* static string */
+#ifndef EK_PREPARED_ONLY
+  int32_t for_export;         /* EK_OPTIMIZE_FOR_EXPORT was given: per-op data goes to a prepared blob (flash) */
+#endif
 } ek_context;
+
+/* Whether prepare runs for a prepared-model export (host only; a prepared-only device build never prepares). */
+static inline int ek_for_export(const ek_context *ctx) {
+#ifdef EK_PREPARED_ONLY
+  (void)ctx;
+  return 0;
+#else
+  return ctx->for_export;
+#endif
+}
 
 typedef struct ek_kernel {
   int32_t opcode;

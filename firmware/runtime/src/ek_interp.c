@@ -123,6 +123,9 @@ ek_status ek_init_opt(ek_runtime *rt, const void *model, size_t model_len, void 
   memset(rt, 0, sizeof *rt);
   rt->ctx.optimize = optimize & 0xff;
   rt->ctx.plan_mve = (optimize & EK_OPTIMIZE_FOR_MVE) != 0;
+#ifndef EK_PREPARED_ONLY
+  rt->ctx.for_export = (optimize & EK_OPTIMIZE_FOR_EXPORT) != 0;
+#endif
   rt->ctx.error_op = -1;
   rt->ctx.error_message = "";
   rt->model = (const uint8_t *)model;

@@ -13,7 +13,9 @@
  *    channel's weights are read once per 4 pixels and every SMLAD does two multiply-accumulates. On
  *    Cortex-M with the DSP extension the building blocks are SXTB16/SMLAD/SMMLAR (and the channel loop is
  *    assembly); elsewhere the same loop runs on exact C equivalents, so the host tests exercise the
- *    layout and border logic the device runs.
+ *    layout and border logic the device runs. For a prepared model (per-op data in flash, not for Helium) the
+ *    weights are re-laid out at generation time as one record per output channel with doubled int16 pairs
+ *    (conv_data.expanded): one LDRD per 4 weights, the accumulators already doubled for the requantization.
  * Requantization: MultiplyByQuantizedMultiplier (double rounding, as LiteRT), via the branch-free
  * equivalent of ek_conv_common.h when every channel's shift is a right shift.
  */
@@ -35,10 +37,22 @@ typedef struct conv_data {
                            point into the rounding constant */
   int32_t padded;       /* blocked path, depth % 4 != 0: weight rows copied, zero-padded to whole groups of 4,
                            after the channels (so the assembly runs every channel without reading past a row) */
+  int32_t expanded;     /* blocked path of a prepared model (flash) on a non-Helium target, fast requantization with
+                           the zero point folded: every weight row re-laid out after the channels as doubled int16
+                           pairs, two words per group of 4 ((2w0,2w2), (2w1,2w3); a partial last group zero-padded),
+                           so the inner loop loads them with one LDRD instead of LDR + 2 SXTB16 and the accumulators
+                           hold 2 * acc, what ek_conv_requant_zp2 wants */
 } conv_data; /* followed by ek_conv_channel[channels] (8-byte aligned: sizeof is a multiple of 8) */
 
 static ek_conv_channel *conv_channels(void *user_data) {
   return (ek_conv_channel *)((uint8_t *)user_data + ((sizeof(conv_data) + 7u) & ~(size_t)7u));
+}
+
+/* conv_data.expanded: per output channel [2 * fold, 2 words per group of 4 depth elements, multiplier,
+   half + zp << e, e], after the channels. */
+#define CONV_RECORD_WORDS(groups) (2 * (groups) + 4)
+static inline const uint32_t *conv_records(const conv_data *d) {
+  return (const uint32_t *)(const void *)(conv_channels((void *)(uintptr_t)d) + d->channels);
 }
 
 /* Output channels as the model states them (bounded by the filter's byte size, checked by the reader). */
@@ -57,9 +71,19 @@ static size_t conv_padded_bytes(const ek_context *ctx, const ek_op *op) {
   return (size_t)oc * (size_t)((depth + 3) & ~3);
 }
 
+/* Bytes of the expanded int16 weight copy (conv_data.expanded): only for a prepared model's blob (flash), never for
+   a Helium target (its path dots the int8 weights), else 0. */
+static size_t conv_expanded_bytes(const ek_context *ctx, const ek_op *op) {
+  const int32_t depth = conv_blocked_depth(ctx, op), oc = conv_out_channels(ctx, op);
+  if (EK_CONV_MVE || ctx->plan_mve || !ek_for_export(ctx) || depth <= 0 || !ctx->tensors[op->inputs[1]].is_constant)
+    return 0;
+  return (size_t)oc * (size_t)CONV_RECORD_WORDS((depth + 3) >> 2) * 4u;
+}
+
 static size_t conv_persistent_bytes(const ek_context *ctx, const ek_op *op) {
+  const size_t padded = conv_padded_bytes(ctx, op), expanded = conv_expanded_bytes(ctx, op);
   return ((sizeof(conv_data) + 7u) & ~(size_t)7u) + (size_t)conv_out_channels(ctx, op) * sizeof(ek_conv_channel) +
-         conv_padded_bytes(ctx, op);
+         (expanded > padded ? expanded : padded);
 }
 
 /* Depth of one im2col column (KH*KW*IC_filter) if the blocked path applies, else 0. */
@@ -151,8 +175,27 @@ static ek_status conv_prepare(ek_context *ctx, ek_op *op) {
   for (int32_t o = 0; o < oc; ++o) d->zp_fold = d->zp_fold && ek_conv_exponent(&ch[o]) <= EK_CONV_ZP_FOLD_MAX_E;
   for (int32_t o = 0; o < oc; ++o) ch[o].half_zp = d->zp_fold ? ek_conv_half_zp(&ch[o], d->output_offset) : 0;
   d->padded = 0;
+  d->expanded = 0;
   const size_t padded_bytes = conv_padded_bytes(ctx, op);
-  if (d->path == CONV_PATH_BLOCKED && padded_bytes > 0) {
+  if (d->path == CONV_PATH_BLOCKED && d->fast_requant && d->zp_fold && conv_expanded_bytes(ctx, op) > 0) {
+    const int32_t groups = (depth + 3) >> 2;
+    const int8_t *wt = (const int8_t *)f->data;
+    uint32_t *ew = (uint32_t *)(void *)(ch + oc);
+    for (int32_t o = 0; o < oc; ++o) {
+      const int8_t *row = wt + (int64_t)o * depth;
+      *ew++ = (uint32_t)ch[o].fold * 2u; /* |fold| < 2^30 (fast requantization) */
+      for (int32_t g = 0; g < groups; ++g, ew += 2) {
+        int32_t v[4];
+        for (int32_t k = 0; k < 4; ++k) v[k] = 4 * g + k < depth ? 2 * row[4 * g + k] : 0; /* |2w| <= 256 */
+        ew[0] = ((uint32_t)v[0] & 0xFFFFu) | ((uint32_t)v[2] << 16);
+        ew[1] = ((uint32_t)v[1] & 0xFFFFu) | ((uint32_t)v[3] << 16);
+      }
+      *ew++ = (uint32_t)ch[o].multiplier;
+      *ew++ = (uint32_t)ch[o].half_zp;
+      *ew++ = (uint32_t)ek_conv_exponent(&ch[o]);
+    }
+    d->expanded = 1;
+  } else if (d->path == CONV_PATH_BLOCKED && padded_bytes > 0) {
     const int32_t stride = (depth + 3) & ~3;
     int8_t *pw = (int8_t *)(ch + oc);
     const int8_t *wt = (const int8_t *)f->data;
@@ -253,6 +296,20 @@ static CONV_NOINLINE void conv_im2col(const ek_op_params *p, const ek_tensor *in
   const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t kh = f->dims[1], kw = f->dims[2];
   const int32_t row_len = kw * c;
+  if (row_len == 9 && kh == 3 && p->dilation_w == 1 && ix0 >= 0 && ix0 + kw <= w && iy0 >= 0 &&
+      iy0 + 2 * p->dilation_h < h) { /* a 3x3 window on 3 channels inside the image (the first layer on RGB): the 7
+                                        groups straight from the three 9-byte runs (byte 28 is 0; its weight is 0) */
+    const uint8_t *r0 = (const uint8_t *)x + ((ptrdiff_t)iy0 * w + ix0) * 3;
+    const uint8_t *r1 = r0 + (ptrdiff_t)p->dilation_h * w * 3, *r2 = r1 + (ptrdiff_t)p->dilation_h * w * 3;
+    const uint32_t g[7] = {ek_load32(r0), ek_load32(r0 + 4), (uint32_t)r0[8] | ek_load32(r1) << 8, ek_load32(r1 + 3),
+                           (uint32_t)r1[7] | (uint32_t)r1[8] << 8 | ek_load32(r2) << 16, ek_load32(r2 + 2),
+                           ek_load32(r2 + 5) >> 8};
+    for (int32_t i = 0; i < 7; ++i, dst += 8) {
+      dst[0] = ek_sxtb16(g[i]);
+      dst[1] = ek_sxtb16_ror8(g[i]);
+    }
+    return;
+  }
   if ((row_len & 3) == 0 && p->dilation_w == 1 && ix0 >= 0 && ix0 + kw <= w) {
     const uint32_t zp_word = ek_sxtb16((uint32_t)(uint8_t)zp * 0x01010101u);
     for (int32_t ky = 0; ky < kh; ++ky, dst += 2 * row_len) { /* 8 words per group of 4 */
@@ -298,6 +355,11 @@ static void conv_im2col_block(const conv_data *d, const ek_op_params *p, const e
   const int32_t groups = (f->dims[1] * f->dims[2] * c + 3) >> 2;
   const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c; /* offsets < tensor bytes < 2^31 */
   const int8_t zp = (int8_t)(-d->input_offset);
+  if (np == CONV_COLUMNS && f->dims[1] == 1 && f->dims[2] == 1 && p->stride_h == 1 && p->stride_w == 1 &&
+      d->pad_h == 0 && d->pad_w == 0 && ow == w && (c & 3) == 0) { /* 1x1, stride 1: output pixel q reads input pixel q */
+    for (int32_t col = 0; col < CONV_COLUMNS; ++col) conv_expand_run(x + (ptrdiff_t)(p0 + col) * c, block + 2 * col, c >> 2);
+    return;
+  }
   int32_t oy = p0 / ow, ox = p0 - oy * ow;
   for (int32_t col = 0; col < CONV_COLUMNS; ++col) {
     uint32_t *dst = block + 2 * col;
@@ -578,11 +640,133 @@ __asm__(
     "  pop {r4-r11, pc}\n"
     "  .size ek_conv_block4_dsp, . - ek_conv_block4_dsp\n"
     "  .text\n");
+
+#define CONV_OUTX(ra)                 \
+    "  sub r0, r2, " ra ", lsr #31\n"   \
+    "  smmlar " ra ", " ra ", r1, r0\n" \
+    "  asr " ra ", " ra ", r3\n"        \
+    "  ssat " ra ", #8, " ra "\n"
+#define CONV_GROUPX \
+    "  ldrd r8, r9, [r11], #8\n" \
+    "  ldmia r10!, {r0-r3}\n" \
+    "  smlad r4, r0, r8, r4\n" \
+    "  smlad r4, r1, r9, r4\n" \
+    "  smlad r5, r2, r8, r5\n" \
+    "  smlad r5, r3, r9, r5\n" \
+    "  ldmia r10!, {r0-r3}\n" \
+    "  smlad r6, r0, r8, r6\n" \
+    "  smlad r6, r1, r9, r6\n" \
+    "  smlad r7, r2, r8, r7\n" \
+    "  smlad r7, r3, r9, r7\n" \
+
+/* The same block over expanded weights (conv_data.expanded): per output channel one record of
+ * CONV_RECORD_WORDS(groups) words, [2 * fold, the groups' doubled int16 weight pairs, multiplier, half + zp * 2^e,
+ * exponent], read in one pass: one LDRD per group instead of LDR + 2 SXTB16, the accumulators already hold 2 * acc
+ * (no doubling before SMMLAR), and no per-channel table look-ups. */
+typedef struct conv_blockx_args { /* offsets used by the assembly below */
+  const uint32_t *cols;           /*  0 */
+  const uint32_t *records;        /*  4 */
+  int32_t groups;                 /*  8 */
+  const uint32_t *end;            /* 12: end of the last channel's record */
+  int8_t *dst;                    /* 16: output of pixel 0, current channel */
+  int32_t stride;                 /* 20: bytes between the pixels' outputs */
+  int32_t lo, hi;                 /* 24, 28 */
+  int32_t clamp;                  /* 32: nonzero when [lo, hi] is narrower than [-128, 127] */
+} conv_blockx_args;
+typedef char conv_blockx_args_is_36_bytes[sizeof(conv_blockx_args) == 36 ? 1 : -1];
+void ek_conv_block4x_dsp(conv_blockx_args *args);
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_conv_block4x_dsp, \"ax\", %progbits\n"
+    "  .global ek_conv_block4x_dsp\n"
+    "  .type ek_conv_block4x_dsp, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_conv_block4x_dsp:\n"
+    "  push {r4-r11, lr}\n"
+    "  mov lr, r0\n"
+    "  ldr r11, [lr, #4]\n"                 /* records are contiguous */
+    ".Lek_cbx_channel:\n"
+    "  ldr r4, [r11], #4\n"                 /* acc = 2 * fold */
+    "  mov r5, r4\n"
+    "  mov r6, r4\n"
+    "  mov r7, r4\n"
+    "  ldr r10, [lr, #0]\n"
+    "  ldr r12, [lr, #8]\n"
+    "  tst r12, #1\n"                      /* groups % 4 single groups first, then four per pass */
+    "  beq .Lek_cbx_two\n"
+    CONV_GROUPX
+    ".Lek_cbx_two:\n"
+    "  tst r12, #2\n"
+    "  beq .Lek_cbx_quads\n"
+    CONV_GROUPX
+    CONV_GROUPX
+    ".Lek_cbx_quads:\n"
+    "  lsrs r12, r12, #2\n"
+    "  beq .Lek_cbx_requant\n"
+    ".Lek_cbx_loop:\n"
+    CONV_GROUPX
+    CONV_GROUPX
+    CONV_GROUPX
+    CONV_GROUPX
+    "  subs r12, r12, #1\n"
+    "  bne .Lek_cbx_loop\n"
+    ".Lek_cbx_requant:\n"
+    "  ldmia r11!, {r1, r2, r3}\n"          /* multiplier, half + zp << e, e */
+    "  ldr r10, [lr, #16]\n"                /* dst */
+    "  ldr r12, [lr, #20]\n"                /* stride */
+    CONV_OUTX("r4") CONV_OUTX("r5") CONV_OUTX("r6") CONV_OUTX("r7")
+    "  ldr r0, [lr, #32]\n"                 /* activation clamp only when narrower than int8 */
+    "  cbz r0, .Lek_cbx_store\n"
+    "  ldrd r8, r9, [lr, #24]\n"            /* lo, hi */
+    CONV_CLAMP("r4") CONV_CLAMP("r5") CONV_CLAMP("r6") CONV_CLAMP("r7")
+    ".Lek_cbx_store:\n"
+    "  strb r4, [r10]\n"
+    "  strb r5, [r10, r12]\n"
+    "  add r0, r10, r12, lsl #1\n"
+    "  strb r6, [r0]\n"
+    "  strb r7, [r0, r12]\n"
+    "  adds r10, r10, #1\n"
+    "  str r10, [lr, #16]\n"
+    "  ldr r0, [lr, #12]\n"
+    "  cmp r11, r0\n"
+    "  bne .Lek_cbx_channel\n"
+    "  pop {r4-r11, pc}\n"
+    "  .size ek_conv_block4x_dsp, . - ek_conv_block4x_dsp\n"
+    "  .text\n");
+#undef CONV_OUTX
+#undef CONV_GROUPX
 #undef CONV_OUT
 #undef CONV_CLAMP
 #else
 #define CONV_BLOCK_ASM 0
 #endif
+
+/* One block over expanded weights (conv_data.expanded: fast requantization with the zero point folded, doubled
+   int16 weights, two words per group): the assembly for a full block on Cortex-M with DSP, else the same steps in
+   C (what the host build runs, so the layout is tested there). */
+static void conv_block_expanded(const conv_data *d, const uint32_t *block, int32_t groups, int32_t np, int8_t *yp) {
+  const int32_t oc = d->channels, lo = d->act_min, hi = d->act_max, words = CONV_RECORD_WORDS(groups);
+  const uint32_t *rec = conv_records(d);
+#if CONV_BLOCK_ASM
+  if (np == CONV_COLUMNS) {
+    conv_blockx_args args = {block, rec, groups, rec + (ptrdiff_t)oc * words, yp, oc, lo, hi, lo > -128 || hi < 127};
+    ek_conv_block4x_dsp(&args);
+    return;
+  }
+#endif
+  for (int32_t o = 0; o < oc; ++o, rec += words) { /* only the block's np columns (a partial last block) */
+    const uint32_t *q = rec + 1 + 2 * groups; /* multiplier, half + zp << e, e */
+    for (int32_t j = 0; j < np; ++j) {
+      int32_t acc = (int32_t)rec[0];
+      const uint32_t *col = block + 2 * j, *w = rec + 1;
+      for (int32_t g = 0; g < groups; ++g, col += 8, w += 2) acc = ek_smlad(col[1], w[1], ek_smlad(col[0], w[0], acc));
+      yp[j * oc + o] =
+          ek_conv_clamp8(ek_ssat8(ek_conv_requant_zp2(acc, (int32_t)q[0], (int32_t)q[1], (int32_t)q[2])), lo, hi);
+    }
+  }
+}
 
 /* Four output pixels (consecutive in row-major order, across row ends) per pass.
  * Block layout, int16: for each group g of 4 depth elements, 16 values: column j at [16g + 4j, 16g + 4j + 3]
@@ -611,6 +795,10 @@ static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek
       const int32_t np = end - p0 < CONV_COLUMNS ? end - p0 : CONV_COLUMNS;
       conv_im2col_block(d, p, in, f, b, p0, np, ow, block, staging);
       int8_t *yp = y + ((int64_t)b * pixels + p0) * oc;
+      if (d->expanded) {
+        conv_block_expanded(d, block, groups, np, yp);
+        continue;
+      }
       int32_t o = 0;
 #if CONV_BLOCK_ASM
       if (np == CONV_COLUMNS && fast && d->zp_fold) {
