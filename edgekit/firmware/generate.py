@@ -142,12 +142,14 @@ def plans_for_mve(board) -> bool:
 
 
 def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT_OPTIMIZE,
-                board=None) -> Dict[str, Any]:
+                board=None, flash_layouts: bool = True) -> Dict[str, Any]:
     """The runtime's own plan (same planner code as on the device), prepared for ``optimize``: the overlapped plan,
-    the prepared blob (pointer-free; flash), and the plain in-place .tflite plan it replaces, with tensor names."""
+    the prepared blob (pointer-free; flash), and the plain in-place .tflite plan it replaces, with tensor names.
+    ``flash_layouts=False``: weights stay int8 in the blob (no re-laid-out copies; see choose_memory_plan)."""
     from edgekit.firmware.host_runtime import HostRuntime
 
-    rt = HostRuntime(model, source=source, optimize=optimize, plan_mve=plans_for_mve(board))
+    rt = HostRuntime(model, source=source, optimize=optimize, plan_mve=plans_for_mve(board),
+                     flash_layouts=flash_layouts)
     prepared = rt.prepared
     plan = dict(prepared["plan"])
     names = lambda i: graph.tensors[i].name if i < len(graph.tensors) else "?"  # noqa: E731
@@ -166,7 +168,35 @@ def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT
                                for g in prepared["streamed_groups"]]
     plan["plain"] = {"arena_bytes": rt.plan["arena_bytes"], "state_bytes_host": rt.plan["state_bytes"],
                      "persistent_bytes": rt.plan["persistent_bytes"]}
+    plan["weight_layouts"] = {"flash_layouts": flash_layouts,
+                              "note": "kernels may keep re-laid-out weights in the prepared blob (e.g. CONV_2D's "
+                                      "expanded int16 records on Cortex-M4)" if flash_layouts else
+                                      "weights kept int8 in the prepared blob"}
     return plan
+
+
+# Flash the linked code needs beside the model and the prepared blob: runtime core + kernels + startup, protocol
+# and libc measured 17-33 KB on the MLPerf Tiny models (bench_firmware_mlperf.py); 64 KB bounds them with room.
+FLASH_CODE_RESERVE = 64 * 1024
+
+
+def choose_memory_plan(model: bytes, graph: Graph, source: str, optimize: str, board) -> Dict[str, Any]:
+    """The plan with re-laid-out weights in flash (faster), unless model + that blob + the code reserve would not
+    fit the board's flash while the int8-weight blob is smaller: then the int8 one, with the reason recorded."""
+    plan = memory_plan(model, graph, source, optimize, board)
+    need = len(model) + plan["prepared_bytes"] + FLASH_CODE_RESERVE
+    if need <= board.flash.bytes:
+        return plan
+    compact = memory_plan(model, graph, source, optimize, board, flash_layouts=False)
+    if compact["prepared_bytes"] >= plan["prepared_bytes"]:
+        return plan  # the layouts cost nothing here; the fit check reports the model as it is
+    log.info("%s: re-laid-out weights would need %d B of flash (with a %d B code reserve), %s has %d: weights "
+             "kept int8", source, need, FLASH_CODE_RESERVE, board.name, board.flash.bytes)
+    compact["weight_layouts"]["note"] = (
+        f"weights kept int8: the re-laid-out weights (prepared blob {plan['prepared_bytes']:,} B instead of "
+        f"{compact['prepared_bytes']:,} B) would need {need:,} B of flash with a {FLASH_CODE_RESERVE:,} B code "
+        f"reserve, {board.name} has {board.flash.bytes:,} B (slower kernels, same outputs)")
+    return compact
 
 
 def early_fit_check(model_bytes: int, arena: int, state: int, board,
@@ -587,7 +617,7 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
         raise UserError(f"{source}: model inputs must be int8 (or float32 feeding a QUANTIZE)")
     sha = sha256_bytes(data)
     planned = step_progress("memory plan", 1)  # prepares every op on the host runtime: seconds for big models
-    plan = memory_plan(data, graph, source, optimize, board)
+    plan = choose_memory_plan(data, graph, source, optimize, board)
     planned(1)
     # the model alone against the flash (the prepared data and the code are measured at link time)
     if plan["arena_bytes"] + plan["state_bytes"] + board.stack_bytes > board.ram.bytes:
@@ -648,6 +678,7 @@ def firmware_info(data: bytes, graph: Graph, board, plan: Dict[str, Any], flash:
                  "persistent_bytes": plan.get("persistent_bytes"), "optimize": plan.get("optimize"),
                  "prepared_bytes": plan.get("prepared_bytes"), "overlaps": overlap_report(plan),
                  "streamed_groups": streamed_group_report(plan),
+                 "weight_layouts": plan.get("weight_layouts"),
                  "plain_in_place_tflite": plan.get("plain")},
         "optimize": plan.get("optimize"),
         "runtime_code_bytes": (flash.get("split") or {}).get("runtime_code"),

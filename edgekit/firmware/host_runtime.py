@@ -353,10 +353,12 @@ class HostRuntime:
     """One model loaded into the C runtime (ctypes, or a sanitizer-built subprocess with sanitize=True)."""
 
     def __init__(self, model_bytes: bytes, *, sanitize: bool = False, source: str = "<bytes>",
-                 optimize: Optional[str] = None, plan_mve: bool = False) -> None:
+                 optimize: Optional[str] = None, plan_mve: bool = False, flash_layouts: bool = True) -> None:
         """optimize=None runs the .tflite in place with the plain plan (what a device loading the model at run
         time does); "speed" / "balanced" / "ram" prepares the model as the firmware generator does (kernel
-        variants for that mode, overlapped plan, prepared blob) and invokes through the prepared path."""
+        variants for that mode, overlapped plan, prepared blob) and invokes through the prepared path.
+        ``flash_layouts=False`` keeps the weights int8 in the prepared blob (no re-laid-out copies in flash:
+        slower on Cortex-M4, for boards whose flash cannot hold them)."""
         if optimize is not None and optimize not in OPTIMIZE_MODES:
             raise InvalidModelError(f"unknown optimize mode {optimize!r}", fix=f"use one of {', '.join(OPTIMIZE_MODES)}")
         self.source = source
@@ -364,6 +366,7 @@ class HostRuntime:
         self.sanitize = sanitize
         self.optimize = optimize
         self.plan_mve = plan_mve
+        self.flash_layouts = flash_layouts
         check_supported(self.model_bytes, source=source)
         self._backend = _DriverBackend(self) if sanitize else _CtypesBackend(self)
         names = _tensor_names(self.model_bytes)
@@ -483,7 +486,7 @@ class _CtypesBackend:
     def _init(self, state_len: int, arena_len: int) -> int:
         mode = OPTIMIZE_MODES[self.owner.optimize] if self.owner.optimize is not None else 0
         mode |= _FOR_MVE if self.owner.plan_mve else 0
-        mode |= _FOR_EXPORT if self.owner.optimize is not None else 0
+        mode |= _FOR_EXPORT if self.owner.optimize is not None and self.owner.flash_layouts else 0
         return self.lib.ek_init_opt(self.rt, self.model.ctypes.data, len(self.model),
                                     self.state.ctypes.data if state_len else None, state_len,
                                     self.arena.ctypes.data if arena_len else None, arena_len, mode)

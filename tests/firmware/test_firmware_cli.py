@@ -421,3 +421,28 @@ def test_build_and_boot_report_progress(cli, capsys, tmp_path):
     done = {label: sum(n for kind, lbl, n in events if kind == "done" and lbl == label) for label in totals}
     assert totals["building firmware"] >= 10 and done["building firmware"] == totals["building firmware"]
     assert done["memory plan"] == 1 and done["QEMU boot + 1 inference"] == 1 and done["device boot"] == 1
+
+
+def test_weights_stay_int8_when_their_flash_layout_would_not_fit_the_board(mlperf):
+    """Re-laid-out CONV_2D weights (faster on Cortex-M4) grow the prepared blob; on a board whose flash cannot
+    hold model + that blob + the code reserve, the generator keeps them int8 and says why (same outputs)."""
+    from dataclasses import replace
+
+    from edgekit.firmware.boards import load_board
+    from edgekit.firmware.generate import FLASH_CODE_RESERVE, choose_memory_plan, memory_plan
+    from edgekit.tflite_graph import read_graph
+
+    model = (mlperf / KWS).read_bytes()
+    graph = read_graph(model)
+    board = load_board("mps2-an386")
+    roomy = choose_memory_plan(model, graph, "kws", "balanced", board)
+    compact = memory_plan(model, graph, "kws", "balanced", board, flash_layouts=False)
+    assert roomy["weight_layouts"]["flash_layouts"] is True
+    assert compact["prepared_bytes"] < roomy["prepared_bytes"]  # the int16 weight records cost flash
+    limit = len(model) + compact["prepared_bytes"] + FLASH_CODE_RESERVE  # fits only with int8 weights
+    small = replace(board, flash=replace(board.flash, bytes=limit))
+    chosen = choose_memory_plan(model, graph, "kws", "balanced", small)
+    assert chosen["weight_layouts"]["flash_layouts"] is False
+    assert chosen["prepared_bytes"] == compact["prepared_bytes"]
+    assert f"{board.name} has {limit:,} B" in chosen["weight_layouts"]["note"]
+    assert (chosen["arena_bytes"], chosen["state_bytes"]) == (compact["arena_bytes"], compact["state_bytes"])
