@@ -60,12 +60,18 @@ def test_run_all_writes_one_summary_with_every_figure_and_its_source(tmp_path):
 def test_run_all_turns_a_benchmark_json_into_figures():
     from tests.benchmarks.run_all import figures_from_raw
 
-    rows = [{"model": "KWS", "board": "mps2-an386", "file": "kws.tflite", "instructions_per_inference": 7_000_000,
-             "instructions_per_mac": 2.5, "arena_bytes": 20000, "flash_bytes": 90000, "latency_ms_estimated": 60.0,
-             "bit_exact_vs_builtin_ref": True}]
+    rows = [{"model": "KWS", "board": "mps2-an386", "mode": "balanced", "instructions": 3_764_219, "macs": 2_656_768,
+             "bit_exact": True, "ram": {"runtime": 10156, "arena": 9648, "stack_high_water_device": 664},
+             "flash": {"total": 99908, "prepared": 14868, "runtime_code": 22096},
+             "targets": {"ram_ratio": 0.4458, "instr_ratio": 0.4889},
+             "tflm": {"method": "quoted: real TFLM on QEMU mps2-an386"}}]
     figures = {f["name"]: f for f in figures_from_raw("bench_firmware_mlperf", {"rows": rows})}
-    assert figures["KWS on mps2-an386: instructions per inference"]["value"] == 7_000_000
-    assert figures["KWS on mps2-an386: latency ms estimated"]["method"] == "estimated"
+    key = "KWS on mps2-an386 (balanced)"
+    assert figures[f"{key}: instructions per inference"]["value"] == 3_764_219
+    assert figures[f"{key}: RAM (arena + mutable state)"]["value"] == 10156
+    assert figures[f"{key}: bit-exact vs LiteRT BUILTIN_REF"]["value"] is True
+    assert "quoted: real TFLM" in figures[f"{key}: RAM / TFLM arena"]["source"]
+    assert len(figures) == 11 and all(f["method"] in ("measured", "count") and f["source"] for f in figures.values())
 
 
 def test_run_all_turns_the_scale_benchmarks_json_into_figures():

@@ -113,21 +113,35 @@ def figures_from_raw(name: str, data: Dict[str, Any]) -> List[Dict[str, Any]]:
             figures.append({"name": "scaling efficiency 1 -> 2 workers", "value": data["scaling_efficiency"], "unit": "",
                             "method": "measured", "source": "ratio of the measured throughputs"})
         return figures
+    return firmware_figures(data)
+
+
+def firmware_figures(data: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """bench_firmware_mlperf's rows (one per model, board and --optimize mode) as figures: instructions, RAM and
+    flash splits, bit-exactness and the ratios against TFLM's figures (with where those come from)."""
     figures = []
     for r in data.get("rows", []):
-        src = f"QEMU {r.get('board')} + ekcount plugin, edgekit firmware of {r.get('file')}"
-        key = f"{r.get('model')} on {r.get('board')}"
-        for field, unit, method, source in (
-            ("instructions_per_inference", "instr", "measured", src),
-            ("instructions_per_mac", "instr/MAC", "measured", src + ", MACs counted from the model"),
-            ("arena_bytes", "B", "count", "edgekit memory plan"),
-            ("flash_bytes", "B", "count", "linked ELF"),
-            ("latency_ms_estimated", "ms", "estimated", "instructions x board profile CPI / clock"),
-            ("bit_exact_vs_builtin_ref", "", "measured", src + " vs LiteRT BUILTIN_REF"),
-        ):
-            if r.get(field) is not None:
-                figures.append({"name": f"{key}: {field.replace('_', ' ')}", "value": r[field], "unit": unit,
-                                "method": method, "source": source})
+        key = f"{r['model']} on {r['board']} ({r['mode']})"
+        device = f"QEMU {r['board']}, edgekit firmware --optimize {r['mode']}"
+        ram, flash, targets = r.get("ram") or {}, r.get("flash") or {}, r.get("targets") or {}
+        tflm_source = (r.get("tflm") or {}).get("method", "TFLM figure")
+        rows = [
+            ("instructions per inference", r.get("instructions"), "instr", "measured", device + ", ekcount plugin (exact)"),
+            ("instructions per MAC", r["instructions"] / r["macs"] if r.get("instructions") and r.get("macs") else None,
+             "instr/MAC", "measured", device + ", MACs counted from the model"),
+            ("RAM (arena + mutable state)", ram.get("runtime"), "B", "measured", device + ", reported by the device"),
+            ("arena", ram.get("arena"), "B", "count", "edgekit memory plan"),
+            ("stack high-water mark", ram.get("stack_high_water_device"), "B", "measured", device + ", painted stack"),
+            ("flash total", flash.get("total"), "B", "count", "linker map of the built ELF"),
+            ("runtime code", flash.get("runtime_code"), "B", "count", "linker map: runtime core + linked kernels"),
+            ("prepared model data", flash.get("prepared"), "B", "count", "linker map"),
+            ("bit-exact vs LiteRT BUILTIN_REF", r.get("bit_exact"), "", "measured", device + " outputs vs BUILTIN_REF"),
+            ("RAM / TFLM arena", targets.get("ram_ratio"), "x", "measured", f"our RAM vs TFLM's arena ({tflm_source})"),
+            ("instructions / TFLM+CMSIS-NN", targets.get("instr_ratio"), "x", "measured",
+             f"our instructions vs TFLM+CMSIS-NN ({tflm_source})"),
+        ]
+        figures += [{"name": f"{key}: {name}", "value": value, "unit": unit, "method": method, "source": source}
+                    for name, value, unit, method, source in rows if value is not None]
     return figures
 
 
