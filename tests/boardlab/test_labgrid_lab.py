@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import List
 
 import pytest
 
@@ -36,12 +37,35 @@ def lab(tmp_path_factory):
         lab.stop()
 
 
+_CLIENTS: List[subprocess.Popen] = []
+
+
+def _as_foreground_job() -> None:
+    """Ctrl-C must reach the client as in a terminal: a suite started as a background job (`pytest &`) runs with
+    SIGINT ignored, and a child would inherit that and ignore the test's SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def edgekit_run(lab, place: str, out: Path, *extra: str) -> subprocess.Popen:
     """`edgekit run` as its own process (a lab client like any other)."""
     cmd = [sys.executable, "-m", "edgekit.cli", "run", str(AD_INT8), "--device", f"labgrid:{place}",
            "--coordinator", lab.address, "-o", str(out), "--input-limit", "4", *extra]
     log = open(out.with_suffix(".log"), "wb")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ),
+                            preexec_fn=_as_foreground_job)
+    _CLIENTS.append(proc)
+    return proc
+
+
+@pytest.fixture(autouse=True)
+def no_client_outlives_its_test():
+    """A failed test must not leave a client holding a place for the next ones."""
+    yield
+    while _CLIENTS:
+        proc = _CLIENTS.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
 
 
 def finish(proc: subprocess.Popen, out: Path, timeout_s: float = 300) -> str:
