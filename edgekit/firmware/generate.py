@@ -166,8 +166,11 @@ def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT
     plan["streamed_groups"] = [dict(g, ops=rt.op_names[g["first_op"]:g["last_op"] + 1],
                                     windows=[dict(w, name=names(w["tensor"])) for w in g["windows"]])
                                for g in prepared["streamed_groups"]]
-    plan["plain"] = {"arena_bytes": rt.plan["arena_bytes"], "state_bytes_host": rt.plan["state_bytes"],
-                     "persistent_bytes": rt.plan["persistent_bytes"]}
+    # the in-place .tflite path as a device loading the model at run time plans it (an export init may keep
+    # re-laid-out weights in its state, which the prepared blob takes to flash: not that path's RAM)
+    in_place = HostRuntime(model, source=source).plan if flash_layouts else rt.plan
+    plan["plain"] = {"arena_bytes": in_place["arena_bytes"], "state_bytes_host": in_place["state_bytes"],
+                     "persistent_bytes": in_place["persistent_bytes"]}
     plan["weight_layouts"] = {"flash_layouts": flash_layouts,
                               "note": "kernels may keep re-laid-out weights in the prepared blob (e.g. CONV_2D's "
                                       "expanded int16 records on Cortex-M4)" if flash_layouts else
