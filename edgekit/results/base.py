@@ -15,8 +15,12 @@ class Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
     def to_dict(self) -> JsonObject:
-        """Plain JSON-able data (numbers, strings, lists, dicts), with optional fields left unset omitted."""
+        """Plain JSON-able data (numbers, strings, lists, dicts): every field, defaults included."""
         return self.model_dump(mode="json", exclude_unset=False, by_alias=True)
+
+    def present(self) -> Dict[str, Any]:
+        """Only the fields that were given (a runner fills the figures its device reports)."""
+        return self.model_dump(mode="json", exclude_unset=True)
 
 
 class Result(Section):

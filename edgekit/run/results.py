@@ -67,9 +67,6 @@ class RunMemory(Section):
     ram_bytes: Optional[int] = None
     ram_method: Optional[str] = None
 
-    def present(self) -> Dict[str, Json]:
-        return self.model_dump(mode="json", exclude_unset=True)
-
 
 class InstructionCount(Section):
     median: int
@@ -134,9 +131,6 @@ class RunWork(Section):
     cycles_per_inference: Optional[int] = None
     latency_method: Optional[str] = None
     outputs_bit_exact: Optional[BitExactness] = None
-
-    def present(self) -> Dict[str, Json]:
-        return self.model_dump(mode="json", exclude_unset=True)
 
 
 class Fault(Section):
