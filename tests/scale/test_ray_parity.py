@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 
 import numpy as np
@@ -22,22 +21,14 @@ from edgekit.scale.ray_parity import RaySettings, check_reachable, ray_parity
 from edgekit.scale.sources import list_source
 from tests.conftest import MLPERF
 
-ray = pytest.importorskip("ray", reason="ray is pinned in requirements.lock (make install)")
-pytestmark = pytest.mark.slow  # one local Ray (2 CPUs) for the module: ~1 min on an idle 2-core machine
+pytest.importorskip("ray", reason="ray is pinned in requirements.lock (make install)")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_ray")]  # one local Ray (2 CPUs) for the module: ~1 min
 
 KWS_FLOAT = MLPERF / "kws_ref_model_float32.tflite"
 KWS_INT8 = MLPERF / "kws_ref_model_int8.tflite"
 IC_FLOAT = MLPERF / "ic_resnet8_float32.tflite"
 IC_INT8 = MLPERF / "ic_resnet8_int8.tflite"
 TOL = Tolerance(min_cosine=0.9, min_top1=0.5)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")

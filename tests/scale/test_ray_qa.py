@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 
 import numpy as np
@@ -16,18 +15,10 @@ import pytest
 from edgekit.scale.ray_parity import RaySettings
 from tests.conftest import DIGITS
 
-ray = pytest.importorskip("ray", reason="ray is pinned in requirements.lock (make install)")
-pytestmark = pytest.mark.slow  # one local Ray (2 CPUs) for the module
+pytest.importorskip("ray", reason="ray is pinned in requirements.lock (make install)")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_ray")]  # one local Ray (2 CPUs) for the module
 
 REL = 1e-9
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
