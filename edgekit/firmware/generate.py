@@ -142,10 +142,11 @@ def plans_for_mve(board) -> bool:
 
 
 def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT_OPTIMIZE,
-                board=None, flash_layouts: bool = True) -> Dict[str, Any]:
+                board=None, flash_layouts: bool = True, plain: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The runtime's own plan (same planner code as on the device), prepared for ``optimize``: the overlapped plan,
     the prepared blob (pointer-free; flash), and the plain in-place .tflite plan it replaces, with tensor names.
-    ``flash_layouts=False``: weights stay int8 in the blob (no re-laid-out copies; see choose_memory_plan)."""
+    ``flash_layouts=False``: weights stay int8 in the blob (no re-laid-out copies; see choose_memory_plan).
+    ``plain``: another plan's ``plain`` figures of the same model (the in-place path does not depend on the mode)."""
     from edgekit.firmware.host_runtime import HostRuntime
 
     rt = HostRuntime(model, source=source, optimize=optimize, plan_mve=plans_for_mve(board),
@@ -168,9 +169,11 @@ def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT
                                for g in prepared["streamed_groups"]]
     # the in-place .tflite path as a device loading the model at run time plans it (an export init may keep
     # re-laid-out weights in its state, which the prepared blob takes to flash: not that path's RAM)
-    in_place = HostRuntime(model, source=source).plan if flash_layouts else rt.plan
-    plan["plain"] = {"arena_bytes": in_place["arena_bytes"], "state_bytes_host": in_place["state_bytes"],
-                     "persistent_bytes": in_place["persistent_bytes"]}
+    if plain is None:
+        in_place = HostRuntime(model, source=source).plan if flash_layouts else rt.plan
+        plain = {"arena_bytes": in_place["arena_bytes"], "state_bytes_host": in_place["state_bytes"],
+                 "persistent_bytes": in_place["persistent_bytes"]}
+    plan["plain"] = dict(plain)
     plan["weight_layouts"] = {"flash_layouts": flash_layouts,
                               "note": "kernels may keep re-laid-out weights in the prepared blob (e.g. CONV_2D's "
                                       "expanded int16 records on Cortex-M4)" if flash_layouts else
@@ -625,7 +628,7 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
     # the model alone against the flash (the prepared data and the code are measured at link time)
     if plan["arena_bytes"] + plan["state_bytes"] + board.stack_bytes > board.ram.bytes:
         modes = {m: {k: p[k] for k in ("arena_bytes", "state_bytes")} for m, p in
-                 ((m, memory_plan(data, graph, source, m, board)) for m in OPTIMIZE_MODES)}
+                 ((m, memory_plan(data, graph, source, m, board, plain=plan["plain"])) for m in OPTIMIZE_MODES)}
         plain = {"arena_bytes": plan["plain"]["arena_bytes"], "state_bytes": plan["plain"]["state_bytes_host"]}
         early_fit_check(len(data), plan["arena_bytes"], plan["state_bytes"], board, modes, plain)
     early_fit_check(len(data), plan["arena_bytes"], plan["state_bytes"], board)
