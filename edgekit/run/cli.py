@@ -301,12 +301,12 @@ def summary_lines(report: RunReport) -> List[str]:
     thermal = report.thermal
     if thermal.sustained:
         v = thermal.verdict
-        if v["throttling_detected"]:
-            lines.append(f"thermal: throttling detected at {v['onset_s']:.1f} s ({v['first_signal']}); "
-                         f"sustained/peak throughput {v['sustained_to_peak']:.2f}")
+        if v.throttling_detected:
+            lines.append(f"thermal: throttling detected at {v.onset_s:.1f} s ({v.first_signal}); "
+                         f"sustained/peak throughput {v.sustained_to_peak:.2f}")
         else:
-            lines.append(f"thermal: {'no throttling detected' if v['throttling_detected'] is False else 'undetermined'}"
-                         + (f"; sustained/peak throughput {v['sustained_to_peak']:.2f}" if v["sustained_to_peak"] else ""))
+            lines.append(f"thermal: {'no throttling detected' if v.throttling_detected is False else 'undetermined'}"
+                         + (f"; sustained/peak throughput {v.sustained_to_peak:.2f}" if v.sustained_to_peak else ""))
     return lines
 
 

@@ -55,22 +55,21 @@ def cmd_run_harness(args) -> int:
                           count_instructions=args.count_instructions, progress=lambda: bar(1))
     s = run.summary
     if run.mode == "performance":
-        say(f"median throughput {s['median_throughput_inf_per_s']:.3f} inf./sec. over {s['inputs']} inputs, latency "
-              f"{s['latency_ms']:.3f} ms (measured from the device's m-lap-us: "
-              f"{run.firmware.get('app', {}).get('timer_source')})")
-        if s.get("instructions_per_inference"):
-            say(f"instructions per inference: {s['instructions_per_inference']['median']:,} (exact, QEMU plugin)")
-        if not s["mlperf_runtime_met"]:
-            say(f"note: runs shorter than 10 s (--min-runtime {s['min_runtime_s']:g}): not a valid MLPerf Tiny result")
+        say(f"median throughput {s.median_throughput_inf_per_s:.3f} inf./sec. over {s.inputs} inputs, latency "
+              f"{s.latency_ms:.3f} ms (measured from the device's m-lap-us: {run.app.timer_source})")
+        if s.instructions_per_inference:
+            say(f"instructions per inference: {s.instructions_per_inference.median:,} (exact, QEMU plugin)")
+        if not s.mlperf_runtime_met:
+            say(f"note: runs shorter than 10 s (--min-runtime {s.min_runtime_s:g}): not a valid MLPerf Tiny result")
     else:
-        if "top1" in s:
-            say(f"top-1 {100 * s['top1']:.1f}% over {s['files']} files" + (f", AUC {s['auc']:.3f}" if s.get("auc") is not None else ""))
+        if s.top1 is not None:
+            say(f"top-1 {100 * s.top1:.1f}% over {s.files} files" + (f", AUC {s.auc:.3f}" if s.auc is not None else ""))
         else:
-            say(f"AUC {s['auc']:.3f} over {s['files']} files ({s['windows']} windows)" if s.get("auc") is not None
-                  else f"AUC undefined: the labels of {s['files']} files hold one class")
+            say(f"AUC {s.auc:.3f} over {s.files} files ({s.windows} windows)" if s.auc is not None
+                  else f"AUC undefined: the labels of {s.files} files hold one class")
         be = run.bit_exact
-        if be.get("value") is not None:
-            say(f"device outputs vs LiteRT BUILTIN_REF: {'bit-exact' if be['value'] else 'DIFFER'} "
-                  f"({be['differing_elements']} of {be['total_elements']} elements differ)")
+        if be is not None and be.value is not None:
+            say(f"device outputs vs LiteRT BUILTIN_REF: {'bit-exact' if be.value else 'DIFFER'} "
+                  f"({be.differing_elements} of {be.total_elements} elements differ)")
     say(f"wrote {args.outdir}/results.txt, run.json, log.txt")
     return 0

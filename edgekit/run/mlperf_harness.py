@@ -22,12 +22,16 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from edgekit.errors import DeviceError, UserError
 from edgekit.firmware.mlperf import HARNESS, TASKS, Task
+from edgekit.firmware.results import FirmwareInfo, TensorInfo
+from edgekit.run.mlperf_results import (HarnessApp, HarnessFile, HarnessFirmware, HarnessSummary, HarnessWindow,
+                                        MlperfRun, Timestamps)
+from edgekit.run.results import BitExactness, InstructionCount, updated
 from edgekit import schemas
 
 log = logging.getLogger(__name__)
@@ -211,12 +215,13 @@ class HarnessRun:
     mode: str
     task: Task
     device: str
-    firmware: Dict[str, Any]
+    app: HarnessApp                                                # firmware.json app
+    firmware: HarnessFirmware = field(default_factory=HarnessFirmware)
     dut: Dict[str, str] = field(default_factory=dict)
-    windows: List[Dict[str, Any]] = field(default_factory=list)    # performance: one per input
-    files: List[Dict[str, Any]] = field(default_factory=list)      # accuracy: one per dataset file
-    summary: Dict[str, Any] = field(default_factory=dict)
-    bit_exact: Dict[str, Any] = field(default_factory=dict)
+    windows: List[HarnessWindow] = field(default_factory=list)    # performance: one per input
+    files: List[HarnessFile] = field(default_factory=list)        # accuracy: one per dataset file
+    summary: HarnessSummary = field(default_factory=HarnessSummary)
+    bit_exact: Optional[BitExactness] = None
     transcript: Transcript = field(default_factory=Transcript)
 
 
@@ -254,20 +259,22 @@ def run_performance(link: HarnessLink, run: HarnessRun, inputs: List[tuple], *, 
             if outcome.elapsed_us / 1e6 >= min_runtime_s:
                 break
             per_inference_s = max(outcome.elapsed_us, 1) / 1e6 / iterations
-        run.windows.append({"input": name, "iterations": iterations, "warmups": 1, "elapsed_us": outcome.elapsed_us,
-                            "runtime_s": outcome.elapsed_us / 1e6, "throughput_inf_per_s": outcome.throughput,
-                            "latency_ms": outcome.elapsed_us / 1e3 / iterations, "results": outcome.results,
-                            "meets_mlperf_runtime": outcome.elapsed_us / 1e6 >= MLPERF_MIN_RUNTIME_S})
+        run.windows.append(HarnessWindow(
+            input=name, iterations=iterations, warmups=1, elapsed_us=outcome.elapsed_us,
+            runtime_s=outcome.elapsed_us / 1e6, throughput_inf_per_s=outcome.throughput,
+            latency_ms=outcome.elapsed_us / 1e3 / iterations, results=outcome.results,
+            meets_mlperf_runtime=outcome.elapsed_us / 1e6 >= MLPERF_MIN_RUNTIME_S))
         if progress:
             progress()
-    throughputs = [w["throughput_inf_per_s"] for w in run.windows]
+    throughputs = [w.throughput_inf_per_s for w in run.windows]
     median = float(np.median(throughputs))
-    run.summary = {"median_throughput_inf_per_s": median, "latency_ms": 1e3 / median if median > 0 else None,
-                   "latency_ms_per_input": [w["latency_ms"] for w in run.windows],
-                   "inputs": len(run.windows), "min_runtime_s": min_runtime_s,
-                   "mlperf_runtime_met": all(w["meets_mlperf_runtime"] for w in run.windows),
-                   "method": "measured: the device's m-lap-us timestamps around N back-to-back inferences, median "
-                             "throughput over 5 inputs (MLPerf Tiny performance mode)"}
+    run.summary = HarnessSummary(
+        median_throughput_inf_per_s=median, latency_ms=1e3 / median if median > 0 else None,
+        latency_ms_per_input=[w.latency_ms for w in run.windows],
+        inputs=len(run.windows), min_runtime_s=min_runtime_s,
+        mlperf_runtime_met=all(w.meets_mlperf_runtime for w in run.windows),
+        method="measured: the device's m-lap-us timestamps around N back-to-back inferences, median "
+               "throughput over 5 inputs (MLPerf Tiny performance mode)")
 
 
 def run_accuracy(link: HarnessLink, run: HarnessRun, dataset, model: Optional[bytes], in_q, out_q,
@@ -287,24 +294,26 @@ def run_accuracy(link: HarnessLink, run: HarnessRun, dataset, model: Optional[by
             samples.append([device_input(task, raw, *in_q)])
             outputs.append([raw_out.copy()])
         mean = np.mean(np.asarray(scores, dtype=np.float64), axis=0)
-        run.files.append({"file": entry.file, "label": entry.label, "windows": len(scores),
-                          "score": mean.tolist(), "predicted": None if task.name == "ad" else int(np.argmax(mean))})
+        run.files.append(HarnessFile(file=entry.file, label=entry.label, windows=len(scores), score=mean.tolist(),
+                                     predicted=None if task.name == "ad" else int(np.argmax(mean))))
         if progress:
             progress()
-    labels = np.array([f["label"] for f in run.files])
+    labels = np.array([f.label for f in run.files])
     if task.name == "ad":
-        value = auc([f["score"][0] for f in run.files], labels == 1)
-        run.summary = {"auc": value, "files": len(run.files), "windows": len(samples),
-                       "method": "AUC of the mean reconstruction error per file (device m-results) vs y_labels.csv"}
+        value = auc([f.score[0] for f in run.files], labels == 1)
+        run.summary = HarnessSummary(
+            auc=value, files=len(run.files), windows=len(samples),
+            method="AUC of the mean reconstruction error per file (device m-results) vs y_labels.csv")
     else:
-        scores = np.array([f["score"] for f in run.files])
+        scores = np.array([f.score for f in run.files])
         top1 = float(np.mean(np.argmax(scores, axis=1) == labels))
-        run.summary = {"top1": top1, "auc": classification_auc(scores, labels), "files": len(run.files),
-                       "method": "top-1 of the device m-results per file vs y_labels.csv; AUC one-vs-rest, mean"}
+        run.summary = HarnessSummary(
+            top1=top1, auc=classification_auc(scores, labels), files=len(run.files),
+            method="top-1 of the device m-results per file vs y_labels.csv; AUC one-vs-rest, mean")
     if model is not None:
         shapes = _model_input_shape(model)
         samples = [[s[0].reshape(shapes)] for s in samples]
-    run.bit_exact = bit_exactness(model, samples, outputs).model_dump(mode="json", exclude_unset=True)
+    run.bit_exact = bit_exactness(model, samples, outputs)
 
 
 def _model_input_shape(model: bytes) -> List[int]:
@@ -327,44 +336,42 @@ def results_text(run: HarnessRun) -> str:
     if run.mode == "performance":
         for i, w in enumerate(run.windows, 1):
             add(f"Performance results for window {i}:")
-            add(f"  # Inferences : {w['iterations']:>12}")
-            add(f"  Runtime      : {w['runtime_s']:>12.3f} sec.")
-            add(f"  Throughput   : {w['throughput_inf_per_s']:>12.3f} inf./sec.")
-            add("Runtime requirements have been met." if w["meets_mlperf_runtime"] else
+            add(f"  # Inferences : {w.iterations:>12}")
+            add(f"  Runtime      : {w.runtime_s:>12.3f} sec.")
+            add(f"  Throughput   : {w.throughput_inf_per_s:>12.3f} inf./sec.")
+            add("Runtime requirements have been met." if w.meets_mlperf_runtime else
                 f"Runtime requirements have NOT been met (below {MLPERF_MIN_RUNTIME_S:g} s; --min-runtime "
-                f"{run.summary['min_runtime_s']:g}).")
+                f"{run.summary.min_runtime_s:g}).")
         add("---------------------------------------------------------")
-        add(f"Median throughput is {run.summary['median_throughput_inf_per_s']:.3f} inf./sec.")
+        add(f"Median throughput is {run.summary.median_throughput_inf_per_s:.3f} inf./sec.")
         add("---------------------------------------------------------")
         add("Cannot compute accuracy metrics in single-run mode.")
     else:
         if run.task.name != "ad":
-            add(f"Top-1: {100.0 * run.summary['top1']:.1f}%")
-        if run.summary.get("auc") is not None:
-            add(f"AUC: {run.summary['auc']:.2f}")
+            add(f"Top-1: {100.0 * run.summary.top1:.1f}%")
+        if run.summary.auc is not None:
+            add(f"AUC: {run.summary.auc:.2f}")
         else:
             add("AUC: n/a (the labels hold one class only)")
-    source = run.firmware.get("app", {}).get("timer_source", "the board's timer")
+    source = run.app.timer_source or "the board's timer"
     add(f"timestamps: {source}", who="edgekit")
-    if run.mode == "accuracy" and run.summary.get("labels_note"):
-        add(run.summary["labels_note"], who="edgekit")
+    if run.mode == "accuracy" and run.summary.labels_note:
+        add(run.summary.labels_note, who="edgekit")
     return "\n".join(lines) + "\n"
 
 
-def run_json(run: HarnessRun) -> Dict[str, Any]:
-    app = run.firmware.get("app", {})
-    return {
-        "edgekit_run": 1, "harness": HARNESS, "mode": run.mode, "task": run.task.name, "model_id": run.task.model_id,
-        "device": run.device, "dut": run.dut, "firmware": {k: run.firmware.get(k) for k in ("model", "board", "arena_bytes",
-                                                                                              "flash_bytes", "ram_bytes")},
-        "harness_firmware": app,
-        "timestamps": {"source": app.get("timer_source"),
-                       "method": "measured" + (" in emulated time" if "emulated" in str(app.get("timer_source")) else ""),
-                       "note": "QEMU runs the guest as fast as the host allows: emulated-time figures are not the "
-                               "board's real speed" if "emulated" in str(app.get("timer_source")) else None},
-        "summary": run.summary, "windows": run.windows, "files": run.files,
-        "outputs_bit_exact": run.bit_exact or None, "transcript": "log.txt",
-    }
+def run_json(run: HarnessRun) -> MlperfRun:
+    """run.json of the run (schema mlperf-run)."""
+    emulated = "emulated" in str(run.app.timer_source)
+    return MlperfRun(
+        edgekit_run=1, harness=HARNESS, mode=run.mode, task=run.task.name, model_id=run.task.model_id,
+        device=run.device, dut=run.dut, firmware=run.firmware, harness_firmware=run.app,
+        timestamps=Timestamps(source=run.app.timer_source, method="measured" + (" in emulated time" if emulated else ""),
+                              note="QEMU runs the guest as fast as the host allows: emulated-time figures are not the "
+                                   "board's real speed" if emulated else None),
+        summary=run.summary, windows=run.windows, files=run.files,
+        outputs_bit_exact=run.bit_exact, transcript="log.txt",
+    )
 
 
 def write_outputs(outdir: Path, run: HarnessRun) -> None:
@@ -373,7 +380,7 @@ def write_outputs(outdir: Path, run: HarnessRun) -> None:
 
     with atomic_output_dir(outdir) as stage:
         (stage / "results.txt").write_text(results_text(run))
-        (stage / "run.json").write_text(schemas.dumps("mlperf-run", json_safe(run_json(run))))
+        (stage / "run.json").write_text(schemas.dumps("mlperf-run", json_safe(run_json(run).to_dict())))
         (stage / "log.txt").write_text(run.transcript.text())
 
 
@@ -401,20 +408,20 @@ def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset
                         fix="write one from your inputs with `edgekit mlperf-dataset`")
     firmware = resolve_firmware(Path(artifact), target if kind == "qemu" else "mps2-an386")
     try:
-        info = firmware.info.to_dict() if firmware.info else {}  # the mlperf-run JSON records parts of it as written
-        app = info.get("app") or {}
-        if app.get("harness") != HARNESS:
+        info = firmware.info
+        app = HarnessApp.model_validate((info.to_dict().get("app") if info else None) or {})
+        if app.harness != HARNESS:
             raise UserError(f"{artifact} is not MLPerf Tiny harness firmware (its firmware.json has no app.harness)",
                             fix="build it with `edgekit firmware MODEL --harness mlperf-tiny --task TASK --build`")
-        if app.get("mode") == "energy":
+        if app.mode == "energy":
             raise UserError(f"{artifact} is energy-mode firmware: its timestamps are GPIO pulses for the EEMBC "
                             "interface board, which edgekit cannot read", fix="build --harness-mode performance")
-        task = TASKS[app["task"]]
-        dataset = read_dataset(dataset_dir, task, input_bytes=app["input_bytes"]) if dataset_dir else None
-        built_for = firmware.info.board.board if firmware.info else None
+        task = TASKS[app.task]
+        dataset = read_dataset(dataset_dir, task, input_bytes=app.input_bytes) if dataset_dir else None
+        built_for = info.board.board if info else None
         if kind == "qemu" and built_for and built_for != target:
             raise UserError(f"the firmware was built for {built_for}, not {target}", fix=f"use --device qemu:{built_for}")
-        run = HarnessRun(mode, task, device, info)
+        run = HarnessRun(mode, task, device, app, firmware_facts(info) if info else HarnessFirmware())
         connection = _connect(kind, target, firmware, app, count_instructions=count_instructions)
         with connection as transport:
             link = HarnessLink(transport, run.transcript, timeout_s=timeout_s, pipelined=kind == "qemu")
@@ -423,31 +430,39 @@ def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset
             if run.dut["model"] != task.model_id:
                 raise DeviceError(f"the device reports model {run.dut['model']}, the firmware.json {task.model_id}")
             if mode == "performance":
-                inputs = _performance_inputs(task, dataset, app["input_bytes"])
+                inputs = _performance_inputs(task, dataset, app.input_bytes)
                 run_performance(link, run, inputs, min_runtime_s=min_runtime_s, progress=progress)
             else:
-                in_q = _quantization(info, "inputs")
-                run_accuracy(link, run, dataset, firmware.model, in_q, _quantization(info, "outputs"),
+                in_q = _quantization(info.model.inputs)
+                run_accuracy(link, run, dataset, firmware.model, in_q, _quantization(info.model.outputs),
                              progress=progress)
                 if (dataset.folder / "dataset.json").is_file():
-                    run.summary["labels_note"] = json.loads((dataset.folder / "dataset.json").read_text()).get("labels")
+                    note = json.loads((dataset.folder / "dataset.json").read_text()).get("labels")
+                    run.summary = updated(run.summary, labels_note=note)
             if count_instructions:
-                run.summary["instructions_per_inference"] = connection.instructions()
+                run.summary = updated(run.summary, instructions_per_inference=connection.instructions())
         write_outputs(outdir, run)
         return run
     finally:
         firmware.close()
 
 
-def _quantization(info: Dict[str, Any], which: str) -> tuple:
-    t = info["model"][which][0]
-    return (t["scale"] or 1.0, t["zero_point"] or 0)
+def firmware_facts(info: FirmwareInfo) -> HarnessFirmware:
+    """What run.json repeats from firmware.json."""
+    return HarnessFirmware(model=info.model, board=info.board, arena_bytes=info.arena_bytes,
+                           flash_bytes=info.flash_bytes, ram_bytes=info.ram_bytes)
+
+
+def _quantization(tensors: Optional[List[TensorInfo]]) -> Tuple[float, int]:
+    """(scale, zero point) of the first tensor as firmware.json records it."""
+    facts = (tensors[0].model_extra or {}) if tensors else {}
+    return (facts.get("scale") or 1.0, facts.get("zero_point") or 0)
 
 
 class _connect:
     """The transport to the device: QEMU (booted here, killed on exit) or a serial port."""
 
-    def __init__(self, kind: str, target: str, firmware, app: Dict[str, Any], *, count_instructions: bool = False) -> None:
+    def __init__(self, kind: str, target: str, firmware, app: HarnessApp, *, count_instructions: bool = False) -> None:
         self.kind, self.target, self.firmware, self.app = kind, target, firmware, app
         self.qemu = None
         self.transport = None
@@ -473,19 +488,19 @@ class _connect:
         else:
             from edgekit.firmware.transport import SerialTransport
 
-            self.transport = SerialTransport(self.target, int(self.app.get("uart_baud", 115200)))
+            self.transport = SerialTransport(self.target, int(self.app.uart_baud or 115200))
         return self.transport
 
-    def instructions(self) -> Dict[str, Any]:
+    def instructions(self) -> InstructionCount:
         """Exact instructions per inference counted by the QEMU plugin between ek_marker_infer_begin/end."""
         from edgekit.firmware.plugin import parse_counts
 
         counts = [c.instructions for c in parse_counts(self.counts_dir / "counts.txt").inferences]
         if not counts:
             raise DeviceError("the instruction-count plugin recorded no inference")
-        return {"median": int(np.median(counts)), "min": min(counts), "max": max(counts), "inferences": len(counts),
-                "method": "measured: exact instruction count (edgekit's QEMU TCG plugin) between "
-                          "ek_marker_infer_begin/end, i.e. ek_invoke only; the plugin slows emulated time ~1.5x"}
+        return InstructionCount(median=int(np.median(counts)), min=min(counts), max=max(counts), inferences=len(counts),
+                                method="measured: exact instruction count (edgekit's QEMU TCG plugin) between "
+                                       "ek_marker_infer_begin/end, i.e. ek_invoke only; the plugin slows emulated time ~1.5x")
 
     def __exit__(self, *exc) -> None:
         if self.qemu is not None:

@@ -51,8 +51,7 @@ def thermal_section(result: RunResult, request: RunRequest, wall_s: Optional[flo
     if request.sustain_s <= 0:
         return Thermal(sustained=False, sensors_available=available, readings=readings,
                        note="single run; use --sustain SECONDS for the window series and the throttling verdict")
-    windows = window_series(result.timestamps_s, result.latencies_ms, request.window_s, wall_s)
-    attach_sensors(windows, readings)
+    windows = attach_sensors(window_series(result.timestamps_s, result.latencies_ms, request.window_s, wall_s), readings)
     throttle_c = (result.device.profile.get("thermal") or {}).get("throttle_c")
     verdict = thermal_verdict(windows, readings, available, criteria=criteria, throttle_c=throttle_c)
     return Thermal(sustained=True, window_s=request.window_s, windows=windows, readings=readings, verdict=verdict)
@@ -114,7 +113,7 @@ def build_run_report(result: RunResult, request: RunRequest, *, inputs_descripti
         throughput_ips=throughput(len(result.latencies_ms), wall_s),
         memory=result.memory,
         energy_uj_per_inference=final_energy(result, request, wall_s),
-        thermal=json_safe(thermal_section(result, request, wall_s, criteria).model_dump(exclude_unset=True)),
+        thermal=thermal_section(result, request, wall_s, criteria),
         work=result.work,
         outputs=outputs_summary(result),
         outputs_file="outputs.npz" if result.outputs else None,
@@ -212,26 +211,30 @@ def coreml_lines(coreml: Dict[str, Json]) -> List[str]:
     return lines
 
 
+def cell(value: Optional[float]) -> str:
+    return fmt(value) if value is not None else "–"
+
+
 def _thermal_lines(thermal: Thermal) -> List[str]:
     sensors = ", ".join(thermal.sensors_available or []) or "none on this device"
     if not thermal.sustained:
         return [f"Sensors: {sensors}. {thermal.note}."]
     v = thermal.verdict
-    state = {True: "**throttling detected**", False: "no throttling detected", None: "undetermined"}[v["throttling_detected"]]
-    lines = [f"Verdict: {state}" + (f", onset at {v['onset_s']:.1f} s (first shown by {v['first_signal']})" if v["onset_s"] is not None else ""),
+    state = {True: "**throttling detected**", False: "no throttling detected", None: "undetermined"}[v.throttling_detected]
+    lines = [f"Verdict: {state}" + (f", onset at {v.onset_s:.1f} s (first shown by {v.first_signal})" if v.onset_s is not None else ""),
              "",
-             f"- Sustained-to-peak throughput: {fmt(v['sustained_to_peak']) if v['sustained_to_peak'] is not None else '–'} "
-             f"(peak {fmt(v['peak_throughput_ips'])} /s, sustained {fmt(v['sustained_throughput_ips'])} /s)",
-             "- Signals: " + (", ".join(f"{k} at {s['onset_s']:.1f} s" for k, s in v["signals"].items()) or "none"),
+             f"- Sustained-to-peak throughput: {fmt(v.sustained_to_peak) if v.sustained_to_peak is not None else '–'} "
+             f"(peak {fmt(v.peak_throughput_ips)} /s, sustained {fmt(v.sustained_throughput_ips)} /s)",
+             "- Signals: " + (", ".join(f"{k} at {s.onset_s:.1f} s" for k, s in v.signals.items()) or "none"),
              f"- Sensors: {sensors}",
-             f"- Latency test: {v['criteria']['rule']}"
-             + ("" if v["latency_test"].get("usable") else f" — not usable: {v['latency_test']['reason']}"),
+             f"- Latency test: {v.criteria.rule}"
+             + ("" if v.latency_test.usable else f" — not usable: {v.latency_test.reason}"),
              "", "| window start (s) | count | p50 ms | p90 ms | p99 ms | mean ms | throughput /s | max temp °C |",
              "|---|---|---|---|---|---|---|---|"]
     for w in thermal.windows or []:
-        temp = max(w["temperature_c"].values()) if w.get("temperature_c") else None
-        lines.append(f"| {w['start_s']:.1f} | {w['count']} | {fmt(w.get('p50_ms', '–'))} | {fmt(w.get('p90_ms', '–'))} | "
-                     f"{fmt(w.get('p99_ms', '–'))} | {fmt(w.get('mean_ms', '–'))} | {fmt(w['throughput_ips'])} | {fmt(temp) if temp else '–'} |")
+        temp = max(w.temperature_c.values()) if w.temperature_c else None
+        lines.append(f"| {w.start_s:.1f} | {w.count} | {cell(w.p50_ms)} | {cell(w.p90_ms)} | "
+                     f"{cell(w.p99_ms)} | {cell(w.mean_ms)} | {fmt(w.throughput_ips)} | {fmt(temp) if temp else '–'} |")
     return lines
 
 
@@ -267,11 +270,11 @@ def write_plots(folder: Path, result: RunResult, report: RunReport) -> List[str]
     ax.plot(t[::step], lat[::step], ".", markersize=1.5, color="#999999", label="iterations")
     thermal = report.thermal
     if thermal.sustained and thermal.windows:
-        windows = [w for w in thermal.windows if w.get("count")]
-        mids = [w["start_s"] + w["length_s"] / 2 for w in windows]
+        windows = [w for w in thermal.windows if w.count]
+        mids = [w.start_s + w.length_s / 2 for w in windows]
         for key, color in (("p50_ms", "#228833"), ("p90_ms", "#ccbb44"), ("p99_ms", "#ee6677"), ("mean_ms", "#4477aa")):
-            ax.plot(mids, [w[key] for w in windows], "-o", markersize=3, color=color, label=f"window {key[:-3]}")
-        onset = (thermal.verdict or {}).get("onset_s")
+            ax.plot(mids, [getattr(w, key) for w in windows], "-o", markersize=3, color=color, label=f"window {key[:-3]}")
+        onset = thermal.verdict.onset_s if thermal.verdict else None
         if onset is not None:
             ax.axvline(onset, color="red", linestyle="--", label=f"throttling onset {onset:.1f} s")
     ax.set_yscale("log")

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Dict, List, Literal, Mapping, Optional, TypeVa
 from pydantic import ConfigDict
 
 from edgekit.results import Figure, Result, Section
+from edgekit.run.thermal_results import Thermal
 
 S = TypeVar("S", bound=Section)
 Json = Union[None, bool, int, float, str, List[Any], Dict[str, Any]]  # one JSON value (reports written as they come)
@@ -185,18 +186,6 @@ class LatencySummary(Section):
     min: Optional[float] = None
     mean: Optional[float] = None
     std: Optional[float] = None
-
-
-class Thermal(Section):
-    """Single run: the sensors seen; sustained run: the window series and the throttling verdict."""
-
-    sustained: bool
-    sensors_available: Optional[List[str]] = None
-    readings: List[Dict[str, Json]] = []
-    note: Optional[str] = None
-    window_s: Optional[float] = None
-    windows: Optional[List[Dict[str, Json]]] = None   # edgekit.run.thermal.window_series
-    verdict: Optional[Dict[str, Json]] = None         # edgekit.run.thermal.thermal_verdict
 
 
 class OutputTensor(Section):

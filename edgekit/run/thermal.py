@@ -16,10 +16,13 @@ for ``consecutive`` samples, a thermal zone at or above the profile's ``thermal.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+
+from edgekit.run.thermal_results import (AndroidTemperature, AndroidThermal, CriteriaRecord, LatencyTest, Reading,
+                                         SensorSample, Signal, ThermalVerdict, ThrottledFlags, Window)
 
 # --- parsers of tool output -----------------------------------------------------------------------
 THROTTLED_BITS = {
@@ -36,17 +39,14 @@ ANDROID_TEMPERATURE_TYPES = {
 }
 
 
-def parse_vcgencmd_throttled(text: str) -> Optional[Dict[str, Any]]:
-    """``throttled=0x50005`` -> {"raw": 0x50005, "under_voltage": True, ...}; None if not that format."""
+def parse_vcgencmd_throttled(text: str) -> Optional[ThrottledFlags]:
+    """``throttled=0x50005`` -> ThrottledFlags(raw=0x50005, under_voltage=True, ...); None if not that format."""
     match = re.search(r"throttled=(0x[0-9a-fA-F]+|\d+)", text or "")
     if not match:
         return None
     raw = int(match.group(1), 0)
-    flags: Dict[str, Any] = {"raw": raw}
-    for bit, name in THROTTLED_BITS.items():
-        flags[name] = bool(raw >> bit & 1)
-    flags["thermal_throttling_now"] = any(raw >> bit & 1 for bit in THERMAL_LIVE_BITS)
-    return flags
+    bits = {name: bool(raw >> bit & 1) for bit, name in THROTTLED_BITS.items()}
+    return ThrottledFlags(raw=raw, **bits, thermal_throttling_now=any(raw >> bit & 1 for bit in THERMAL_LIVE_BITS))
 
 
 def parse_vcgencmd_temp(text: str) -> Optional[float]:
@@ -64,7 +64,7 @@ _TEMPERATURE = re.compile(
 )
 
 
-def parse_dumpsys_thermalservice(text: str) -> Dict[str, Any]:
+def parse_dumpsys_thermalservice(text: str) -> AndroidThermal:
     """Android ``dumpsys thermalservice``: overall status, HAL readiness, and the HAL's current temperatures
     (the "Cached temperatures" section is older and used only when the HAL section is absent)."""
     status = re.search(r"^\s*Thermal Status:\s*(\d+)", text, re.M)
@@ -79,22 +79,21 @@ def parse_dumpsys_thermalservice(text: str) -> Dict[str, Any]:
     for m in _TEMPERATURE.finditer(chosen):
         value = float(m.group("value")) if m.group("value") != "NaN" else float("nan")
         kind = int(m.group("type"))
-        temps.append({"name": m.group("name"), "type": ANDROID_TEMPERATURE_TYPES.get(kind, str(kind)),
-                      "value_c": value, "status": int(m.group("status"))})
+        temps.append(AndroidTemperature(name=m.group("name"), type=ANDROID_TEMPERATURE_TYPES.get(kind, str(kind)),
+                                        value_c=value, status=int(m.group("status"))))
     code = int(status.group(1)) if status else None
-    return {
-        "status": code,
-        "status_name": ANDROID_THERMAL_STATUS.get(code) if code is not None else None,
-        "hal_ready": (hal_ready.group(1) == "true") if hal_ready else None,
-        "source_section": "Current temperatures from HAL" if "Current temperatures from HAL:" in by_section else
+    return AndroidThermal(
+        status=code,
+        status_name=ANDROID_THERMAL_STATUS.get(code) if code is not None else None,
+        hal_ready=(hal_ready.group(1) == "true") if hal_ready else None,
+        source_section="Current temperatures from HAL" if "Current temperatures from HAL:" in by_section else
         ("Cached temperatures" if chosen else None),
-        "temperatures": temps,
-    }
+        temperatures=temps,
+    )
 
 
-def sample_readings(sample: Dict[str, Any]) -> Dict[str, Any]:
+def sample_readings(sample: SensorSample) -> Reading:
     """One raw sensor sample from the device -> interpreted readings."""
-    out: Dict[str, Any] = {"t_s": float(sample.get("t_s", 0.0))}
     temps: Dict[str, float] = {}
     for zone, milli in (sample.get("thermal_mc") or {}).items():
         temps[zone] = milli / 1000.0
@@ -102,30 +101,29 @@ def sample_readings(sample: Dict[str, Any]) -> Dict[str, Any]:
         value = parse_vcgencmd_temp(sample["vcgencmd_temp"])
         if value is not None:
             temps["vcgencmd"] = value
+    android_status = None
     if sample.get("dumpsys_thermalservice"):
         parsed = parse_dumpsys_thermalservice(sample["dumpsys_thermalservice"])
-        out["android_thermal_status"] = parsed["status"]
-        for t in parsed["temperatures"]:
-            if np.isfinite(t["value_c"]):
-                temps[f"{t['type']}:{t['name']}"] = t["value_c"]
-    if temps:
-        out["temperature_c"] = temps
+        android_status = parsed.status
+        for t in parsed.temperatures:
+            if np.isfinite(t.value_c):
+                temps[f"{t.type}:{t.name}"] = t.value_c
     freqs = sample.get("cpufreq") or {}
     ratios = [f["cur_khz"] / f["max_khz"] for f in freqs.values() if f.get("max_khz")]
-    if freqs:
-        out["cpufreq_max_khz_now"] = max(f["cur_khz"] for f in freqs.values())
-    if ratios:
-        out["cpufreq_fastest_ratio"] = max(ratios)
-    if sample.get("vcgencmd_throttled"):
-        out["vcgencmd_throttled"] = parse_vcgencmd_throttled(sample["vcgencmd_throttled"])
-    if sample.get("vcgencmd_arm_clock"):
-        out["arm_clock_hz"] = parse_vcgencmd_clock(sample["vcgencmd_arm_clock"])
-    return out
+    return Reading(
+        t_s=float(sample.get("t_s", 0.0)),
+        android_thermal_status=android_status,
+        temperature_c=temps or None,
+        cpufreq_max_khz_now=max(f["cur_khz"] for f in freqs.values()) if freqs else None,
+        cpufreq_fastest_ratio=max(ratios) if ratios else None,
+        vcgencmd_throttled=parse_vcgencmd_throttled(sample.get("vcgencmd_throttled") or ""),
+        arm_clock_hz=parse_vcgencmd_clock(sample.get("vcgencmd_arm_clock") or ""),
+    )
 
 
 # --- windows -------------------------------------------------------------------------------------
 def window_series(timestamps_s: Sequence[float], latencies_ms: Sequence[float], window_s: float,
-                  wall_s: Optional[float] = None) -> List[Dict[str, Any]]:
+                  wall_s: Optional[float] = None) -> List[Window]:
     """Per window: start, length, count, p50/p90/p99/mean latency (ms), throughput (inferences/s).
     A last window shorter than half a window is dropped (too few samples to compare)."""
     t = np.asarray(timestamps_s, dtype=np.float64)
@@ -142,39 +140,40 @@ def window_series(timestamps_s: Sequence[float], latencies_ms: Sequence[float], 
         mask = (t >= lo) & (t < hi)
         values = lat[mask]
         if values.size == 0:
-            windows.append({"start_s": lo, "length_s": hi - lo, "count": 0, "throughput_ips": 0.0})
+            windows.append(Window(start_s=lo, length_s=hi - lo, count=0, throughput_ips=0.0))
             continue
         p50, p90, p99 = np.percentile(values, [50, 90, 99])
-        windows.append({
-            "start_s": lo, "length_s": hi - lo, "count": int(values.size),
-            "p50_ms": float(p50), "p90_ms": float(p90), "p99_ms": float(p99), "mean_ms": float(values.mean()),
-            "throughput_ips": float(values.size / (hi - lo)),
-        })
+        windows.append(Window(
+            start_s=lo, length_s=hi - lo, count=int(values.size),
+            p50_ms=float(p50), p90_ms=float(p90), p99_ms=float(p99), mean_ms=float(values.mean()),
+            throughput_ips=float(values.size / (hi - lo)),
+        ))
     return windows
 
 
-def attach_sensors(windows: List[Dict[str, Any]], readings: Sequence[Dict[str, Any]]) -> None:
-    """Add to each window the sensor readings taken inside it (max temperature per sensor, lowest clock ratio,
+def attach_sensors(windows: Sequence[Window], readings: Sequence[Reading]) -> List[Window]:
+    """Each window with the sensor readings taken inside it (max temperature per sensor, lowest clock ratio,
     the union of throttle flags, the highest Android thermal status)."""
+    out = []
     for w in windows:
-        inside = [r for r in readings if w["start_s"] <= r["t_s"] < w["start_s"] + w["length_s"]]
+        inside = [r for r in readings if w.start_s <= r.t_s < w.start_s + w.length_s]
         if not inside:
+            out.append(w)
             continue
         temps: Dict[str, float] = {}
         for r in inside:
-            for name, value in (r.get("temperature_c") or {}).items():
+            for name, value in (r.temperature_c or {}).items():
                 temps[name] = max(value, temps.get(name, -np.inf))
-        if temps:
-            w["temperature_c"] = temps
-        ratios = [r["cpufreq_fastest_ratio"] for r in inside if "cpufreq_fastest_ratio" in r]
-        if ratios:
-            w["cpufreq_fastest_ratio"] = min(ratios)
-        flags = [r["vcgencmd_throttled"] for r in inside if r.get("vcgencmd_throttled")]
-        if flags:
-            w["vcgencmd_throttled_raw"] = int(np.bitwise_or.reduce([f["raw"] for f in flags]))
-        status = [r["android_thermal_status"] for r in inside if r.get("android_thermal_status") is not None]
-        if status:
-            w["android_thermal_status"] = max(status)
+        ratios = [r.cpufreq_fastest_ratio for r in inside if r.cpufreq_fastest_ratio is not None]
+        flags = [r.vcgencmd_throttled for r in inside if r.vcgencmd_throttled]
+        status = [r.android_thermal_status for r in inside if r.android_thermal_status is not None]
+        out.append(w.model_copy(update={
+            "temperature_c": temps or None,
+            "cpufreq_fastest_ratio": min(ratios) if ratios else None,
+            "vcgencmd_throttled_raw": int(np.bitwise_or.reduce([f.raw for f in flags])) if flags else None,
+            "android_thermal_status": max(status) if status else None,
+        }))
+    return out
 
 
 # --- the verdict ---------------------------------------------------------------------------------
@@ -184,6 +183,12 @@ class ThrottleCriteria:
     consecutive: int = 3            # windows in a row (after a running median of 3)
     baseline_windows: int = 3       # first windows whose median is the baseline
     cpufreq_ratio: float = 0.95     # fastest CPU below this fraction of its maximum clock
+
+    def record(self, window_s: Optional[float], throttle_c: Optional[float]) -> CriteriaRecord:
+        """The settings as a verdict records them, with the rule in words."""
+        return CriteriaRecord(threshold=self.threshold, consecutive=self.consecutive,
+                              baseline_windows=self.baseline_windows, cpufreq_ratio=self.cpufreq_ratio,
+                              rule=self.describe(), window_s=window_s, throttle_c=throttle_c)
 
     def describe(self) -> str:
         return (f"window mean latency >= {1 + self.threshold:.2f} x baseline (median of the first {self.baseline_windows} "
@@ -199,13 +204,13 @@ def _first_sustained(flags: Sequence[bool], consecutive: int) -> Optional[int]:
     return None
 
 
-def latency_signal(windows: Sequence[Dict[str, Any]], criteria: ThrottleCriteria) -> Dict[str, Any]:
+def latency_signal(windows: Sequence[Window], criteria: ThrottleCriteria) -> LatencyTest:
     """The change test on window mean latencies (see the module docstring)."""
-    means = np.array([w.get("mean_ms", np.nan) for w in windows], dtype=np.float64)
+    means = np.array([np.nan if w.mean_ms is None else w.mean_ms for w in windows], dtype=np.float64)
     needed = criteria.baseline_windows + criteria.consecutive
     if means.size < needed or not np.all(np.isfinite(means[: criteria.baseline_windows])):
-        return {"usable": False, "reason": f"{means.size} window(s); the latency test needs at least {needed} "
-                                           "(make --sustain at least that many windows long)"}
+        return LatencyTest(usable=False, reason=f"{means.size} window(s); the latency test needs at least {needed} "
+                                                "(make --sustain at least that many windows long)")
     baseline = float(np.median(means[: criteria.baseline_windows]))
     rise = means / baseline - 1.0
     padded = np.concatenate([rise[:1], rise, rise[-1:]])
@@ -218,39 +223,39 @@ def latency_signal(windows: Sequence[Dict[str, Any]], criteria: ThrottleCriteria
             if rise[i] >= criteria.threshold:
                 onset_index = i
                 break
-    return {
-        "usable": True, "baseline_mean_ms": baseline, "relative_rise": [float(v) for v in rise],
-        "max_rise": float(np.nanmax(rise)), "detected": start is not None,
-        "onset_s": float(windows[onset_index]["start_s"]) if onset_index is not None else None,
-    }
+    return LatencyTest(
+        usable=True, baseline_mean_ms=baseline, relative_rise=[float(v) for v in rise],
+        max_rise=float(np.nanmax(rise)), detected=start is not None,
+        onset_s=float(windows[onset_index].start_s) if onset_index is not None else None,
+    )
 
 
-def sensor_signals(windows: Sequence[Dict[str, Any]], readings: Sequence[Dict[str, Any]], criteria: ThrottleCriteria,
-                   throttle_c: Optional[float]) -> Dict[str, Dict[str, Any]]:
+def sensor_signals(windows: Sequence[Window], readings: Sequence[Reading], criteria: ThrottleCriteria,
+                   throttle_c: Optional[float]) -> Dict[str, Signal]:
     """Which sensors showed throttling, and when first."""
-    signals: Dict[str, Dict[str, Any]] = {}
+    signals: Dict[str, Signal] = {}
     for r in readings:
-        flags = r.get("vcgencmd_throttled")
-        if flags and flags["thermal_throttling_now"] and "vcgencmd" not in signals:
-            signals["vcgencmd"] = {"onset_s": r["t_s"], "raw": hex(flags["raw"])}
-        status = r.get("android_thermal_status")
+        flags = r.vcgencmd_throttled
+        if flags and flags.thermal_throttling_now and "vcgencmd" not in signals:
+            signals["vcgencmd"] = Signal(onset_s=r.t_s, raw=hex(flags.raw))
+        status = r.android_thermal_status
         if status and status >= 1 and "android_thermal_status" not in signals:
-            signals["android_thermal_status"] = {"onset_s": r["t_s"], "status": ANDROID_THERMAL_STATUS.get(status, status)}
+            signals["android_thermal_status"] = Signal(onset_s=r.t_s, status=ANDROID_THERMAL_STATUS.get(status, status))
         if throttle_c is not None and "temperature" not in signals:
-            hot = {k: v for k, v in (r.get("temperature_c") or {}).items() if v >= throttle_c}
+            hot = {k: v for k, v in (r.temperature_c or {}).items() if v >= throttle_c}
             if hot:
-                signals["temperature"] = {"onset_s": r["t_s"], "sensors_c": hot, "throttle_c": throttle_c}
-    ratios = [(r["t_s"], r["cpufreq_fastest_ratio"]) for r in readings if "cpufreq_fastest_ratio" in r]
+                signals["temperature"] = Signal(onset_s=r.t_s, sensors_c=hot, throttle_c=throttle_c)
+    ratios = [(r.t_s, r.cpufreq_fastest_ratio) for r in readings if r.cpufreq_fastest_ratio is not None]
     if ratios:
         start = _first_sustained([ratio < criteria.cpufreq_ratio for _, ratio in ratios], criteria.consecutive)
         if start is not None:
-            signals["cpufreq"] = {"onset_s": ratios[start][0], "lowest_ratio": min(r for _, r in ratios)}
+            signals["cpufreq"] = Signal(onset_s=ratios[start][0], lowest_ratio=min(r for _, r in ratios))
     return signals
 
 
-def throughput_ratio(windows: Sequence[Dict[str, Any]]) -> Dict[str, Optional[float]]:
+def throughput_ratio(windows: Sequence[Window]) -> Dict[str, Optional[float]]:
     """Peak = best window; sustained = median of the last third of the windows."""
-    rates = [w["throughput_ips"] for w in windows if w.get("count")]
+    rates = [w.throughput_ips for w in windows if w.count]
     if not rates:
         return {"peak_throughput_ips": None, "sustained_throughput_ips": None, "sustained_to_peak": None}
     peak = max(rates)
@@ -259,26 +264,25 @@ def throughput_ratio(windows: Sequence[Dict[str, Any]]) -> Dict[str, Optional[fl
     return {"peak_throughput_ips": peak, "sustained_throughput_ips": sustained, "sustained_to_peak": sustained / peak}
 
 
-def thermal_verdict(windows: List[Dict[str, Any]], readings: Sequence[Dict[str, Any]], sensors_available: Sequence[str],
-                    *, criteria: ThrottleCriteria = ThrottleCriteria(), throttle_c: Optional[float] = None) -> Dict[str, Any]:
+def thermal_verdict(windows: Sequence[Window], readings: Sequence[Reading], sensors_available: Sequence[str],
+                    *, criteria: ThrottleCriteria = ThrottleCriteria(), throttle_c: Optional[float] = None) -> ThermalVerdict:
     latency = latency_signal(windows, criteria)
     sensors = sensor_signals(windows, readings, criteria, throttle_c)
     signals = dict(sensors)
-    if latency.get("detected"):
-        signals["latency"] = {"onset_s": latency["onset_s"], "max_rise": latency["max_rise"]}
+    if latency.detected and latency.onset_s is not None:
+        signals["latency"] = Signal(onset_s=latency.onset_s, max_rise=latency.max_rise)
     detected: Optional[bool] = bool(signals)
-    if not signals and not latency["usable"] and not sensors_available:
+    if not signals and not latency.usable and not sensors_available:
         detected = None  # neither the latency test nor any sensor could decide
-    onset = min((s["onset_s"] for s in signals.values()), default=None)
-    first = min(signals, key=lambda k: signals[k]["onset_s"]) if signals else None
-    return {
-        "throttling_detected": detected,
-        "onset_s": onset,
-        "first_signal": first,
-        "signals": signals,
+    onset = min((s.onset_s for s in signals.values()), default=None)
+    first = min(signals, key=lambda k: signals[k].onset_s) if signals else None
+    return ThermalVerdict(
+        throttling_detected=detected,
+        onset_s=onset,
+        first_signal=first,
+        signals=signals,
         **throughput_ratio(windows),
-        "latency_test": latency,
-        "sensors_available": list(sensors_available),
-        "criteria": {**asdict(criteria), "rule": criteria.describe(), "window_s": windows[0]["length_s"] if windows else None,
-                     "throttle_c": throttle_c},
-    }
+        latency_test=latency,
+        sensors_available=list(sensors_available),
+        criteria=criteria.record(windows[0].length_s if windows else None, throttle_c),
+    )

@@ -26,6 +26,7 @@ TYPED: Dict[str, str] = {
     "firmware": "edgekit.firmware.results:FirmwareInfo",
     "gpu-placement": "edgekit.mobile.placement:GpuPlacement",
     "manifest": "edgekit.artifact:ManifestFile",
+    "mlperf-run": "edgekit.run.mlperf_results:MlperfRun",
     "parity": "edgekit.parity.result:ParityReport",
     "run": "edgekit.run.results:RunReport",
 }

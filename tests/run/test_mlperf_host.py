@@ -9,6 +9,7 @@ from edgekit.errors import UserError
 from edgekit.firmware.mlperf import TASKS
 from edgekit.run import mlperf_dataset as D
 from edgekit.run.mlperf_harness import HarnessRun, auc, classification_auc, results_text
+from edgekit.run.mlperf_results import HarnessApp, HarnessSummary, HarnessWindow
 from tests.conftest import MLPERF
 
 
@@ -43,13 +44,14 @@ def test_ad_windows_follow_the_stride():
 
 
 def _run(mode, task="kws"):
-    run = HarnessRun(mode, TASKS[task], "qemu:mps2-an386", {"app": {"timer_source": "emulated time (test)"}})
+    run = HarnessRun(mode, TASKS[task], "qemu:mps2-an386", HarnessApp(timer_source="emulated time (test)"))
     if mode == "performance":
-        run.windows = [{"iterations": 40 + i, "runtime_s": 10.5, "throughput_inf_per_s": 4.0 + i,
-                        "meets_mlperf_runtime": True} for i in range(5)]
-        run.summary = {"median_throughput_inf_per_s": 6.0, "min_runtime_s": 10.0}
+        run.windows = [HarnessWindow(input=f"in{i}", iterations=40 + i, warmups=1, elapsed_us=10_500_000, runtime_s=10.5,
+                                     throughput_inf_per_s=4.0 + i, latency_ms=10_500.0 / (40 + i), results=[0.5],
+                                     meets_mlperf_runtime=True) for i in range(5)]
+        run.summary = HarnessSummary(median_throughput_inf_per_s=6.0, min_runtime_s=10.0)
     else:
-        run.summary = {"top1": 0.902, "auc": 0.987} if task != "ad" else {"auc": 0.861}
+        run.summary = HarnessSummary(top1=0.902, auc=0.987) if task != "ad" else HarnessSummary(auc=0.861)
     return run
 
 

@@ -33,12 +33,12 @@ def fixture(name: str) -> str:
 # --- parsers ------------------------------------------------------------------------------------
 def test_vcgencmd_throttled_flags_from_a_real_pi3():
     now = thermal.parse_vcgencmd_throttled(fixture("vcgencmd_get_throttled_rpi3_undervoltage.txt"))
-    assert now["raw"] == 0x50005
-    assert now["under_voltage"] and now["currently_throttled"] and not now["arm_frequency_capped"]
-    assert now["under_voltage_occurred"] and now["throttling_occurred"] and not now["soft_temperature_limit_occurred"]
-    assert now["thermal_throttling_now"] is True      # bit 2 is live
+    assert now.raw == 0x50005
+    assert now.under_voltage and now.currently_throttled and not now.arm_frequency_capped
+    assert now.under_voltage_occurred and now.throttling_occurred and not now.soft_temperature_limit_occurred
+    assert now.thermal_throttling_now is True      # bit 2 is live
     past = thermal.parse_vcgencmd_throttled(fixture("vcgencmd_get_throttled_rpi3_past.txt"))
-    assert past["raw"] == 0x50000 and past["thermal_throttling_now"] is False and past["throttling_occurred"]
+    assert past.raw == 0x50000 and past.thermal_throttling_now is False and past.throttling_occurred
     assert thermal.parse_vcgencmd_throttled("error=1 error_msg=\"Command not registered\"") is None
     assert thermal.parse_vcgencmd_temp(fixture("vcgencmd_measure_temp_rpi3.txt")) == pytest.approx(39.2)
     assert thermal.parse_vcgencmd_clock(fixture("vcgencmd_measure_clock_arm_rpi2.txt")) == 900_000_000
@@ -46,20 +46,20 @@ def test_vcgencmd_throttled_flags_from_a_real_pi3():
 
 def test_dumpsys_thermalservice_prefers_the_hal_section():
     parsed = thermal.parse_dumpsys_thermalservice(fixture("dumpsys_thermalservice_samsung_a52.txt"))
-    assert parsed["status"] == 0 and parsed["status_name"] == "NONE" and parsed["hal_ready"] is True
-    assert parsed["source_section"] == "Current temperatures from HAL"
-    names = {t["name"]: t for t in parsed["temperatures"]}
-    assert len(parsed["temperatures"]) == 9
-    assert names["AP"] == {"name": "AP", "type": "CPU", "value_c": 25.6, "status": 0}
-    assert names["BAT"]["type"] == "BATTERY" and names["LRB"]["type"] == "SKIN" and names["PA"]["type"] == "POWER_AMPLIFIER"
+    assert parsed.status == 0 and parsed.status_name == "NONE" and parsed.hal_ready is True
+    assert parsed.source_section == "Current temperatures from HAL"
+    names = {t.name: t for t in parsed.temperatures}
+    assert len(parsed.temperatures) == 9
+    assert names["AP"].to_dict() == {"name": "AP", "type": "CPU", "value_c": 25.6, "status": 0}
+    assert names["BAT"].type == "BATTERY" and names["LRB"].type == "SKIN" and names["PA"].type == "POWER_AMPLIFIER"
 
 
 def test_dumpsys_thermalservice_cached_only_output():
     """The Shield TV post stops before the HAL section: the cached temperatures are used, and said so."""
     parsed = thermal.parse_dumpsys_thermalservice(fixture("dumpsys_thermalservice_shield_tv.txt"))
-    assert parsed["source_section"] == "Cached temperatures" and parsed["status"] == 0
-    assert [t["name"] for t in parsed["temperatures"]] == ["GPU", "CPU0", "CPU1", "CPU2", "CPU3"]
-    assert parsed["temperatures"][1]["value_c"] == 37.0 and parsed["temperatures"][0]["type"] == "GPU"
+    assert parsed.source_section == "Cached temperatures" and parsed.status == 0
+    assert [t.name for t in parsed.temperatures] == ["GPU", "CPU0", "CPU1", "CPU2", "CPU3"]
+    assert parsed.temperatures[1].value_c == 37.0 and parsed.temperatures[0].type == "GPU"
 
 
 def test_dumpsys_battery_samsung():
@@ -94,11 +94,11 @@ def test_sensor_signals_from_raw_samples():
         {"t_s": 4.0, "vcgencmd_throttled": fixture("vcgencmd_get_throttled_rpi3_undervoltage.txt"), "dumpsys_thermalservice": hot},
     ]
     readings = [thermal.sample_readings(s) for s in raw]
-    assert readings[1]["temperature_c"] == {"cpu-thermal": 81.5} and readings[1]["cpufreq_fastest_ratio"] == pytest.approx(2 / 3)
+    assert readings[1].temperature_c == {"cpu-thermal": 81.5} and readings[1].cpufreq_fastest_ratio == pytest.approx(2 / 3)
     signals = thermal.sensor_signals([], readings, thermal.ThrottleCriteria(), throttle_c=80.0)
-    assert signals["temperature"]["onset_s"] == 1.0 and signals["cpufreq"]["onset_s"] == 1.0
-    assert signals["vcgencmd"]["onset_s"] == 4.0 and signals["vcgencmd"]["raw"] == "0x50005"
-    assert signals["android_thermal_status"] == {"onset_s": 4.0, "status": "MODERATE"}
+    assert signals["temperature"].onset_s == 1.0 and signals["cpufreq"].onset_s == 1.0
+    assert signals["vcgencmd"].onset_s == 4.0 and signals["vcgencmd"].raw == "0x50005"
+    assert signals["android_thermal_status"].to_dict() == {"onset_s": 4.0, "status": "MODERATE"}
 
 
 # --- the detector on real measured series ----------------------------------------------------------
@@ -195,36 +195,36 @@ def measure_on_a_quiet_machine(model: Path, seconds: float, accept=None, **load)
 def test_quiet_sustained_run_is_not_flagged(kws_int8):
     run = measure_on_a_quiet_machine(kws_int8, 8.0)
     verdict = run.verdict
-    assert len(run.windows) >= 7 and all(w["count"] > 0 for w in run.windows)
-    assert verdict["latency_test"]["usable"] is True
-    assert verdict["throttling_detected"] is False, (
-        f"quiet run flagged: rises {np.round(verdict['latency_test']['relative_rise'], 2).tolist()} "
+    assert len(run.windows) >= 7 and all(w.count > 0 for w in run.windows)
+    assert verdict.latency_test.usable is True
+    assert verdict.throttling_detected is False, (
+        f"quiet run flagged: rises {np.round(verdict.latency_test.relative_rise, 2).tolist()} "
         f"(lowest CPU share of the runner in a second: {run.share:.0%})")
-    assert verdict["onset_s"] is None and verdict["signals"] == {}
-    assert verdict["sustained_to_peak"] > 0.5
+    assert verdict.onset_s is None and verdict.signals == {}
+    assert verdict.sustained_to_peak > 0.5
 
 
 def onset_near_load(run: Measured) -> bool:
     v = run.verdict
-    return bool(v["throttling_detected"]) and v["onset_s"] is not None and abs(v["onset_s"] - run.load_start_s) <= 1.5
+    return bool(v.throttling_detected) and v.onset_s is not None and abs(v.onset_s - run.load_start_s) <= 1.5
 
 
 @pytest.mark.slow
 def test_competing_load_is_flagged_near_its_start(kws_int8):
     run = measure_on_a_quiet_machine(kws_int8, 10.0, accept=onset_near_load, load_at=4.0)
     verdict = run.verdict
-    assert verdict["throttling_detected"] is True and verdict["first_signal"] == "latency"
-    assert abs(verdict["onset_s"] - run.load_start_s) <= 1.5, (
-        f"onset {verdict['onset_s']} s, load began {run.load_start_s:.2f} s; rises "
-        f"{np.round(verdict['latency_test']['relative_rise'], 2).tolist()}")
-    assert verdict["latency_test"]["max_rise"] >= verdict["criteria"]["threshold"]
-    assert verdict["sustained_to_peak"] < 0.85  # the loaded windows run at most ~1/1.25 of the peak rate
-    assert verdict["criteria"]["threshold"] == 0.25 and verdict["criteria"]["window_s"] == pytest.approx(1.0)
+    assert verdict.throttling_detected is True and verdict.first_signal == "latency"
+    assert abs(verdict.onset_s - run.load_start_s) <= 1.5, (
+        f"onset {verdict.onset_s} s, load began {run.load_start_s:.2f} s; rises "
+        f"{np.round(verdict.latency_test.relative_rise, 2).tolist()}")
+    assert verdict.latency_test.max_rise >= verdict.criteria.threshold
+    assert verdict.sustained_to_peak < 0.85  # the loaded windows run at most ~1/1.25 of the peak rate
+    assert verdict.criteria.threshold == 0.25 and verdict.criteria.window_s == pytest.approx(1.0)
 
 
 def test_window_series_and_short_runs_are_undetermined():
     t = np.arange(0, 2.0, 0.01)
     windows = thermal.window_series(t, np.full(t.size, 0.5), 1.0, 2.0)
-    assert [w["count"] for w in windows] == [100, 100] and windows[0]["throughput_ips"] == pytest.approx(100)
+    assert [w.count for w in windows] == [100, 100] and windows[0].throughput_ips == pytest.approx(100)
     verdict = thermal.thermal_verdict(windows, [], [])
-    assert verdict["throttling_detected"] is None and "at least 6" in verdict["latency_test"]["reason"]
+    assert verdict.throttling_detected is None and "at least 6" in verdict.latency_test.reason
