@@ -26,15 +26,23 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
+from typing_extensions import TypedDict
 
-from edgekit.run.results import RunOptions
 from edgekit import schemas
 from edgekit.console import say
 from edgekit.errors import DeviceError, UserError
+from edgekit.profiles import Profile
+from edgekit.report import json_safe
+from edgekit.results import JsonObject
 from edgekit.run.base import DeviceTarget
+from edgekit.run.pipeline_results import (BitExactSummary, Bottleneck, Decode, HostBudget, Inference, LatencySummary,
+                                          McuFrameResult, ModelFacts, ModelInput, PhaseEnergy, PhaseRow, Pipeline,
+                                          PipelineDevice, PipelineReport, Postprocess, Preprocess, PreprocessCheck,
+                                          Quantization, RunnerOutput)
+from edgekit.run.results import RunOptions, updated
 from edgekit.run.stats import latency_summary
 
 log = logging.getLogger(__name__)
@@ -55,7 +63,7 @@ ANDROID_SAMPLE_INTERVAL_S = 0.02
 MCU_KINDS = ("qemu", "serial")
 
 
-def load_pipeline(path: Path, device_kind: str = "host") -> Dict[str, Any]:
+def load_pipeline(path: Path, device_kind: str = "host") -> Pipeline:
     """Read and validate a pipeline file for a kind of device; every problem in one UserError listing the valid
     choices. Microcontrollers take raw frames, the generated C preprocessing and a top-k post-process."""
     import yaml
@@ -132,16 +140,16 @@ def load_pipeline(path: Path, device_kind: str = "host") -> Dict[str, Any]:
     python_path = post.get("python_path")
     if python_path:
         python_path = str((path.parent / python_path).resolve()) if not Path(python_path).is_absolute() else python_path
-    return {
-        "decode": {"format": fmt, "library": library, "width": decode.get("width"), "height": decode.get("height")},
-        "preprocess": {"implementation": impl, "spec": spec.to_dict() | {"antialias": spec.antialias,
-                                                                         "shorter_side": spec.shorter_side,
-                                                                         "crop": list(spec.crop) if spec.crop else None}},
-        "inference": {"runtime": inference.get("runtime", "auto")},
-        "postprocess": {"steps": list(steps), "top_k": int(post.get("top_k", 5)), "function": post.get("function"),
-                        "python_path": python_path},
-        "source": str(path),
-    }
+    return Pipeline(
+        decode=Decode(format=fmt, library=library, width=decode.get("width"), height=decode.get("height")),
+        preprocess=Preprocess(implementation=impl, spec=spec.to_dict() | {"antialias": spec.antialias,
+                                                                          "shorter_side": spec.shorter_side,
+                                                                          "crop": list(spec.crop) if spec.crop else None}),
+        inference=Inference(runtime=inference.get("runtime", "auto")),
+        postprocess=Postprocess(steps=list(steps), top_k=int(post.get("top_k", 5)), function=post.get("function"),
+                                python_path=python_path),
+        source=str(path),
+    )
 
 
 ENCODED_MAGIC = {"jpeg": (b"\xff\xd8\xff",), "png": (b"\x89PNG\r\n\x1a\n",)}
@@ -154,7 +162,7 @@ def encoded_format(path: Path) -> Optional[str]:
     return next((fmt for fmt, magics in ENCODED_MAGIC.items() if head.startswith(magics)), None)
 
 
-def list_frames(inputs: Path, decode: Dict[str, Any]) -> List[Path]:
+def list_frames(inputs: Path, decode: Decode) -> List[Path]:
     """The input files; raw frames must have exactly the stated size, encoded files the stated format (every
     wrong one named, with the expected format)."""
     from edgekit.preprocessing.sources import IMAGE_SUFFIXES
@@ -162,17 +170,17 @@ def list_frames(inputs: Path, decode: Dict[str, Any]) -> List[Path]:
     inputs = Path(inputs)
     if not inputs.exists():
         raise UserError(f"--inputs {inputs} does not exist")
-    fmt = decode["format"]
+    fmt = decode.format
     files = [inputs] if inputs.is_file() else sorted(p for p in inputs.iterdir() if p.is_file() and not p.name.startswith("."))
     fix = "give frames of the stated format and resolution, or correct decode: in the pipeline file"
     if fmt in RAW_FORMATS:
-        expected = decode["width"] * decode["height"] * RAW_FORMATS[fmt]
+        expected = decode.width * decode.height * RAW_FORMATS[fmt]
         # only a file of the wrong size is judged by its first bytes (a raw frame may start like a JPEG)
         wrong_size = [p for p in files if p.stat().st_size != expected]
         encoded = [f"{p.name} (a {encoded_format(p).upper()} file)" for p in wrong_size if encoded_format(p)]
         bad = [f"{p.name} ({p.stat().st_size} bytes)" for p in wrong_size if not encoded_format(p)]
         if encoded or bad:
-            what = f"{fmt} at {decode['width']}x{decode['height']} ({expected} bytes)"
+            what = f"{fmt} at {decode.width}x{decode.height} ({expected} bytes)"
             lines = ([f"{len(encoded)} file(s) are encoded images, not raw {what}: {', '.join(encoded[:5])}"] if encoded else [])
             lines += [f"{len(bad)} frame(s) are not {what}: {', '.join(bad[:5])}"] if bad else []
             raise UserError("; ".join(lines), fix=fix)
@@ -197,29 +205,29 @@ def list_frames(inputs: Path, decode: Dict[str, Any]) -> List[Path]:
     return images
 
 
-def model_facts(artifact: Path, spec: Dict[str, Any]) -> Dict[str, Any]:
+def model_facts(artifact: Path, spec: JsonObject) -> ModelFacts:
     """The model input (shape, dtype, quantization) and output quantization; the spec must fit the input."""
     from edgekit.run.inputs import model_file, model_inputs
 
     model = model_file(artifact)
     (first, *_rest) = model_inputs(artifact)
-    quant = {"scale": float(first.scale), "zero_point": int(first.zero_point)} if np.issubdtype(first.dtype, np.integer) else None
+    quant = Quantization(scale=float(first.scale), zero_point=int(first.zero_point)) if np.issubdtype(first.dtype, np.integer) else None
     out_quant = None
     if model.suffix.lower() == ".tflite":
         from edgekit.tflite_model import TFLiteModel
 
         out = TFLiteModel.load(model).outputs[0]
         if out.is_quantized:
-            out_quant = {"scale": float(out.scale), "zero_point": int(out.zero_point)}
+            out_quant = Quantization(scale=float(out.scale), zero_point=int(out.zero_point))
     h, w = (spec.get("crop") or spec.get("size") or [None, None])
     channels = 1 if spec["color"] == "grayscale" else 3
     expected = (1, channels, h, w) if spec["layout"] == "NCHW" else (1, h, w, channels)
     if h is not None and tuple(first.shape) != expected:
         raise UserError(f"the preprocessing spec gives tensors of shape {expected} but the model input {first.name!r} "
                         f"is {tuple(first.shape)}", fix="check size, crop, color and layout in the spec against the model")
-    return {"model_input": {"name": first.name, "shape": list(first.shape), "dtype": str(np.dtype(first.dtype)),
-                            "quantization": quant},
-            "output_quantization": out_quant}
+    return ModelFacts(model_input=ModelInput(name=first.name, shape=list(first.shape), dtype=str(np.dtype(first.dtype)),
+                                             quantization=quant),
+                      output_quantization=out_quant)
 
 
 # ------------------------------------------------------------------ transports
@@ -316,24 +324,31 @@ class Workspace:
                 log.warning("could not remove %s: %s", self.root, exc)
 
 
-def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any], frames: Sequence[Path], *,
+class PowerSampler(TypedDict):
+    """The runner samples the battery itself: the uevent file to read, and how often."""
+
+    uevent: str
+    interval_s: float
+
+
+def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Pipeline, frames: Sequence[Path], *,
                   iterations: int, warmup: int, threads: Optional[int], timeout_s: float, options: RunOptions,
-                  monitor=None, power_sampler: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                  monitor=None, power_sampler: Optional[PowerSampler] = None) -> RunnerOutput:
     """Copy runner, model, frames (the generated C library, the user's post-processing module) and run; the
     runner's JSON. ``power_sampler`` ({uevent, interval_s}) makes the runner sample battery power itself."""
     from edgekit.run.host import choose_runtime
     from edgekit.run.inputs import model_file
 
     model = model_file(artifact)
-    config = dict(pipeline)
-    config["inference"] = {"runtime": choose_runtime(model, pipeline["inference"]["runtime"])}
+    config: JsonObject = pipeline.to_dict()  # the runner's config file (JSON read on the device)
+    config["inference"] = {"runtime": choose_runtime(model, pipeline.inference.runtime)}
     generated = None
-    if pipeline["preprocess"]["implementation"] == "c":
+    if pipeline.preprocess.implementation == "c":
         from edgekit.run import pipeline_c
 
         ndk = pipeline_c.check_toolchain(target.kind)  # refuse before the device is touched
-        generated = (pipeline_c.spec_for_model(pipeline["preprocess"]["spec"], pipeline["model_input"]),
-                     pipeline_c.frame_keys(frames, pipeline["decode"]), ndk)
+        generated = (pipeline_c.spec_for_model(pipeline.preprocess.spec, pipeline.model_input),
+                     pipeline_c.frame_keys(frames, pipeline.decode), ndk)
     if power_sampler:
         config["power_sampler"] = dict(power_sampler)
     remote_monitor = monitor is not None and target.kind not in ("host", "macos")
@@ -344,7 +359,7 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any]
     try:
         if generated is not None:
             c_library = pipeline_c.prepare_library(space, *generated)
-            config["preprocess"] = dict(config["preprocess"], c_library=c_library["path"])
+            config["preprocess"] = dict(config["preprocess"], c_library=c_library.path)
         space.put(REMOTE_RUNNER, "remote_runner.py")
         runner = space.put(PIPELINE_RUNNER, "pipeline_runner.py")
         remote_model = space.put(model, f"model{model.suffix.lower()}")
@@ -375,11 +390,11 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any]
     lines = [l[len(PREFIX):] for l in stdout.splitlines() if l.startswith(PREFIX)]
     if not lines:
         raise DeviceError("the pipeline runner printed no result", fix="run with -v to see the runner's output")
-    out = json.loads(lines[-1])
+    out: RunnerOutput = json.loads(lines[-1])
     if "error" in out:
         raise DeviceError(f"the pipeline failed on the device: {out['error']}")
     if c_library is not None:
-        out["c_library_built_with"] = c_library["built_with"]
+        out["c_library_built_with"] = c_library.built_with
     if remote_monitor:
         from edgekit.run.pipeline_clock import clock_offset
 
@@ -418,7 +433,7 @@ def samples_inside(samples: Sequence[tuple], starts: Sequence[float], durations_
     return int(sum(((times >= s) & (times <= s + ms / 1e3)).sum() for s, ms in zip(starts, durations_ms)))
 
 
-def device_power_energy(raw: Dict[str, Any], phase: str) -> Optional[Dict[str, Any]]:
+def device_power_energy(raw: RunnerOutput, phase: str) -> Optional[PhaseEnergy]:
     """Energy of one phase from power samples the runner took on the device (Android battery), or None."""
     power = raw.get("power") or {}
     samples = [tuple(s) for s in power.get("samples") or []]
@@ -430,78 +445,85 @@ def device_power_energy(raw: Dict[str, Any], phase: str) -> Optional[Dict[str, A
             "and screen included")
     if power.get("battery_status") == "Charging":
         note += "; the battery was CHARGING: the current is the charger's, not the device's draw"
-    return {"value_uj": attribute_samples(samples, starts, durations), "method": "measured",
-            "source": f"{power['source']}: samples attributed to the phase time windows", "note": note}
+    return PhaseEnergy(value_uj=attribute_samples(samples, starts, durations), method="measured",
+                       source=f"{power['source']}: samples attributed to the phase time windows", note=note)
 
 
-def budget(raw: Dict[str, Any], profile: Dict[str, Any], threads: Optional[int], monitor=None) -> Dict[str, Any]:
+def phase_energy(raw: RunnerOutput, phase: str, mean_s: float, profile: Profile, threads: Optional[int],
+                 monitor=None) -> PhaseEnergy:
+    """Energy of one phase per run: RAPL, else power samples on the phase windows, else the profile's estimate."""
+    from edgekit.run.energy import estimate_from_profile
+
+    if raw.get("energy_uj"):
+        return PhaseEnergy(value_uj=float(np.mean(raw["energy_uj"][phase])), method="measured",
+                           source=raw["energy_source"])
+    if monitor is not None and getattr(monitor, "samples", None):
+        starts = (raw.get("phase_start_host_s") or raw["phase_start_monotonic_s"])[phase]
+        energy = PhaseEnergy(value_uj=attribute_samples(monitor.samples, starts, raw["phases_ms"][phase]),
+                             method="measured",
+                             source=f"{monitor.describe()}: samples attributed to the phase time windows")
+        if raw.get("clock_offset"):
+            c = raw["clock_offset"]
+            energy = updated(energy, note=f"device phase windows placed on this host's clock (offset from {c['lines']} "
+                                          f"clock lines, drift {c['drift_s'] * 1e3:.3g} ms over the run)")
+        return energy
+    device = device_power_energy(raw, phase)
+    if device is not None:
+        return device
+    est = estimate_from_profile(profile or {}, mean_s, threads)
+    why = f" ({raw['power_unavailable']})" if raw.get("power_unavailable") else ""
+    if est:
+        return PhaseEnergy(value_uj=est.value, method="estimated",
+                           source=est.source + (f"; not measured: {raw['power_unavailable']}" if why else ""))
+    return PhaseEnergy(value_uj=None, method="unavailable",
+                       source=f"no power source on this device{why or ' (RAPL not readable, no --power-monitor)'}"
+                              " and no power model in a device profile (--profile NAME)")
+
+
+def budget(raw: RunnerOutput, profile: Profile, threads: Optional[int], monitor=None) -> HostBudget:
     """Per-phase statistics, shares, energy (measured or estimated, labelled) and the bottleneck.
 
     Energy, first available of: RAPL read by the runner at the phase boundaries; a host power monitor's samples
     or the runner's own battery samples (Android) attributed to the phase windows; the profile's power model
     (estimated); else unavailable with the reason."""
-    from edgekit.run.energy import estimate_from_profile
-
     phases = raw["phases_ms"]
     totals = np.sum([np.asarray(phases[p]) for p in PHASES], axis=0)
     mean_total = float(totals.mean())
     rows = []
     for p in PHASES:
         values = np.asarray(phases[p])
-        row: Dict[str, Any] = {"phase": p, "latency_ms": latency_summary(values), "share": float(values.mean()) / mean_total}
-        if raw.get("energy_uj"):
-            row["energy"] = {"value_uj": float(np.mean(raw["energy_uj"][p])), "method": "measured",
-                             "source": raw["energy_source"]}
-        elif monitor is not None and getattr(monitor, "samples", None):
-            starts = (raw.get("phase_start_host_s") or raw["phase_start_monotonic_s"])[p]
-            value = attribute_samples(monitor.samples, starts, phases[p])
-            row["energy"] = {"value_uj": value, "method": "measured",
-                             "source": f"{monitor.describe()}: samples attributed to the phase time windows"}
-            if raw.get("clock_offset"):
-                c = raw["clock_offset"]
-                row["energy"]["note"] = (f"device phase windows placed on this host's clock (offset from {c['lines']} "
-                                         f"clock lines, drift {c['drift_s'] * 1e3:.3g} ms over the run)")
-        elif (device := device_power_energy(raw, p)) is not None:
-            row["energy"] = device
-        else:
-            est = estimate_from_profile(profile or {}, float(values.mean()) / 1e3, threads)
-            why = f" ({raw['power_unavailable']})" if raw.get("power_unavailable") else ""
-            row["energy"] = ({"value_uj": est.value, "method": "estimated",
-                              "source": est.source + (f"; not measured: {raw['power_unavailable']}" if why else "")}
-                             if est else
-                             {"value_uj": None, "method": "unavailable",
-                              "source": f"no power source on this device{why or ' (RAPL not readable, no --power-monitor)'}"
-                                        " and no power model in a device profile (--profile NAME)"})
-        rows.append(row)
-    bottleneck = max(rows, key=lambda r: r["share"])
-    energies = [r["energy"]["value_uj"] for r in rows]
-    methods = sorted({r["energy"]["method"] for r in rows})
-    return {
-        "phases": rows,
-        "end_to_end_ms": latency_summary(totals),
-        "end_to_end_energy_uj": float(sum(energies)) if all(e is not None for e in energies) else None,
-        "energy_method": "/".join(methods),
-        "bottleneck": {"phase": bottleneck["phase"], "share": bottleneck["share"]},
-        "iterations": int(totals.size),
-    }
+        rows.append(PhaseRow(phase=p, latency_ms=LatencySummary(**latency_summary(values)),
+                             share=float(values.mean()) / mean_total,
+                             energy=phase_energy(raw, p, float(values.mean()) / 1e3, profile, threads, monitor)))
+    bottleneck = max(rows, key=lambda r: r.share)
+    energies = [r.energy.value_uj for r in rows]
+    methods = sorted({r.energy.method for r in rows})
+    return HostBudget(
+        phases=rows,
+        end_to_end_ms=LatencySummary(**latency_summary(totals)),
+        end_to_end_energy_uj=float(sum(energies)) if all(e is not None for e in energies) else None,
+        energy_method="/".join(methods),
+        bottleneck=Bottleneck(phase=bottleneck.phase, share=bottleneck.share),
+        iterations=int(totals.size),
+    )
 
 
-def budget_table(b: Dict[str, Any]) -> List[str]:
+def budget_table(b: HostBudget) -> List[str]:
     lines = ["| phase | p50 ms | p90 ms | p99 ms | share | energy per run | energy source |", "|---|---|---|---|---|---|---|"]
-    for r in b["phases"]:
-        lat, e = r["latency_ms"], r["energy"]
-        energy = f"{e['value_uj'] / 1e3:.4g} mJ ({e['method']})" if e["value_uj"] is not None else "unavailable"
-        lines.append(f"| {r['phase']} | {lat['p50']:.4g} | {lat['p90']:.4g} | {lat['p99']:.4g} | {r['share']:.1%} | "
-                     f"{energy} | {e['source']} |")
-    t = b["end_to_end_ms"]
-    total_e = f"{b['end_to_end_energy_uj'] / 1e3:.4g} mJ ({b['energy_method']})" if b["end_to_end_energy_uj"] is not None else "unavailable"
-    lines.append(f"| **end to end** | {t['p50']:.4g} | {t['p90']:.4g} | {t['p99']:.4g} | 100% | {total_e} | |")
-    lines += ["", f"Bottleneck: **{b['bottleneck']['phase']}** ({b['bottleneck']['share']:.1%} of the mean end-to-end time "
-                  f"over {b['iterations']} runs)."]
+    for r in b.phases:
+        lat, e = r.latency_ms, r.energy
+        energy = f"{e.value_uj / 1e3:.4g} mJ ({e.method})" if e.value_uj is not None else "unavailable"
+        lines.append(f"| {r.phase} | {lat.p50:.4g} | {lat.p90:.4g} | {lat.p99:.4g} | {r.share:.1%} | "
+                     f"{energy} | {e.source} |")
+    t = b.end_to_end_ms
+    total_e = f"{b.end_to_end_energy_uj / 1e3:.4g} mJ ({b.energy_method})" if b.end_to_end_energy_uj is not None else "unavailable"
+    lines.append(f"| **end to end** | {t.p50:.4g} | {t.p90:.4g} | {t.p99:.4g} | 100% | {total_e} | |")
+    lines += ["", f"Bottleneck: **{b.bottleneck.phase}** ({b.bottleneck.share:.1%} of the mean end-to-end time "
+                  f"over {b.iterations} runs)."]
     return lines
 
 
-def preprocess_check(raw: Dict[str, Any], pipeline: Dict[str, Any], frames: Sequence[Path]) -> Dict[str, Any]:
+def preprocess_check(raw: RunnerOutput, pipeline: Pipeline, frames: Sequence[Path]) -> PreprocessCheck:
     """Did the device's preprocess phase give the spec's reference tensor, bit for bit? Compared on the device's
     own decoded pixels: a frame whose decode differs here (another libjpeg) is not compared, and says so."""
     from edgekit.preprocessing.decode import to_working_color
@@ -510,38 +532,40 @@ def preprocess_check(raw: Dict[str, Any], pipeline: Dict[str, Any], frames: Sequ
     from edgekit.run.pipeline_c import spec_for_model
     from edgekit.run.pipeline_runner import decode, digest
 
-    impl = pipeline["preprocess"]["implementation"]
-    check: Dict[str, Any] = {"implementation": impl, "frames": 0, "identical": 0, "differ": [], "not_compared": [],
-                             "reference": "edgekit's Pillow reference of the spec on the device's decoded pixels, "
-                                          "quantized to the model input"}
+    impl = pipeline.preprocess.implementation
+    reference = ("edgekit's Pillow reference of the spec on the device's decoded pixels, quantized to the model "
+                 "input")
     try:
-        spec = spec_for_model(pipeline["preprocess"]["spec"], pipeline["model_input"])
+        spec = spec_for_model(pipeline.preprocess.spec, pipeline.model_input)
     except UserError as exc:
-        return check | {"note": f"not compared: {exc.message}"}
+        return PreprocessCheck(implementation=impl, frames=0, identical=0, differ=[], not_compared=[],
+                               reference=reference, note=f"not compared: {exc.message}")
+    frames_seen, identical, differ, not_compared = 0, 0, [], []
     for path, device in zip(frames, raw.get("preprocess_checks") or []):
-        check["frames"] += 1
-        pixels = np.asarray(decode(Path(path).read_bytes(), pipeline["decode"]))
+        frames_seen += 1
+        pixels = np.asarray(decode(Path(path).read_bytes(), pipeline.decode.to_dict()))
         if digest(pixels) != device["pixels_sha256"]:
-            check["not_compared"].append(f"{Path(path).name}: the device decoded other pixels than this host")
+            not_compared.append(f"{Path(path).name}: the device decoded other pixels than this host")
             continue
         pixels = pixels[:, :, None] if pixels.ndim == 2 else pixels
-        reference = to_tensor(resize_crop_pillow(to_working_color(pixels, spec), spec), spec)[None]
-        if digest(reference) == device["tensor_sha256"]:
-            check["identical"] += 1
+        tensor = to_tensor(resize_crop_pillow(to_working_color(pixels, spec), spec), spec)[None]
+        if digest(tensor) == device["tensor_sha256"]:
+            identical += 1
         else:
-            check["differ"].append(Path(path).name)
-    return check
+            differ.append(Path(path).name)
+    return PreprocessCheck(implementation=impl, frames=frames_seen, identical=identical, differ=differ,
+                           not_compared=not_compared, reference=reference)
 
 
-def check_line(check: Dict[str, Any]) -> str:
-    if check.get("note"):
-        return f"preprocess output vs the spec's reference: {check['note']}"
-    line = (f"preprocess output ({check['implementation']}) identical to the spec's reference on {check['identical']} "
-            f"of {check['frames']} frames")
-    if check["differ"]:
-        line += f"; differs on {', '.join(check['differ'][:5])}"
-    if check["not_compared"]:
-        line += f"; {len(check['not_compared'])} not compared ({check['not_compared'][0]})"
+def check_line(check: PreprocessCheck) -> str:
+    if check.note:
+        return f"preprocess output vs the spec's reference: {check.note}"
+    line = (f"preprocess output ({check.implementation}) identical to the spec's reference on {check.identical} "
+            f"of {check.frames} frames")
+    if check.differ:
+        line += f"; differs on {', '.join(check.differ[:5])}"
+    if check.not_compared:
+        line += f"; {len(check.not_compared)} not compared ({check.not_compared[0]})"
     return line
 
 
@@ -554,8 +578,8 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
     if not args.artifact.exists():
         raise UserError(f"model {args.artifact} does not exist")
     pipeline = load_pipeline(args.pipeline, target.kind)
-    frames = list_frames(args.inputs, pipeline["decode"])[: args.input_limit]
-    pipeline.update(model_facts(args.artifact, pipeline["preprocess"]["spec"]))
+    frames = list_frames(args.inputs, pipeline.decode)[: args.input_limit]
+    pipeline = pipeline.with_model(model_facts(args.artifact, pipeline.preprocess.spec))
     if target.kind in MCU_KINDS:
         return cmd_mcu_pipeline(args, target, pipeline, frames)
     monitor = None
@@ -577,7 +601,7 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
     if target.kind == "adb" and monitor is None:  # the runner samples the battery itself, on the phase windows' clock
         from edgekit.run.adb import BATTERY_SYSFS
 
-        sampler = {"uevent": f"{BATTERY_SYSFS}/uevent", "interval_s": ANDROID_SAMPLE_INTERVAL_S}
+        sampler = PowerSampler(uevent=f"{BATTERY_SYSFS}/uevent", interval_s=ANDROID_SAMPLE_INTERVAL_S)
     try:
         raw = run_on_device(target, args.artifact, pipeline, frames, iterations=args.iterations, warmup=args.warmup,
                             threads=args.threads or 1, timeout_s=max(args.timeout * 10, 120.0),
@@ -587,53 +611,55 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
             monitor.close()
     result = budget(raw, target.profile, args.threads or 1, monitor)
     check = preprocess_check(raw, pipeline, frames)
-    report = {"device": {"kind": target.kind, "name": target.name or target.kind, "profile": (target.profile or {}).get("name")},
-              "model": str(args.artifact), "pipeline": {k: v for k, v in pipeline.items() if k != "frames"},
-              "frames": [p.name for p in frames], "budget": result, "runtime": raw.get("runtime"),
-              "device_python": raw.get("python"),
-              "results": dict(zip((p.name for p in frames), raw["results"])),
-              "timing": "every phase timed on the device by pipeline_runner.py (time.perf_counter_ns around each phase)",
-              "preprocess_check": check, "c_library_built_with": raw.get("c_library_built_with")}
-    md = ["# Pipeline budget", "", f"Model `{args.artifact}` on {report['device']['name']} ({target.kind}); pipeline "
-          f"`{args.pipeline}`; {len(frames)} input file(s), {result['iterations']} timed runs.", ""] + budget_table(result)
+    report = PipelineReport(
+        device=PipelineDevice(kind=target.kind, name=target.name or target.kind, profile=(target.profile or {}).get("name")),
+        model=str(args.artifact), pipeline=pipeline, frames=[p.name for p in frames], budget=result,
+        runtime=json_safe(raw.get("runtime")), device_python=raw.get("python"),
+        results=json_safe(dict(zip((p.name for p in frames), raw["results"]))),
+        timing="every phase timed on the device by pipeline_runner.py (time.perf_counter_ns around each phase)",
+        preprocess_check=check, c_library_built_with=raw.get("c_library_built_with"))
+    md = ["# Pipeline budget", "", f"Model `{args.artifact}` on {report.device.name} ({target.kind}); pipeline "
+          f"`{args.pipeline}`; {len(frames)} input file(s), {result.iterations} timed runs.", ""] + budget_table(result)
     md += ["", check_line(check) + "."]
     if raw.get("c_library_built_with"):
         md.append(f"Generated C preprocessing built with {raw['c_library_built_with']}.")
     with atomic_output_dir(args.outdir) as stage:
-        (stage / "pipeline.json").write_text(schemas.dumps("pipeline", report, default=str))
+        (stage / "pipeline.json").write_text(schemas.dumps("pipeline", json_safe(report.to_dict())))
         (stage / "report.md").write_text("\n".join(md) + "\n")
     say("\n".join(budget_table(result)))
     say(check_line(check))
     say(f"wrote {args.outdir}/pipeline.json, report.md")
     # the generated C must equal the reference bit for bit (as on a microcontroller); Pillow/OpenCV are reported
-    return 1 if check["implementation"] == "c" and check["differ"] else 0
+    return 1 if check.implementation == "c" and check.differ else 0
 
 
-def cmd_mcu_pipeline(args, target: DeviceTarget, pipeline: Dict[str, Any], frames: Sequence[Path]) -> int:
+def cmd_mcu_pipeline(args, target: DeviceTarget, pipeline: Pipeline, frames: Sequence[Path]) -> int:
     """qemu:/serial: the firmware pipeline; per-phase instructions and the bit-exactness verdict."""
     from edgekit.atomic import atomic_output_dir
     from edgekit.run.pipeline_mcu import mcu_budget, mcu_table, run_mcu_pipeline
 
     raw = run_mcu_pipeline(target, args.artifact, pipeline, frames, timeout_s=args.timeout, flash=bool(args.flash))
-    board = raw["board"]
+    board = raw.board
     result = mcu_budget(raw, board.profile)
-    exact = raw["bit_exact"]
-    report = {"device": {"kind": target.kind, "name": target.name or target.kind, "board": board.name},
-              "model": str(args.artifact), "pipeline": pipeline, "frames": [p.name for p in frames], "budget": result,
-              "results": {p.name: {"device_topk": d.tolist(), "host_topk": h.tolist(), "bit_exact": e}
-                          for p, d, h, e in zip(frames, raw["device_topk"], raw["host_topk"], exact)},
-              "bit_exact": {"frames": len(exact), "identical": sum(exact),
-                            "reference": "the spec's Pillow reference on the same decoded pixels -> LiteRT on the same "
-                                         "int8 model -> top-k"},
-              "firmware_elf": raw["elf"]}
+    exact = raw.bit_exact
+    report = PipelineReport(
+        device=PipelineDevice(kind=target.kind, name=target.name or target.kind, board=board.name),
+        model=str(args.artifact), pipeline=pipeline, frames=[p.name for p in frames], budget=result,
+        results={p.name: McuFrameResult(device_topk=d.tolist(), host_topk=h.tolist(), bit_exact=e)
+                 for p, d, h, e in zip(frames, raw.device_topk, raw.host_topk, exact)},
+        bit_exact=BitExactSummary(frames=len(exact), identical=sum(exact),
+                                  reference="the spec's Pillow reference on the same decoded pixels -> LiteRT on the "
+                                            "same int8 model -> top-k"),
+        firmware_elf=raw.elf)
+    decode = pipeline.decode
     md = ["# Pipeline budget (microcontroller)", "", f"Model `{args.artifact}` on {board.name} ({target.kind}); "
-          f"{len(frames)} raw {pipeline['decode']['format']} frame(s) of {pipeline['decode']['width']}x"
-          f"{pipeline['decode']['height']}; top-{raw['k']} on the device.", ""] + mcu_table(result) + [
+          f"{len(frames)} raw {decode.format} frame(s) of {decode.width}x{decode.height}; top-{raw.k} on the device.",
+          ""] + mcu_table(result) + [
           "", f"Device output bit-exact with the host reference on {sum(exact)} of {len(exact)} frames."]
     with atomic_output_dir(args.outdir) as stage:
-        (stage / "pipeline.json").write_text(schemas.dumps("pipeline", report, default=str))
+        (stage / "pipeline.json").write_text(schemas.dumps("pipeline", report.to_dict()))
         (stage / "report.md").write_text("\n".join(md) + "\n")
     say("\n".join(mcu_table(result)))
-    say(f"device top-{raw['k']} bit-exact with the host reference on {sum(exact)} of {len(exact)} frames")
+    say(f"device top-{raw.k} bit-exact with the host reference on {sum(exact)} of {len(exact)} frames")
     say(f"wrote {args.outdir}/pipeline.json, report.md")
     return 0 if all(exact) else 1

@@ -27,13 +27,15 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from edgekit.errors import DeviceError, InternalError, ToolMissingError, UserError
 from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.codegen import ENGINE_DIR, generate_c
+from edgekit.results import JsonObject
+from edgekit.run.pipeline_results import Decode, ModelInput
 
 log = logging.getLogger(__name__)
 
@@ -54,33 +56,33 @@ CROSS_GCC = {"aarch64": "aarch64-linux-gnu-gcc", "armv7l": "arm-linux-gnueabihf-
 
 
 # ------------------------------------------------------------------ what to build
-def spec_for_model(spec: Dict[str, Any], model_input: Dict[str, Any]) -> PreprocessSpec:
-    """The pipeline's float spec as the C computes it: quantized to the model's int8/uint8 input, or float32."""
+def spec_for_model(spec: JsonObject, model_input: ModelInput) -> PreprocessSpec:
+    """The pipeline's float spec (as JSON) as the C computes it: quantized to the model's int8/uint8 input, or float32."""
     base = PreprocessSpec.from_dict({k: v for k, v in spec.items() if v is not None})
-    quant, dtype = model_input.get("quantization"), model_input["dtype"]
+    quant, dtype = model_input.quantization, model_input.dtype
     if quant is None and dtype == "float32":
         return base
     if quant is None or dtype not in ("int8", "uint8"):
         raise UserError(f"the generated C preprocessing writes int8, uint8 or float32 model inputs; this model's input "
                         f"is {dtype}", fix="use implementation pillow or opencv for this model")
-    return base.replace(dtype=dtype).with_quantization(quant["scale"], quant["zero_point"])
+    return base.replace(dtype=dtype).with_quantization(quant.scale, quant.zero_point)
 
 
-def frame_keys(frames: Sequence[Path], decode: Dict[str, Any]) -> List[Tuple[int, int, str]]:
+def frame_keys(frames: Sequence[Path], decode: Decode) -> List[Tuple[int, int, str]]:
     """The distinct (height, width, gray8|rgb888) the device-side decode gives for these files.
 
     Raw frames have the stated size; JPEG/PNG files are decoded here with the runner's own decode function,
     so the sizes are the ones the device will see."""
-    if decode["format"] in ("rgb565", "rgb888", "gray8"):
-        return [(int(decode["height"]), int(decode["width"]), "gray8" if decode["format"] == "gray8" else "rgb888")]
+    if decode.format in ("rgb565", "rgb888", "gray8"):
+        return [(int(decode.height), int(decode.width), "gray8" if decode.format == "gray8" else "rgb888")]
     from edgekit.run.pipeline_runner import PipelineFailure, decode as device_decode
 
     keys = []
     for path in frames:
         try:
-            pixels = np.asarray(device_decode(Path(path).read_bytes(), decode))
+            pixels = np.asarray(device_decode(Path(path).read_bytes(), decode.to_dict()))
         except (PipelineFailure, OSError, ValueError) as exc:
-            raise UserError(f"cannot decode {Path(path).name} as {decode['format']}: {exc}",
+            raise UserError(f"cannot decode {Path(path).name} as {decode.format}: {exc}",
                             fix="give JPEG or PNG files, or state the raw frame format in decode:") from None
         h, w = pixels.shape[:2]
         key = (int(h), int(w), "gray8" if pixels.ndim == 2 or pixels.shape[2] == 1 else "rgb888")
@@ -188,6 +190,9 @@ def android_compiler(ndk: Path, abi: str) -> List[str]:
 
 
 # ------------------------------------------------------------------ per device
+class DeviceLibrary(NamedTuple):
+    path: str           # on the device
+    built_with: str     # which compiler, where
 def check_toolchain(kind: str) -> Optional[Path]:
     """Refuse early (before any device is touched) when the library cannot be built for this kind of device;
     the NDK folder for adb."""
@@ -199,21 +204,20 @@ def check_toolchain(kind: str) -> Optional[Path]:
 
 
 def prepare_library(space, spec: PreprocessSpec, keys: Sequence[Tuple[int, int, str]],
-                    ndk: Optional[Path] = None) -> Dict[str, Any]:
-    """Build the library for the workspace's device and put it there: {path (on the device), built_with}."""
+                    ndk: Optional[Path] = None) -> DeviceLibrary:
+    """Build the library for the workspace's device and put it there: its path on the device and how it was built."""
     files = library_sources(spec, keys)
     if space.local is not None:
         cc = host_compiler()
-        return {"path": space.put(build_here(files, cc), LIBRARY_NAME), "built_with": f"{' '.join(cc)} on this host"}
+        return DeviceLibrary(space.put(build_here(files, cc), LIBRARY_NAME), f"{' '.join(cc)} on this host")
     if space.adb is not None:
         abi = space.adb.shell(["getprop", "ro.product.cpu.abi"], what="reading the device ABI").strip()
         cc = android_compiler(ndk or find_ndk(), abi)
-        return {"path": space.put(build_here(files, cc), LIBRARY_NAME),
-                "built_with": f"Android NDK {' '.join(cc)} (device ABI {abi})"}
+        return DeviceLibrary(space.put(build_here(files, cc), LIBRARY_NAME), f"Android NDK {' '.join(cc)} (device ABI {abi})")
     return _prepare_on_board(space, files)
 
 
-def _prepare_on_board(space, files: Dict[str, str]) -> Dict[str, Any]:
+def _prepare_on_board(space, files: Dict[str, str]) -> DeviceLibrary:
     """ssh: upload the sources and compile them on the board; a cross build here only if it has no compiler."""
     ssh = space.ssh
     named = getattr(space, "board_cc", None)
@@ -236,7 +240,7 @@ def _prepare_on_board(space, files: Dict[str, str]) -> Dict[str, Any]:
         except DeviceError as exc:
             raise DeviceError(f"the generated preprocessing did not compile on the board with {cc}: {exc.message}",
                               fix="check the board's C compiler (a C99 cc), or use implementation pillow or opencv") from None
-        return {"path": output, "built_with": f"{cc} on the board"}
+        return DeviceLibrary(output, f"{cc} on the board")
     arch = ssh.run(["uname", "-m"], timeout_s=30, what="reading the board's architecture").strip()
     cross = CROSS_GCC.get(arch)
     if cross is None or shutil.which(cross) is None:
@@ -245,4 +249,4 @@ def _prepare_on_board(space, files: Dict[str, str]) -> Dict[str, Any]:
             f"install one on the board (e.g. sudo apt-get install gcc), or here: apt-get install "
             f"{'gcc-' + cross[:-4].replace('_', '-') if cross else 'a gcc for ' + arch}; or use implementation pillow or opencv")
     library = build_here(files, [cross])
-    return {"path": space.put(library, LIBRARY_NAME), "built_with": f"{cross} on this host (the board has no C compiler)"}
+    return DeviceLibrary(space.put(library, LIBRARY_NAME), f"{cross} on this host (the board has no C compiler)")

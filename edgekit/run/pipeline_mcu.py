@@ -19,13 +19,20 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from edgekit.errors import UserError
 from edgekit.preprocessing.spec import PreprocessSpec
+from edgekit.profiles import Profile
+from edgekit.results import Figure
 from edgekit.run.base import DeviceTarget
+from edgekit.run.pipeline_results import Bottleneck, CountStats, McuBudget, McuEndToEnd, McuPhaseRow, Pipeline
+
+if TYPE_CHECKING:
+    from edgekit.firmware.boards import Board
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +140,25 @@ def build_pipeline_firmware(model: bytes, board_name: str, spec_q: PreprocessSpe
 
 
 # ------------------------------------------------------------------ running
-def run_mcu_pipeline(target: DeviceTarget, artifact: Path, pipeline: Dict[str, Any], frames: Sequence[Path], *,
-                     timeout_s: float, flash: bool = False) -> Dict[str, Any]:
+@dataclass(frozen=True)
+class McuPipelineRun:
+    """Every frame through the firmware pipeline: counts per phase, the device's and the host's top-k."""
+
+    board: "Board"                              # edgekit.firmware.boards.Board
+    k: int
+    device_topk: List[np.ndarray]               # (k, 2) index, value per frame
+    host_topk: List[np.ndarray]
+    bit_exact: List[bool]
+    phase_instructions: List[List[int]]         # per frame, per phase (QEMU plugin)
+    pipeline_instructions: List[int]
+    phase_cycles: List[List[int]]               # per frame, per phase (a board's DWT)
+    elf: str
+    device_board: Optional[str]
+    device_runtime: Optional[str]
+
+
+def run_mcu_pipeline(target: DeviceTarget, artifact: Path, pipeline: Pipeline, frames: Sequence[Path], *,
+                     timeout_s: float, flash: bool = False) -> McuPipelineRun:
     """Every frame through the device pipeline; per-phase instructions, the device top-k, the host's top-k."""
     from edgekit.firmware.boards import load_board
     from edgekit.run.inputs import model_inputs
@@ -143,19 +167,19 @@ def run_mcu_pipeline(target: DeviceTarget, artifact: Path, pipeline: Dict[str, A
     if artifact.suffix.lower() != ".tflite":
         raise UserError(f"--pipeline on {target.kind}: devices needs the int8 .tflite model (the firmware is generated "
                         f"with the pipeline), not {artifact.name}")
-    decode = pipeline["decode"]
-    fmt, hw = decode["format"], (decode["height"], decode["width"])
+    decode = pipeline.decode
+    fmt, hw = decode.format, (decode.height, decode.width)
     (first, *_rest) = model_inputs(artifact)
     if not np.issubdtype(first.dtype, np.integer):
         raise UserError(f"{artifact.name} has a float input; the firmware pipeline quantizes to an int8 model input",
                         fix="quantize the model to int8 first (edgekit quantize)")
-    spec = PreprocessSpec.from_dict({k: v for k, v in pipeline["preprocess"]["spec"].items() if v is not None})
+    spec = PreprocessSpec.from_dict({k: v for k, v in pipeline.preprocess.spec.items() if v is not None})
     spec_q = quantized_spec(spec, float(first.scale), int(first.zero_point))
     model = artifact.read_bytes()
     from edgekit.tflite_model import TFLiteModel
 
     classes = int(np.prod(TFLiteModel.load(artifact).outputs[0].shape))
-    k = max(1, min(int(pipeline["postprocess"].get("top_k", 5)), classes))
+    k = max(1, min(int(pipeline.postprocess.top_k), classes))
     board = load_board(target.address if target.kind == "qemu" else str(target.profile.get("name", "")))
     elf = build_pipeline_firmware(model, board.name, spec_q, fmt, hw, k, source=str(artifact))
     raw_frames = [Path(p).read_bytes() for p in frames]
@@ -183,73 +207,74 @@ def run_mcu_pipeline(target: DeviceTarget, artifact: Path, pipeline: Dict[str, A
     outputs = litert_reference(model, [[t] for t in tensors])
     host_topk = [top_k(o[0], k) for o in outputs]
     exact = [bool(np.array_equal(d, h)) for d, h in zip(device_topk, host_topk)]
-    return {"board": board, "k": k, "device_topk": device_topk, "host_topk": host_topk, "bit_exact": exact,
-            "phase_instructions": phase_instructions, "pipeline_instructions": totals, "phase_cycles": phase_cycles,
-            "elf": str(elf), "device": {"board": getattr(info, "board", None), "runtime": getattr(info, "runtime", None)}}
+    return McuPipelineRun(board=board, k=k, device_topk=device_topk, host_topk=host_topk, bit_exact=exact,
+                          phase_instructions=phase_instructions, pipeline_instructions=totals,
+                          phase_cycles=phase_cycles, elf=str(elf), device_board=getattr(info, "board", None),
+                          device_runtime=getattr(info, "runtime", None))
 
 
-def mcu_budget(raw: Dict[str, Any], profile: Dict[str, Any]) -> Dict[str, Any]:
+def mcu_budget(raw: McuPipelineRun, profile: Profile) -> McuBudget:
     """Per-phase instructions (exact, QEMU plugin), share, estimated latency/energy from the board profile."""
     from edgekit.run.mcu import estimate_latency_energy
 
     rows = []
-    counts = np.asarray(raw["phase_instructions"], dtype=np.float64) if raw["phase_instructions"] else None
+    counts = np.asarray(raw.phase_instructions, dtype=np.float64) if raw.phase_instructions else None
     if counts is None:
-        return cycles_budget(raw["phase_cycles"], profile)
+        return cycles_budget(raw.phase_cycles, profile)
     total = counts.sum(axis=1)
     for i, phase in enumerate(PHASES):
         mean = float(counts[:, i].mean())
         latency, energy = estimate_latency_energy(mean, profile)
-        rows.append({"phase": phase, "instructions": {"mean": mean, "min": float(counts[:, i].min()),
-                                                      "max": float(counts[:, i].max()), "method": "measured",
-                                                      "source": "QEMU ekcount plugin between ek_marker_op_begin/end"},
-                     "share": mean / float(total.mean()), "latency_ms": latency.to_dict(), "energy_uj": energy.to_dict()})
-    bottleneck = max(rows, key=lambda r: r["share"])
+        rows.append(McuPhaseRow(phase=phase, instructions=CountStats(
+            mean=mean, min=float(counts[:, i].min()), max=float(counts[:, i].max()), method="measured",
+            source="QEMU ekcount plugin between ek_marker_op_begin/end"),
+            share=mean / float(total.mean()), latency_ms=latency, energy_uj=energy))
+    bottleneck = max(rows, key=lambda r: r.share)
     latency, energy = estimate_latency_energy(float(total.mean()), profile)
-    return {"phases": rows, "end_to_end": {"instructions": float(total.mean()), "latency_ms": latency.to_dict(),
-                                           "energy_uj": energy.to_dict()},
-            "bottleneck": {"phase": bottleneck["phase"], "share": bottleneck["share"]}}
+    return McuBudget(phases=rows, end_to_end=McuEndToEnd(instructions=float(total.mean()), latency_ms=latency,
+                                                         energy_uj=energy),
+                     bottleneck=Bottleneck(phase=bottleneck.phase, share=bottleneck.share))
 
 
-def cycles_budget(phase_cycles: List[List[int]], profile: Dict[str, Any]) -> Dict[str, Any]:
+def cycles_budget(phase_cycles: List[List[int]], profile: Profile) -> McuBudget:
     """A real board: DWT cycles per phase from the RESULT frames (measured), latency = cycles / clock_hz."""
     clock = profile.get("clock_hz")
     if not phase_cycles or not clock or not any(any(c) for c in phase_cycles):
-        return {"phases": [], "note": "no per-phase counts: the device has no working cycle counter and is not "
-                                      "under the QEMU plugin"}
+        return McuBudget(phases=[], note="no per-phase counts: the device has no working cycle counter and is not "
+                                         "under the QEMU plugin")
     cycles = np.asarray(phase_cycles, dtype=np.float64)[:, :3]
     total = cycles.sum(axis=1)
-    rows = [{"phase": phase, "cycles": {"mean": float(cycles[:, i].mean()), "method": "measured",
-                                        "source": "DWT CYCCNT read at the phase boundaries on the device"},
-             "share": float(cycles[:, i].mean() / total.mean()),
-             "latency_ms": {"value": float(cycles[:, i].mean()) / float(clock) * 1e3, "method": "measured",
-                            "source": f"DWT cycles / {float(clock) / 1e6:g} MHz (profile clock_hz)"}}
+    source = f"DWT cycles / {float(clock) / 1e6:g} MHz (profile clock_hz)"
+    rows = [McuPhaseRow(phase=phase, cycles=CountStats(mean=float(cycles[:, i].mean()), method="measured",
+                                                        source="DWT CYCCNT read at the phase boundaries on the device"),
+                        share=float(cycles[:, i].mean() / total.mean()),
+                        latency_ms=Figure(value=float(cycles[:, i].mean()) / float(clock) * 1e3, method="measured",
+                                          source=source))
             for i, phase in enumerate(PHASES)]
-    bottleneck = max(rows, key=lambda r: r["share"])
-    return {"phases": rows, "end_to_end": {"cycles": float(total.mean()),
-                                           "latency_ms": {"value": float(total.mean()) / float(clock) * 1e3,
-                                                          "method": "measured"}},
-            "bottleneck": {"phase": bottleneck["phase"], "share": bottleneck["share"]}}
+    bottleneck = max(rows, key=lambda r: r.share)
+    return McuBudget(phases=rows, end_to_end=McuEndToEnd(
+        cycles=float(total.mean()),
+        latency_ms=Figure(value=float(total.mean()) / float(clock) * 1e3, method="measured", source=source)),
+        bottleneck=Bottleneck(phase=bottleneck.phase, share=bottleneck.share))
 
 
-def mcu_table(b: Dict[str, Any]) -> List[str]:
-    if not b["phases"]:
-        return [b["note"]]
-    if "cycles" in b["phases"][0]:
+def _value(figure: Optional[Figure], unit: str) -> str:
+    return f"{figure.value:.4g} {unit}" if figure is not None and figure.value is not None else "unavailable"
+
+
+def mcu_table(b: McuBudget) -> List[str]:
+    if not b.phases:
+        return [b.note or ""]
+    if b.phases[0].cycles is not None:
         lines = ["| phase | DWT cycles (measured) | share | latency (measured) |", "|---|---|---|---|"]
-        lines += [f"| {r['phase']} | {r['cycles']['mean']:,.0f} | {r['share']:.1%} | {r['latency_ms']['value']:.4g} ms |"
-                  for r in b["phases"]]
-        return lines + ["", f"Bottleneck: **{b['bottleneck']['phase']}** ({b['bottleneck']['share']:.1%} of the cycles)."]
+        lines += [f"| {r.phase} | {r.cycles.mean:,.0f} | {r.share:.1%} | {r.latency_ms.value:.4g} ms |" for r in b.phases]
+        return lines + ["", f"Bottleneck: **{b.bottleneck.phase}** ({b.bottleneck.share:.1%} of the cycles)."]
     lines = ["| phase | instructions (exact) | share | latency (estimated) | energy (estimated) |", "|---|---|---|---|---|"]
-
-    def fmt_value(entry: Dict[str, Any], unit: str) -> str:
-        return f"{entry['value']:.4g} {unit}" if entry.get("value") is not None else "unavailable"
-
-    for r in b["phases"]:
-        lines.append(f"| {r['phase']} | {r['instructions']['mean']:,.0f} | {r['share']:.1%} | "
-                     f"{fmt_value(r['latency_ms'], 'ms')} | {fmt_value(r['energy_uj'], 'uJ')} |")
-    e = b["end_to_end"]
-    lines.append(f"| **end to end** | {e['instructions']:,.0f} | 100% | {fmt_value(e['latency_ms'], 'ms')} | "
-                 f"{fmt_value(e['energy_uj'], 'uJ')} |")
-    lines += ["", f"Bottleneck: **{b['bottleneck']['phase']}** ({b['bottleneck']['share']:.1%} of the instructions)."]
+    for r in b.phases:
+        lines.append(f"| {r.phase} | {r.instructions.mean:,.0f} | {r.share:.1%} | "
+                     f"{_value(r.latency_ms, 'ms')} | {_value(r.energy_uj, 'uJ')} |")
+    e = b.end_to_end
+    lines.append(f"| **end to end** | {e.instructions:,.0f} | 100% | {_value(e.latency_ms, 'ms')} | "
+                 f"{_value(e.energy_uj, 'uJ')} |")
+    lines += ["", f"Bottleneck: **{b.bottleneck.phase}** ({b.bottleneck.share:.1%} of the instructions)."]
     return lines

@@ -28,6 +28,7 @@ TYPED: Dict[str, str] = {
     "manifest": "edgekit.artifact:ManifestFile",
     "mlperf-run": "edgekit.run.mlperf_results:MlperfRun",
     "parity": "edgekit.parity.result:ParityReport",
+    "pipeline": "edgekit.run.pipeline_results:PipelineReport",
     "run": "edgekit.run.results:RunReport",
 }
 

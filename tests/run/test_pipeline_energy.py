@@ -21,19 +21,19 @@ PROFILE = {"name": "test-phone", "power_model": {"idle_w": 1.0, "full_load_w": 5
 
 def test_battery_samples_are_attributed_to_the_phase_windows():
     raw = json.loads((FIXTURES / "pipeline_power_run.json").read_text())
-    rows = {r["phase"]: r for r in budget(raw, PROFILE, 1)["phases"]}
+    rows = {r.phase: r for r in budget(raw, PROFILE, 1).phases}
     # every decode/preprocess/inference window holds at least one 10 ms sample: exactly its phase's power x time
-    assert rows["decode"]["energy"]["value_uj"] == pytest.approx(2.0 * 20e-3 * 1e6)
-    assert rows["preprocess"]["energy"]["value_uj"] == pytest.approx(1.5 * 10e-3 * 1e6)
-    assert rows["inference"]["energy"]["value_uj"] == pytest.approx(3.5 * 40e-3 * 1e6)
+    assert rows["decode"].energy.value_uj == pytest.approx(2.0 * 20e-3 * 1e6)
+    assert rows["preprocess"].energy.value_uj == pytest.approx(1.5 * 10e-3 * 1e6)
+    assert rows["inference"].energy.value_uj == pytest.approx(3.5 * 40e-3 * 1e6)
     # a 2 ms post-process window mostly falls between samples: it takes the nearest one, and the note says how often
-    post = rows["postprocess"]["energy"]
-    assert 1.0 * 2e-3 * 1e6 <= post["value_uj"] <= 3.5 * 2e-3 * 1e6
-    assert "inside this phase's 40 windows" in post["note"]
+    post = rows["postprocess"].energy
+    assert 1.0 * 2e-3 * 1e6 <= post.value_uj <= 3.5 * 2e-3 * 1e6
+    assert "inside this phase's 40 windows" in post.note
     for r in rows.values():
-        assert r["energy"]["method"] == "measured"
-        assert r["energy"]["source"].startswith("Android battery CURRENT_NOW x VOLTAGE_NOW")
-        assert r["energy"]["source"].endswith("samples attributed to the phase time windows")
+        assert r.energy.method == "measured"
+        assert r.energy.source.startswith("Android battery CURRENT_NOW x VOLTAGE_NOW")
+        assert r.energy.source.endswith("samples attributed to the phase time windows")
     table = "\n".join(budget_table(budget(raw, PROFILE, 1)))
     assert "140 mJ (measured)" in table and "Bottleneck: **inference**" in table
 
@@ -41,13 +41,13 @@ def test_battery_samples_are_attributed_to_the_phase_windows():
 def test_charging_battery_is_flagged_and_no_samples_fall_back_to_a_labelled_estimate():
     raw = json.loads((FIXTURES / "pipeline_power_run.json").read_text())
     raw["power"]["battery_status"] = "Charging"
-    assert "CHARGING" in device_power_energy(raw, "inference")["note"]
+    assert "CHARGING" in device_power_energy(raw, "inference").note
     raw["power"], raw["power_unavailable"] = None, "/sys/class/power_supply/battery/uevent is not readable here"
-    rows = budget(raw, PROFILE, 1)["phases"]
-    assert {r["energy"]["method"] for r in rows} == {"estimated"}
-    assert all("not measured: /sys/class/power_supply/battery/uevent is not readable" in r["energy"]["source"]
+    rows = budget(raw, PROFILE, 1).phases
+    assert {r.energy.method for r in rows} == {"estimated"}
+    assert all("not measured: /sys/class/power_supply/battery/uevent is not readable" in r.energy.source
                for r in rows)
-    assert {r["energy"]["method"] for r in budget(raw, {}, 1)["phases"]} == {"unavailable"}
+    assert {r.energy.method for r in budget(raw, {}, 1).phases} == {"unavailable"}
 
 
 @pytest.mark.parametrize("name, watts, status", [("uevent_discharging.txt", 0.412 * 3.85, "Discharging"),
@@ -68,17 +68,17 @@ def test_the_runner_samples_a_power_supply_file_during_the_run(tmp_path):
     from edgekit.run.pipeline import list_frames, load_pipeline, model_facts, run_on_device
 
     pipeline = load_pipeline(write_pipeline(tmp_path), "host")
-    pipeline.update(model_facts(IC_INT8, pipeline["preprocess"]["spec"]))
-    frames = list_frames(PHOTOS, pipeline["decode"])
+    pipeline = pipeline.with_model(model_facts(IC_INT8, pipeline.preprocess.spec))
+    frames = list_frames(PHOTOS, pipeline.decode)
     raw = run_on_device(DeviceTarget("host", "", {}), IC_INT8, pipeline, frames, iterations=8, warmup=1, threads=1,
                         timeout_s=120, options={},
                         power_sampler={"uevent": str(FIXTURES / "uevent_discharging.txt"), "interval_s": 0.002})
     assert raw["power"]["samples"] and raw["power"]["battery_status"] == "Discharging"
-    rows = budget(raw, PROFILE, 1)["phases"]
+    rows = budget(raw, PROFILE, 1).phases
     for r in rows:  # a constant 1.5862 W: each phase's energy is that power times its mean duration
-        mean_ms = sum(raw["phases_ms"][r["phase"]]) / 8
-        assert r["energy"]["method"] == "measured"
-        assert r["energy"]["value_uj"] == pytest.approx(0.412 * 3.85 * mean_ms * 1e3)
+        mean_ms = sum(raw["phases_ms"][r.phase]) / 8
+        assert r.energy.method == "measured"
+        assert r.energy.value_uj == pytest.approx(0.412 * 3.85 * mean_ms * 1e3)
     missing = run_on_device(DeviceTarget("host", "", {}), IC_INT8, pipeline, frames[:1], iterations=2, warmup=0,
                             threads=1, timeout_s=120, options={},
                             power_sampler={"uevent": str(tmp_path / "no-such-uevent"), "interval_s": 0.01})

@@ -125,8 +125,8 @@ def test_real_board_phase_cycles_become_a_measured_budget():
     from edgekit.run.pipeline_mcu import cycles_budget, mcu_table
 
     b = cycles_budget([[300, 900, 10], [320, 880, 10]], {"clock_hz": 64_000_000})
-    assert [r["phase"] for r in b["phases"]] == ["preprocess", "inference", "postprocess"]
-    assert b["phases"][1]["latency_ms"] == {"value": pytest.approx(890 / 64e3), "method": "measured",
-                                            "source": "DWT cycles / 64 MHz (profile clock_hz)"}
-    assert b["bottleneck"]["phase"] == "inference" and "| inference | 890 |" in "\n".join(mcu_table(b))
-    assert cycles_budget([[0, 0, 0]], {"clock_hz": 1})["phases"] == []
+    assert [r.phase for r in b.phases] == ["preprocess", "inference", "postprocess"]
+    assert b.phases[1].latency_ms.to_dict() == {"value": pytest.approx(890 / 64e3), "method": "measured",
+                                                "source": "DWT cycles / 64 MHz (profile clock_hz)"}
+    assert b.bottleneck.phase == "inference" and "| inference | 890 |" in "\n".join(mcu_table(b))
+    assert cycles_budget([[0, 0, 0]], {"clock_hz": 1}).phases == []
