@@ -12,7 +12,7 @@ import logging
 import secrets
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import List
 
 from edgekit.errors import DeviceError, EdgekitError, UserError
 from edgekit.run.base import RunRequest, RunResult
@@ -20,6 +20,7 @@ from edgekit.run.benchmark_model import (benchmark_arguments, check_binary_for_d
                                          read_elf)
 from edgekit.run.energy import energy_from_measurement
 from edgekit.run.results import RunMemory, updated
+from edgekit.run.thermal_results import SensorSample
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def run_benchmark_model(runner, request: RunRequest) -> RunResult:
     remote_bin, remote_model = f"{remote_dir}/benchmark_model", f"{remote_dir}/model.tflite"
     argv = benchmark_arguments(remote_bin, remote_model, delegate=delegate, num_runs=request.iterations,
                                warmup_runs=max(1, request.warmup), threads=int(request.options.threads or 1))
-    sensors: List[Dict[str, Any]] = []
+    sensors: List[SensorSample] = []
     start = time.monotonic()
     adb.shell(["mkdir", "-p", remote_dir], what="creating a work folder")
     monitor = None
@@ -110,13 +111,13 @@ def run_benchmark_model(runner, request: RunRequest) -> RunResult:
     return result
 
 
-def _thermal_sample(adb, start: float) -> Dict[str, Any]:
+def _thermal_sample(adb, start: float) -> SensorSample:
     try:
         text = adb.shell(["dumpsys", "thermalservice"], timeout_s=10, what="reading the thermal status")
     except EdgekitError as exc:
         log.debug("dumpsys thermalservice: %s", exc)
         text = ""
-    return {"t_s": time.monotonic() - start, "dumpsys_thermalservice": text}
+    return SensorSample(t_s=time.monotonic() - start, dumpsys_thermalservice=text)
 
 
 def _run_tool(adb, argv: List[str], *, timeout_s: float, serial: str) -> str:

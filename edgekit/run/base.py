@@ -14,9 +14,11 @@ from typing import Any, Callable, ClassVar, Dict, FrozenSet, Iterable, List, Map
 
 import numpy as np
 
+from edgekit.profiles import Profile
 from edgekit.registry import Registry
 from edgekit.results import Figure
 from edgekit.run.results import Fault, RunMemory, RunOptions, RunWork
+from edgekit.run.thermal_results import SensorSample
 
 Progress = Callable[[int], None]
 
@@ -27,7 +29,7 @@ class DeviceTarget:
 
     kind: str                      # "host", "ssh", "adb", "qemu", "serial", "macos"
     address: str = ""              # "user@host:port", "/dev/ttyACM0", board name for qemu, adb serial
-    profile: Dict[str, Any] = field(default_factory=dict)  # the parsed profile YAML as written ({} when none)
+    profile: Profile = field(default_factory=dict)  # the parsed profile YAML as written ({} when none)
     name: str = ""                 # as the user wrote it
 
 
@@ -41,7 +43,8 @@ class RunRequest:
     window_s: float = 5.0
     timeout_s: float = 60.0        # per inference / per device operation
     runtime: str = "auto"          # "litert", "onnxruntime", "tflm", "edgekit", ...
-    options: Union[RunOptions, Mapping[str, Any]] = field(default_factory=RunOptions)  # a mapping is validated into RunOptions
+    # why a mapping: the keyword form of RunOptions (Python callers, tests), validated into RunOptions at construction
+    options: Union[RunOptions, Mapping[str, Any]] = field(default_factory=RunOptions)
     progress: Optional[Progress] = None
 
     def __post_init__(self) -> None:
@@ -54,7 +57,9 @@ class RunResult:
     """Raw measurements; the run command derives statistics and the verdicts from them."""
 
     device: DeviceTarget
-    runtime: Dict[str, Any]        # {"name": ..., "version": ...} plus what the runtime reports, as run.json records it
+    # why free-form: {"name": ..., "version": ...} plus what each runtime reports about itself (threads, delegate,
+    # placement...), as the device-side runner sends it in JSON; run.json records it as written
+    runtime: Dict[str, Any]
     load_ms: Optional[float] = None          # model load / initialization
     first_inference_ms: Optional[float] = None
     latencies_ms: List[float] = field(default_factory=list)    # warm iterations, in order
@@ -63,8 +68,8 @@ class RunResult:
     memory: RunMemory = field(default_factory=RunMemory)  # peak_rss_bytes / arena_bytes / flash_bytes / ram_bytes
     work: RunWork = field(default_factory=RunWork)        # instructions_per_inference, per_op_instructions, ...
     energy: Optional[Figure] = None                       # the runner's own energy figure (measured or estimated)
-    sensors: List[Dict[str, Any]] = field(default_factory=list)  # raw sensor samples as the device reports them
-    extra: Dict[str, Any] = field(default_factory=dict)   # runner-specific facts for run.json (free-form by design)
+    sensors: List[SensorSample] = field(default_factory=list)  # raw sensor samples as the device reports them
+    extra: Dict[str, Any] = field(default_factory=dict)   # why: runner-specific facts for run.json (free-form by design)
     complete: bool = True
     incomplete_reason: str = ""
     fault: Optional[Fault] = None  # kind died|hung|disconnected|device-error, detail, ...

@@ -34,6 +34,7 @@ from typing_extensions import TypedDict
 from edgekit import schemas
 from edgekit.console import say
 from edgekit.errors import DeviceError, UserError
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.profiles import Profile
 from edgekit.report import json_safe
 from edgekit.results import JsonObject
@@ -205,7 +206,7 @@ def list_frames(inputs: Path, decode: Decode) -> List[Path]:
     return images
 
 
-def model_facts(artifact: Path, spec: JsonObject) -> ModelFacts:
+def model_facts(artifact: Path, spec: PreprocessSpec) -> ModelFacts:
     """The model input (shape, dtype, quantization) and output quantization; the spec must fit the input."""
     from edgekit.run.inputs import model_file, model_inputs
 
@@ -219,9 +220,9 @@ def model_facts(artifact: Path, spec: JsonObject) -> ModelFacts:
         out = TFLiteModel.load(model).outputs[0]
         if out.is_quantized:
             out_quant = Quantization(scale=float(out.scale), zero_point=int(out.zero_point))
-    h, w = (spec.get("crop") or spec.get("size") or [None, None])
-    channels = 1 if spec["color"] == "grayscale" else 3
-    expected = (1, channels, h, w) if spec["layout"] == "NCHW" else (1, h, w, channels)
+    h, w = (spec.crop or spec.size or [None, None])
+    channels = 1 if spec.color == "grayscale" else 3
+    expected = (1, channels, h, w) if spec.layout == "NCHW" else (1, h, w, channels)
     if h is not None and tuple(first.shape) != expected:
         raise UserError(f"the preprocessing spec gives tensors of shape {expected} but the model input {first.name!r} "
                         f"is {tuple(first.shape)}", fix="check size, crop, color and layout in the spec against the model")
@@ -347,7 +348,7 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Pipeline, fram
         from edgekit.run import pipeline_c
 
         ndk = pipeline_c.check_toolchain(target.kind)  # refuse before the device is touched
-        generated = (pipeline_c.spec_for_model(pipeline.preprocess.spec, pipeline.model_input),
+        generated = (pipeline_c.spec_for_model(pipeline.preprocess.spec_object(), pipeline.model_input),
                      pipeline_c.frame_keys(frames, pipeline.decode), ndk)
     if power_sampler:
         config["power_sampler"] = dict(power_sampler)
@@ -536,7 +537,7 @@ def preprocess_check(raw: RunnerOutput, pipeline: Pipeline, frames: Sequence[Pat
     reference = ("edgekit's Pillow reference of the spec on the device's decoded pixels, quantized to the model "
                  "input")
     try:
-        spec = spec_for_model(pipeline.preprocess.spec, pipeline.model_input)
+        spec = spec_for_model(pipeline.preprocess.spec_object(), pipeline.model_input)
     except UserError as exc:
         return PreprocessCheck(implementation=impl, frames=0, identical=0, differ=[], not_compared=[],
                                reference=reference, note=f"not compared: {exc.message}")
@@ -579,7 +580,7 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
         raise UserError(f"model {args.artifact} does not exist")
     pipeline = load_pipeline(args.pipeline, target.kind)
     frames = list_frames(args.inputs, pipeline.decode)[: args.input_limit]
-    pipeline = pipeline.with_model(model_facts(args.artifact, pipeline.preprocess.spec))
+    pipeline = pipeline.with_model(model_facts(args.artifact, pipeline.preprocess.spec_object()))
     if target.kind in MCU_KINDS:
         return cmd_mcu_pipeline(args, target, pipeline, frames)
     monitor = None

@@ -34,7 +34,6 @@ import numpy as np
 from edgekit.errors import DeviceError, InternalError, ToolMissingError, UserError
 from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.codegen import ENGINE_DIR, generate_c
-from edgekit.results import JsonObject
 from edgekit.run.pipeline_results import Decode, ModelInput
 
 log = logging.getLogger(__name__)
@@ -56,9 +55,8 @@ CROSS_GCC = {"aarch64": "aarch64-linux-gnu-gcc", "armv7l": "arm-linux-gnueabihf-
 
 
 # ------------------------------------------------------------------ what to build
-def spec_for_model(spec: JsonObject, model_input: ModelInput) -> PreprocessSpec:
-    """The pipeline's float spec (as JSON) as the C computes it: quantized to the model's int8/uint8 input, or float32."""
-    base = PreprocessSpec.from_dict({k: v for k, v in spec.items() if v is not None})
+def spec_for_model(base: PreprocessSpec, model_input: ModelInput) -> PreprocessSpec:
+    """The pipeline's float spec as the C computes it: quantized to the model's int8/uint8 input, or float32."""
     quant, dtype = model_input.quantization, model_input.dtype
     if quant is None and dtype == "float32":
         return base

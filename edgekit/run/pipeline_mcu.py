@@ -173,7 +173,7 @@ def run_mcu_pipeline(target: DeviceTarget, artifact: Path, pipeline: Pipeline, f
     if not np.issubdtype(first.dtype, np.integer):
         raise UserError(f"{artifact.name} has a float input; the firmware pipeline quantizes to an int8 model input",
                         fix="quantize the model to int8 first (edgekit quantize)")
-    spec = PreprocessSpec.from_dict({k: v for k, v in pipeline.preprocess.spec.items() if v is not None})
+    spec = pipeline.preprocess.spec_object()
     spec_q = quantized_spec(spec, float(first.scale), int(first.zero_point))
     model = artifact.read_bytes()
     from edgekit.tflite_model import TFLiteModel

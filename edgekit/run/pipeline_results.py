@@ -6,6 +6,7 @@ from typing import ClassVar, Dict, List, Optional, Union
 
 from typing_extensions import TypedDict
 
+from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.results import Figure, JsonObject, Method, Result, Section
 from edgekit.run.results import Json, LatencySummary
 
@@ -23,6 +24,11 @@ class Preprocess(Section):
     # the spec as edgekit.preprocessing.spec.PreprocessSpec.to_dict() writes it (+ antialias, shorter_side, crop):
     # the device-side runner reads it as JSON, the host rebuilds the PreprocessSpec from it
     spec: Dict[str, Json]
+
+
+    def spec_object(self) -> PreprocessSpec:
+        """The spec as its type (the keys left at null dropped, as PreprocessSpec.from_dict takes them)."""
+        return PreprocessSpec.from_dict({k: v for k, v in self.spec.items() if v is not None})
 
 
 class Inference(Section):

@@ -7,10 +7,11 @@ above). ``--profile NAME`` attaches a profile's facts (power model, thermal limi
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from edgekit.errors import DeviceNotFoundError, UserError
-from edgekit.profiles import all_profiles, load_profile
+from edgekit.profiles import Profile, all_profiles, load_profile
 from edgekit.run.base import DeviceTarget
 
 CONNECTION_FORMS = ("host", "macos", "ssh://USER@HOST[:PORT]", "adb[:SERIAL]", "qemu:BOARD", "serial:PORT",
@@ -21,8 +22,33 @@ _IPV6 = re.compile(r"^[0-9A-Fa-f:.]+$")
 _ADB_SERIAL = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
-def parse_ssh(text: str) -> Dict[str, Any]:
-    """``ssh://user@host[:port]`` -> {"user", "host", "port"}; names that could reach a shell or an ssh
+@dataclass(frozen=True)
+class SshAddress:
+    """An ssh destination, checked by parse_ssh."""
+
+    user: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, address: str) -> "SshAddress":
+        return parse_ssh("ssh://" + address)
+
+    @property
+    def destination(self) -> str:
+        return f"{self.user}@{self.host}"
+
+    def scp_target(self, remote_path: str) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.user}@{host}:{remote_path}"
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.user}@{host}:{self.port}"
+
+
+def parse_ssh(text: str) -> SshAddress:
+    """``ssh://user@host[:port]`` -> SshAddress(user, host, port); names that could reach a shell or an ssh
     option (spaces, quotes, leading '-') are refused."""
     rest = text[len("ssh://"):]
     user, at, hostport = rest.rpartition("@")
@@ -50,22 +76,17 @@ def parse_ssh(text: str) -> Dict[str, Any]:
         problems.append("text after the ]")
     if problems:
         raise UserError(f"--device {text!r}: invalid " + "; ".join(problems), fix="use ssh://USER@HOST[:PORT]")
-    return {"user": user, "host": host, "port": port}
+    return SshAddress(user, host, port)
 
 
-def format_ssh(parts: Dict[str, Any]) -> str:
-    host = f"[{parts['host']}]" if ":" in parts["host"] else parts["host"]
-    return f"{parts['user']}@{host}:{parts['port']}"
-
-
-def _connection(text: str, profile: Dict[str, Any], name: str) -> Optional[DeviceTarget]:
+def _connection(text: str, profile: Profile, name: str) -> Optional[DeviceTarget]:
     """A connection form -> target, or None when ``text`` is not one."""
     if text == "host":
         return DeviceTarget("host", "", profile, name)
     if text == "macos":
         return DeviceTarget("macos", "", profile, name)
     if text.startswith("ssh://"):
-        return DeviceTarget("ssh", format_ssh(parse_ssh(text)), profile, name)
+        return DeviceTarget("ssh", str(parse_ssh(text)), profile, name)
     if text == "adb" or text.startswith("adb:"):
         serial = text[4:]
         if serial and not _ADB_SERIAL.match(serial):
@@ -116,7 +137,8 @@ def resolve_device(text: str, profile_name: Optional[str] = None) -> DeviceTarge
     )
 
 
-def _connection_from_mapping(connection: Dict[str, Any], profile: Dict[str, Any]) -> Optional[str]:
+def _connection_from_mapping(connection: Dict[str, Any], profile: Profile) -> Optional[str]:  # why: YAML as written
+    """The device argument a profile's ``connection:`` mapping (as written in its YAML) stands for."""
     kind = connection.get("kind")
     if kind in ("host", "macos"):
         return kind

@@ -14,7 +14,6 @@ import re
 import shlex
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
@@ -24,7 +23,7 @@ from edgekit.run.energy import open_monitor
 from edgekit.run.session import RUNNER_PROCESS_OPTIONS
 from edgekit.run.host import choose_runtime
 from edgekit.run.inputs import model_file
-from edgekit.run.resolve import parse_ssh
+from edgekit.run.resolve import SshAddress
 from edgekit.run.session import RUNNER_SCRIPT, Collector, StreamingProcess, runner_arguments, run_streaming, write_inputs
 
 log = logging.getLogger(__name__)
@@ -34,30 +33,6 @@ UNREACHABLE = ("Connection refused", "No route to host", "Connection timed out",
                "Network is unreachable", "Operation timed out", "Name or service not known", "Connection closed by")
 AUTH_FAILED = ("Permission denied", "Too many authentication failures", "no matching host key type")
 LOST = ("closed by remote host", "Connection reset", "Broken pipe", "Timeout, server", "not responding")
-
-
-@dataclass(frozen=True)
-class SshAddress:
-    user: str
-    host: str
-    port: int
-
-    @classmethod
-    def parse(cls, address: str) -> "SshAddress":
-        parts = parse_ssh("ssh://" + address)
-        return cls(parts["user"], parts["host"], parts["port"])
-
-    @property
-    def destination(self) -> str:
-        return f"{self.user}@{self.host}"
-
-    def scp_target(self, remote_path: str) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.user}@{host}:{remote_path}"
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.user}@{host}:{self.port}"
 
 
 class SshConnection:

@@ -68,7 +68,7 @@ def test_the_runner_samples_a_power_supply_file_during_the_run(tmp_path):
     from edgekit.run.pipeline import list_frames, load_pipeline, model_facts, run_on_device
 
     pipeline = load_pipeline(write_pipeline(tmp_path), "host")
-    pipeline = pipeline.with_model(model_facts(IC_INT8, pipeline.preprocess.spec))
+    pipeline = pipeline.with_model(model_facts(IC_INT8, pipeline.preprocess.spec_object()))
     frames = list_frames(PHOTOS, pipeline.decode)
     raw = run_on_device(DeviceTarget("host", "", {}), IC_INT8, pipeline, frames, iterations=8, warmup=1, threads=1,
                         timeout_s=120, options={},

@@ -48,7 +48,7 @@ def test_generated_c_library_equals_the_reference(changes, model_dtype):
 
     spec_dict = dict(CAMERA_SPEC, **changes)
     quant = {"scale": 1 / 255, "zero_point": -128 if model_dtype == "int8" else 0} if model_dtype != "float32" else None
-    spec = spec_for_model(spec_dict, model_input(model_dtype, quant))
+    spec = spec_for_model(PreprocessSpec.from_dict(spec_dict), model_input(model_dtype, quant))
     assert spec.dtype == model_dtype
     rng = np.random.default_rng(7)
     frames = {(120, 160, "rgb888"): rng.integers(0, 256, (120, 160, 3), np.uint8),
@@ -68,7 +68,7 @@ def test_a_frame_size_without_tables_is_a_clear_failure():
     from edgekit.run.pipeline_c import build_here, host_compiler, library_sources, spec_for_model
     from edgekit.run.pipeline_runner import GeneratedC, PipelineFailure
 
-    spec = spec_for_model(CAMERA_SPEC, model_input("int8", {"scale": 1 / 255, "zero_point": -128}))
+    spec = spec_for_model(PreprocessSpec.from_dict(CAMERA_SPEC), model_input("int8", {"scale": 1 / 255, "zero_point": -128}))
     run = GeneratedC(str(build_here(library_sources(spec, [(120, 160, "rgb888")]), host_compiler())),
                      {"shape": [1, 96, 96, 3], "dtype": "int8"})
     with pytest.raises(PipelineFailure, match="no tables for a 100x120 frame with 3 channel"):
