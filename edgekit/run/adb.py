@@ -16,9 +16,10 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from edgekit.errors import DeviceError, DeviceNotFoundError, EdgekitError, ToolMissingError
+from edgekit.results import Section
 from edgekit.run.base import RUNNERS, RunRequest, RunResult, Runner
 from edgekit.run.energy import POWER_MONITORS, SamplingMonitor, open_monitor
 from edgekit.run.session import RUNNER_PROCESS_OPTIONS
@@ -44,7 +45,19 @@ def parse_adb_devices(text: str) -> Dict[str, str]:
     return devices
 
 
-def parse_dumpsys_battery(text: str) -> Dict[str, Any]:
+class Battery(Section):
+    """``dumpsys battery`` in SI units; None where the phone does not print the figure."""
+
+    level: Optional[float]
+    scale: Optional[float]
+    status: Optional[float]        # BatteryManager.BATTERY_STATUS_* (2 = charging)
+    plugged: List[str]             # AC, USB, Wireless, Dock
+    voltage_v: Optional[float]
+    temperature_c: Optional[float]
+    current_a: Optional[float]     # vendor-specific (Samsung's "current now")
+
+
+def parse_dumpsys_battery(text: str) -> Battery:
     """``dumpsys battery``: levels, plug state, voltage (mV -> V), temperature (tenths of C -> C) and, where
     the vendor prints it (e.g. Samsung's ``current now``, in mA), the current in A."""
     values: Dict[str, str] = {}
@@ -61,12 +74,12 @@ def parse_dumpsys_battery(text: str) -> Dict[str, Any]:
 
     plugged = [kind for kind in ("AC", "USB", "Wireless", "Dock") if values.get(f"{kind} powered") == "true"]
     voltage_mv, temp, current_ma = number("voltage"), number("temperature"), number("current now")
-    return {
-        "level": number("level"), "scale": number("scale"), "status": number("status"), "plugged": plugged,
-        "voltage_v": voltage_mv / 1000.0 if voltage_mv is not None else None,
-        "temperature_c": temp / 10.0 if temp is not None else None,
-        "current_a": current_ma / 1000.0 if current_ma is not None else None,
-    }
+    return Battery(
+        level=number("level"), scale=number("scale"), status=number("status"), plugged=plugged,
+        voltage_v=voltage_mv / 1000.0 if voltage_mv is not None else None,
+        temperature_c=temp / 10.0 if temp is not None else None,
+        current_a=current_ma / 1000.0 if current_ma is not None else None,
+    )
 
 
 def parse_power_supply_uevent(text: str) -> Dict[str, str]:
@@ -232,7 +245,7 @@ class AdbRunner(Runner):
         if energy_note and result.energy is None:
             result.extra["energy_unavailable_reason"] = energy_note
         try:
-            result.extra["battery"] = parse_dumpsys_battery(adb.shell(["dumpsys", "battery"], timeout_s=10))
+            result.extra["battery"] = parse_dumpsys_battery(adb.shell(["dumpsys", "battery"], timeout_s=10)).to_dict()
         except EdgekitError as exc:
             log.debug("dumpsys battery: %s", exc)
         return result

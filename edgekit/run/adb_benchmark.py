@@ -83,13 +83,13 @@ def run_benchmark_model(runner, request: RunRequest) -> RunResult:
     figures = parse_benchmark_output(output)
     result = RunResult(device=runner.target, runtime={"name": "benchmark_model", "delegate": delegate,
                                                        "binary": binary.name, "abi": info.abi})
-    result.load_ms = figures["init_ms"]
-    result.first_inference_ms = figures["first_inference_ms"]
-    peak = figures["memory_mb"]["peak"] or figures["memory_mb"]["overall_delta"]
+    result.load_ms = figures.init_ms
+    result.first_inference_ms = figures.first_inference_ms
+    peak = figures.memory_mb.peak or figures.memory_mb.overall_delta
     if peak is not None:
         result.memory = RunMemory(peak_rss_bytes=int(peak * 1024 * 1024),
                                   source="benchmark_model's own figure (MB of the tool process; approximate, the tool says)")
-    runs = (figures["inference"] or {}).get("count", 0) + (figures["warmup"] or {}).get("count", 0)
+    runs = figures.runs()
     if monitor is not None and runs:
         try:
             energy = energy_from_measurement(monitor.measurement(), runs)
@@ -102,10 +102,10 @@ def run_benchmark_model(runner, request: RunRequest) -> RunResult:
     elif energy_note:
         result.extra["energy_unavailable_reason"] = energy_note
     result.sensors = sensors
-    result.extra.update({"adb_serial": serial, "device_abis": abis, "benchmark_model": figures,
+    result.extra.update({"adb_serial": serial, "device_abis": abis, "benchmark_model": figures.to_dict(),
                          "benchmark_command": argv})
     try:
-        result.extra["battery"] = parse_dumpsys_battery(adb.shell(["dumpsys", "battery"], timeout_s=10))
+        result.extra["battery"] = parse_dumpsys_battery(adb.shell(["dumpsys", "battery"], timeout_s=10)).to_dict()
     except EdgekitError as exc:
         log.debug("dumpsys battery: %s", exc)
     return result

@@ -22,9 +22,10 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from edgekit.errors import UserError
+from edgekit.results import Section
 
 # --- the binary --------------------------------------------------------------------------------------
 # ELF e_machine -> Android ABI name (https://developer.android.com/ndk/guides/abis)
@@ -138,14 +139,50 @@ _REPLACING = re.compile(r"Replacing (?P<n>\d+)(?: out of (?P<total>\d+))? node\(
 _ERROR = re.compile(r"^(?:ERROR|E\s):\s*(.*)$", re.M)
 
 
-def _stat(line_rest: str, count: int) -> Dict[str, Any]:
-    out: Dict[str, Any] = {"count": count}
+def _stat(line_rest: str, count: int) -> Dict[str, float]:
+    """One statistics line: count and every ``name=value`` it prints (first, curr, min, max, avg, std, p5, median...)."""
+    out: Dict[str, float] = {"count": count}
     for key, value in re.findall(r"(\w+)=([-\d.eE+]+)", line_rest):
         out[key] = float(value)
     return out
 
 
-def parse_benchmark_output(text: str) -> Dict[str, Any]:
+class ToolMemory(Section):
+    init_delta: Optional[float]      # MB
+    overall_delta: Optional[float]
+    peak: Optional[float]
+    note: str
+
+
+class DelegateUse(Section):
+    name: str
+    nodes: int
+    of_nodes: Optional[int]
+    partitions: int
+
+
+class BenchmarkFigures(Section):
+    """What benchmark_model printed, in milliseconds and MiB; ``warmup``/``inference``: the tool's statistics lines
+    (count, and the figures that build prints: min, max, avg, std, p5, p50, p95...)."""
+
+    init_ms: float
+    first_inference_ms: float
+    warmup_avg_ms: float
+    inference_avg_ms: float
+    warmup: Optional[Dict[str, float]]
+    inference: Optional[Dict[str, float]]
+    memory_mb: ToolMemory
+    delegates: List[DelegateUse]
+    gpu_delegate_created: bool
+    nnapi_delegate_created: bool
+    xnnpack_delegate_created: bool
+
+    def runs(self) -> int:
+        """Warm-up plus timed inferences the tool ran."""
+        return int((self.inference or {}).get("count", 0) + (self.warmup or {}).get("count", 0))
+
+
+def parse_benchmark_output(text: str) -> BenchmarkFigures:
     """benchmark_model's stdout+stderr -> figures in milliseconds / MiB, with the delegates it applied.
 
     Raises UserError naming the tool's own error lines when the final timing line is missing."""
@@ -158,31 +195,31 @@ def parse_benchmark_output(text: str) -> Dict[str, Any]:
     stats = [_stat(m.group("rest"), int(m.group("count"))) for m in _STAT.finditer(text) if "first=" in m.group("rest")]
     us_to_ms = 1e-3
 
-    def in_ms(stat: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    def in_ms(stat: Optional[Dict[str, float]]) -> Optional[Dict[str, float]]:
         if stat is None:
             return None
         return {("p50" if k == "median" else k): (v * us_to_ms if k != "count" else v) for k, v in stat.items()}
 
     warmup, regular = (stats[-2], stats[-1]) if len(stats) >= 2 else (None, stats[-1] if stats else None)
     delta, peak = _DELTA.search(text), _PEAK.search(text)
-    delegates = [{"name": m.group("name"), "nodes": int(m.group("n")),
-                  "of_nodes": int(m.group("total")) if m.group("total") else None, "partitions": int(m.group("parts"))}
+    delegates = [DelegateUse(name=m.group("name"), nodes=int(m.group("n")),
+                             of_nodes=int(m.group("total")) if m.group("total") else None, partitions=int(m.group("parts")))
                  for m in _REPLACING.finditer(text)]
-    return {
-        "init_ms": float(timings.group("init")) * us_to_ms,
-        "first_inference_ms": float(timings.group("first")) * us_to_ms,
-        "warmup_avg_ms": float(timings.group("warmup")) * us_to_ms,
-        "inference_avg_ms": float(timings.group("avg")) * us_to_ms,
-        "warmup": in_ms(warmup),
-        "inference": in_ms(regular),
-        "memory_mb": {
-            "init_delta": float(delta.group("init")) if delta else None,
-            "overall_delta": float(delta.group("overall")) if delta else None,
-            "peak": float(peak.group("peak")) if peak else None,
-            "note": "benchmark_model's own figures (max RSS of the tool process); the tool says they are approximate",
-        },
-        "delegates": delegates,
-        "gpu_delegate_created": "Created TensorFlow Lite delegate for GPU" in text,
-        "nnapi_delegate_created": "Created TensorFlow Lite delegate for NNAPI" in text,
-        "xnnpack_delegate_created": "Created TensorFlow Lite XNNPACK delegate for CPU" in text,
-    }
+    return BenchmarkFigures(
+        init_ms=float(timings.group("init")) * us_to_ms,
+        first_inference_ms=float(timings.group("first")) * us_to_ms,
+        warmup_avg_ms=float(timings.group("warmup")) * us_to_ms,
+        inference_avg_ms=float(timings.group("avg")) * us_to_ms,
+        warmup=in_ms(warmup),
+        inference=in_ms(regular),
+        memory_mb=ToolMemory(
+            init_delta=float(delta.group("init")) if delta else None,
+            overall_delta=float(delta.group("overall")) if delta else None,
+            peak=float(peak.group("peak")) if peak else None,
+            note="benchmark_model's own figures (max RSS of the tool process); the tool says they are approximate",
+        ),
+        delegates=delegates,
+        gpu_delegate_created="Created TensorFlow Lite delegate for GPU" in text,
+        nnapi_delegate_created="Created TensorFlow Lite delegate for NNAPI" in text,
+        xnnpack_delegate_created="Created TensorFlow Lite XNNPACK delegate for CPU" in text,
+    )

@@ -288,12 +288,12 @@ def summary_lines(report: RunReport) -> List[str]:
              if memory.get(key)]
     if parts:
         lines.append("memory: " + ", ".join(parts))
-    for row in (report.coreml or {}).get("compute_units", []):
-        if row.get("error"):
-            lines.append(f"  Core ML {row['compute_units']}: failed: {row['error']}")
-        elif row["latency_ms"]["count"]:
-            lines.append(f"  Core ML {row['compute_units']}: load {row['load_ms']:.4g} ms, first {row['first_inference_ms']:.4g} ms, "
-                         f"p50 {row['latency_ms']['p50']:.4g} ms, p99 {row['latency_ms']['p99']:.4g} ms")
+    for row in report.coreml.compute_units if report.coreml else []:
+        if row.error:
+            lines.append(f"  Core ML {row.compute_units}: failed: {row.error}")
+        elif row.latency_ms.count:
+            lines.append(f"  Core ML {row.compute_units}: load {row.load_ms:.4g} ms, first {row.first_inference_ms:.4g} ms, "
+                         f"p50 {row.latency_ms.p50:.4g} ms, p99 {row.latency_ms.p99:.4g} ms")
     if energy.method == "unavailable":
         lines.append(f"energy: unavailable ({energy.reason})")
     else:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from edgekit.profiles import all_profiles
+from edgekit.profiles import Profile, all_profiles
 
 
-def _first(profile: Dict[str, Any], *paths: str) -> Optional[Any]:
+def _first(profile: Profile, *paths: str) -> Optional[Any]:
     """The first present value among dotted key paths (profiles of different kinds name things differently)."""
     for path in paths:
         node: Any = profile
@@ -32,7 +32,7 @@ def _clock(hz: Optional[Any]) -> str:
     return f"{hz / 1e9:g} GHz" if hz >= 1e9 else f"{hz / 1e6:g} MHz"
 
 
-def _power(profile: Dict[str, Any]) -> str:
+def _power(profile: Profile) -> str:
     model = profile.get("power_model") or {}
     if model.get("idle_w") is not None and model.get("full_load_w") is not None:
         return f"{model['idle_w']:g}-{model['full_load_w']:g} W"
@@ -42,7 +42,7 @@ def _power(profile: Dict[str, Any]) -> str:
     return "–"
 
 
-def _connection(profile: Dict[str, Any]) -> str:
+def _connection(profile: Profile) -> str:
     conn = profile.get("connection")
     if isinstance(conn, dict):
         where = next((conn[k] for k in ("address", "machine", "board", "port", "serial") if conn.get(k)), "")

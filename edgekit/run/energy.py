@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from edgekit.profiles import Profile
 from edgekit.errors import DeviceError, UserError
 from edgekit.registry import Registry
 from edgekit.results import Figure
@@ -275,7 +276,7 @@ def open_monitor(spec: str) -> PowerMonitor:
 
 
 # --- estimates from a profile ---------------------------------------------------------------------
-def estimate_from_profile(profile: Dict[str, Any], seconds_per_inference: float, threads: Optional[int]) -> Optional[Figure]:
+def estimate_from_profile(profile: Profile, seconds_per_inference: float, threads: Optional[int]) -> Optional[Figure]:
     """(``profile``: the parsed device profile YAML.) Board power from the profile's power_model, times the measured time per inference; None without a model.
 
     Model: P = idle_w + (full_load_w - idle_w) * busy_cores / cores, busy_cores = threads used (1 if unset).

@@ -21,7 +21,10 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from edgekit.errors import DeviceError, DeviceNotFoundError, EdgekitError, InvalidModelError, UserError
+from edgekit.report import json_safe
 from edgekit.run.base import RUNNERS, RunRequest, RunResult, Runner
+from edgekit.run.coreml_results import CoremlRow, CoremlSection
+from edgekit.run.results import LatencySummary
 from edgekit.run.session import RUNNER_PROCESS_OPTIONS
 from edgekit.run.energy import PowerMonitor, RaplMonitor, RaplReader, open_monitor
 from edgekit.run.inputs import model_file
@@ -124,7 +127,7 @@ class LocalRunner(Runner):
         return result
 
 
-def primary_unit(units: Sequence[str], results: Dict[str, Any]) -> str:
+def primary_unit(units: Sequence[str], results: Dict[str, RunResult]) -> str:
     """The setting whose run is the main result: 'all' (an app's default) when it ran, else the first that ran."""
     return "all" if "all" in units and "all" in results else next(u for u in units if u in results)
 
@@ -142,7 +145,7 @@ def outputs_max_abs_diff(a: Sequence[Dict[str, np.ndarray]], b: Sequence[Dict[st
     return worst
 
 
-def coreml_row(unit: str, result: RunResult, reference: Optional[RunResult]) -> Dict[str, Any]:
+def coreml_row(unit: str, result: RunResult, reference: Optional[RunResult]) -> CoremlRow:
     """One compute unit setting's figures for run.json (the per-op placement moved out of the runtime record)."""
     from edgekit.coreml.macos import summarise_placement
     from edgekit.run.stats import latency_summary, throughput
@@ -150,15 +153,16 @@ def coreml_row(unit: str, result: RunResult, reference: Optional[RunResult]) -> 
     placement = dict(result.runtime.pop("placement", None) or {"available": False, "reason": "the runner reported no placement"})
     if placement.get("available"):
         placement["summary"] = summarise_placement(placement.get("ops", []))
-    return {"compute_units": unit, "complete": result.complete, "load_ms": result.load_ms,
-            "first_inference_ms": result.first_inference_ms, "latency_ms": latency_summary(result.latencies_ms),
-            "throughput_ips": throughput(len(result.latencies_ms), result.extra.get("warm_wall_s")),
-            "peak_rss_bytes": result.memory.peak_rss_bytes,
-            "outputs_max_abs_diff": outputs_max_abs_diff(result.outputs, reference.outputs) if reference is not None else None,
-            "placement": placement}
+    return CoremlRow(compute_units=unit, complete=result.complete, load_ms=result.load_ms,
+                     first_inference_ms=result.first_inference_ms,
+                     latency_ms=LatencySummary(**latency_summary(result.latencies_ms)),
+                     throughput_ips=throughput(len(result.latencies_ms), result.extra.get("warm_wall_s")),
+                     peak_rss_bytes=result.memory.peak_rss_bytes,
+                     outputs_max_abs_diff=outputs_max_abs_diff(result.outputs, reference.outputs) if reference is not None else None,
+                     placement=json_safe(placement))
 
 
-def coreml_section(units: Sequence[str], results: Dict[str, RunResult], errors: Dict[str, str], primary: str) -> Dict[str, Any]:
+def coreml_section(units: Sequence[str], results: Dict[str, RunResult], errors: Dict[str, str], primary: str) -> CoremlSection:
     from edgekit.coreml.macos import PLACEMENT_SOURCE
 
     reference_unit = next(u for u in units if u in results)
@@ -167,12 +171,12 @@ def coreml_section(units: Sequence[str], results: Dict[str, RunResult], errors: 
         if unit in results:
             rows.append(coreml_row(unit, results[unit], results[reference_unit] if unit != reference_unit else None))
         else:
-            rows.append({"compute_units": unit, "complete": False, "error": errors[unit]})
-    return {"compute_units": rows, "primary": primary, "outputs_reference": reference_unit,
-            "placement_source": PLACEMENT_SOURCE,
-            "note": "each setting ran in its own runner process; load = MLModel(path, compute_units) (compile + load); "
-                    "latency = MLModel.predict; outputs_max_abs_diff compares every sample's outputs with the "
-                    f"{reference_unit} run"}
+            rows.append(CoremlRow(compute_units=unit, complete=False, error=errors[unit]))
+    return CoremlSection(compute_units=rows, primary=primary, outputs_reference=reference_unit,
+                         placement_source=PLACEMENT_SOURCE,
+                         note="each setting ran in its own runner process; load = MLModel(path, compute_units) (compile + "
+                              "load); latency = MLModel.predict; outputs_max_abs_diff compares every sample's outputs "
+                              f"with the {reference_unit} run")
 
 
 @RUNNERS.register("host")

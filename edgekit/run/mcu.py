@@ -28,13 +28,15 @@ import numpy as np
 
 from edgekit import __version__
 from edgekit.errors import DeviceError, EdgekitError, InvalidModelError, UserError
+from edgekit.profiles import Profile
 from edgekit.progress import step_progress
 from pydantic import ValidationError
 
 from edgekit.firmware.results import FirmwareInfo, read_firmware_info
 from edgekit.results import Figure, estimated, unavailable
 from edgekit.run.base import RUNNERS, DeviceTarget, RunRequest, RunResult, Runner
-from edgekit.run.results import BitExactness, OpInstructions, OutputComparison, RunMemory, RunWork, updated
+from edgekit.run.results import (BitExactness, InstructionCount, OpInstructions, OutputComparison, RunMemory, RunWork,
+                                 updated)
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +48,8 @@ SERIAL_SETTLE_S = 1.0   # how long to listen for a BOOT frame after opening a po
 
 # --- the firmware to run -----------------------------------------------------------------------------------
 
-def per_op_entries(op_counts: Sequence[int], ops: Sequence[Mapping[str, Any]],
-                   groups: Sequence[Mapping[str, Any]]) -> List[OpInstructions]:
+def per_op_entries(op_counts: Sequence[int], ops: Sequence[Mapping[str, Any]],  # why: firmware.json rows as written
+                   groups: Sequence[Mapping[str, Any]]) -> List[OpInstructions]:  # (FirmwareInfo.ops, plan: firmware/'s shape)
     """The device's per-op instruction counts (one per op hook, in execution order) as entries naming their ops: a
     row-streamed group (firmware.json plan.streamed_groups) runs its ops together and is counted once, as one entry
     spanning them."""
@@ -207,7 +209,7 @@ def bit_exactness(model: Optional[bytes], samples: List[List[np.ndarray]], outpu
 
 # --- estimates -----------------------------------------------------------------------------------------------
 
-def estimate_latency_energy(instructions: float, profile: Dict[str, Any]) -> Tuple[Figure, Figure]:
+def estimate_latency_energy(instructions: float, profile: Profile) -> Tuple[Figure, Figure]:
     """(latency ms, energy uJ) per inference at the board's real clock, from instructions (labelled estimates);
     ``profile`` is the board's parsed profile YAML."""
     cycle_model = profile.get("cycle_model") or {}
@@ -407,30 +409,28 @@ class McuRunner(Runner):
             result.memory = updated(result.memory, ram_bytes=ram["bytes"] - ram["stack"]["bytes"] + stack_used,
                                     ram_method="linked .data/.bss (arena + state + other) + stack high-water mark "
                                                "measured on the device (painted stack)")
-        work: Dict[str, Any] = {"board": board.name, "arena_bytes": result.memory.arena_bytes,
-                                "flash_bytes": result.memory.flash_bytes}  # RunWork's fields, filled as measured
+        work = RunWork(board=board.name, arena_bytes=result.memory.arena_bytes,
+                       flash_bytes=result.memory.flash_bytes)  # the other fields filled as measured
         if counts:
             per_inference = int(np.median(counts))
-            work["instructions_per_inference"] = per_inference
-            work["instructions"] = {"median": per_inference, "min": min(counts), "max": max(counts),
-                                    "inferences": len(counts),
-                                    "method": "exact: QEMU TCG plugin (ekcount) between the firmware's inference markers"}
+            latency, result.energy = estimate_latency_energy(per_inference, result.device.profile or board.profile)
+            work = updated(work, instructions_per_inference=per_inference, latency_ms_estimated=latency,
+                           instructions=InstructionCount(
+                               median=per_inference, min=min(counts), max=max(counts), inferences=len(counts),
+                               method="exact: QEMU TCG plugin (ekcount) between the firmware's inference markers"))
             ops = firmware.info.ops if firmware.info else []
             macs = int((firmware.info.macs if firmware.info else None) or 0)
             if macs:
-                work["macs_per_inference"] = macs
-                work["instructions_per_mac"] = per_inference / macs
+                work = updated(work, macs_per_inference=macs, instructions_per_mac=per_inference / macs)
             if op_counts is not None:
                 groups = ((firmware.info.plan if firmware.info else None) or {}).get("streamed_groups") or []
-                work["per_op_instructions"] = per_op_entries(op_counts, ops, groups)
-            work["latency_ms_estimated"], result.energy = estimate_latency_energy(
-                per_inference, result.device.profile or board.profile)
+                work = updated(work, per_op_instructions=per_op_entries(op_counts, ops, groups))
         if cycles:
             clock = board.firmware_clock_hz
             result.latencies_ms = [c / clock * 1e3 for c in cycles]
             result.timestamps_s = [0.0] * len(cycles)
-            work["cycles_per_inference"] = int(np.median(cycles))
-            work["latency_method"] = f"measured: DWT cycle counter at the firmware clock {clock / 1e6:g} MHz"
+            work = updated(work, cycles_per_inference=int(np.median(cycles)),
+                           latency_method=f"measured: DWT cycle counter at the firmware clock {clock / 1e6:g} MHz")
             power = (board.power_model or {}).get("active_mw")
             if power and result.energy is None:
                 seconds = float(np.median(cycles)) / clock
@@ -438,8 +438,8 @@ class McuRunner(Runner):
                                           f"measured device time x {power} mW (profile power_model: "
                                           f"{board.power_model.get('source')})")
         if outputs:
-            work["outputs_bit_exact"] = bit_exactness(firmware.model, samples[:len(outputs)], outputs)
-        result.work = RunWork(**work)
+            work = updated(work, outputs_bit_exact=bit_exactness(firmware.model, samples[:len(outputs)], outputs))
+        result.work = work
 
 
 @RUNNERS.register("qemu")

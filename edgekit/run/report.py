@@ -14,6 +14,7 @@ from edgekit.report import fmt, json_safe
 from edgekit.results import Figure
 from edgekit.run.base import RunRequest, RunResult
 from edgekit.run.energy import estimate_from_profile, unavailable
+from edgekit.run.coreml_results import CoremlSection
 from edgekit.run.results import (ArtifactRef, ColdStart, DeviceRef, Json, LatencySummary, OutputSample, OutputTensor,
                                  RunConfig, RunReport, Signature, Thermal, updated)
 from edgekit.run.stats import latency_summary, throughput
@@ -118,7 +119,7 @@ def build_run_report(result: RunResult, request: RunRequest, *, inputs_descripti
         outputs=outputs_summary(result),
         outputs_file="outputs.npz" if result.outputs else None,
         extra=json_safe({k: v for k, v in result.extra.items() if k not in ("energy_unavailable_reason", "runtime_import_ms", "coreml")}),
-        **({"coreml": json_safe(result.extra["coreml"])} if result.extra.get("coreml") else {}),  # per compute unit setting
+        **({"coreml": result.extra["coreml"]} if result.extra.get("coreml") else {}),  # per compute unit setting
         **top_level,  # MCU facts (instructions_per_inference, arena_bytes, ...) at the top level too
         signature=Signature(artifact_sha256=artifact_sha, device_profile=profile.get("name"), device=device.name,
                             runtime=json_safe(result.runtime), tools=tool_versions(RUN_TOOLS), host=host_info(),
@@ -180,32 +181,32 @@ def markdown(report: RunReport) -> str:
     return "\n".join(lines)
 
 
-def coreml_lines(coreml: Dict[str, Json]) -> List[str]:
+def coreml_lines(coreml: CoremlSection) -> List[str]:
     """The per-compute-unit table and each setting's placement (Core ML's estimate, labelled as such)."""
     from edgekit.coreml.macos import placement_line
 
     lines = ["## Core ML compute units", "",
-             f"The figures above are the `{coreml['primary']}` run; {coreml['note']}.", "",
+             f"The figures above are the `{coreml.primary}` run; {coreml.note}.", "",
              "| compute units | load | first inference | p50 | p90 | p99 | max | warm iterations | peak RSS | "
-             f"max abs diff vs {coreml['outputs_reference']} | placement (preferred device; estimated) |",
+             f"max abs diff vs {coreml.outputs_reference} | placement (preferred device; estimated) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for row in coreml["compute_units"]:
-        if row.get("error"):
-            lines.append(f"| {row['compute_units']} | **failed**: {str(row['error']).replace('|', '/')} |" + " |" * 9)
+    for row in coreml.compute_units:
+        if row.error:
+            lines.append(f"| {row.compute_units} | **failed**: {row.error.replace('|', '/')} |" + " |" * 9)
             continue
-        lat, placement = row["latency_ms"], row["placement"]
+        lat, placement = row.latency_ms, row.placement or {}
         where = placement_line(placement.get("summary")) if placement.get("available") else f"unavailable: {placement.get('reason')}"
-        rss = f"{row['peak_rss_bytes'] / 2**20:.1f} MiB" if row.get("peak_rss_bytes") else "–"
-        diff = "reference" if row["compute_units"] == coreml["outputs_reference"] else \
-            ("–" if row.get("outputs_max_abs_diff") is None else f"{row['outputs_max_abs_diff']:.3g}")
-        lines.append(f"| {row['compute_units']} | {_ms(row['load_ms'])} | {_ms(row['first_inference_ms'])} | {_ms(lat['p50'])} | "
-                     f"{_ms(lat['p90'])} | {_ms(lat['p99'])} | {_ms(lat['max'])} | {lat['count']} | {rss} | {diff} | {where} |")
-    lines += ["", f"Placement: {coreml['placement_source']}; per-op detail in run.json (`coreml.compute_units[].placement.ops`).", ""]
-    for row in coreml["compute_units"]:
-        summary = (row.get("placement") or {}).get("summary")
+        rss = f"{row.peak_rss_bytes / 2**20:.1f} MiB" if row.peak_rss_bytes else "–"
+        diff = "reference" if row.compute_units == coreml.outputs_reference else \
+            ("–" if row.outputs_max_abs_diff is None else f"{row.outputs_max_abs_diff:.3g}")
+        lines.append(f"| {row.compute_units} | {_ms(row.load_ms)} | {_ms(row.first_inference_ms)} | {_ms(lat.p50)} | "
+                     f"{_ms(lat.p90)} | {_ms(lat.p99)} | {_ms(lat.max)} | {lat.count} | {rss} | {diff} | {where} |")
+    lines += ["", f"Placement: {coreml.placement_source}; per-op detail in run.json (`coreml.compute_units[].placement.ops`).", ""]
+    for row in coreml.compute_units:
+        summary = (row.placement or {}).get("summary")
         if not summary:
             continue
-        lines += [f"- `{row['compute_units']}`: " + "; ".join(
+        lines += [f"- `{row.compute_units}`: " + "; ".join(
             f"{device}: " + ", ".join(f"{op} x{n}" for op, n in entry["op_types"].items())
             for device, entry in summary["by_device"].items())]
     return lines

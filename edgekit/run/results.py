@@ -235,7 +235,7 @@ class RunReport(Result):
     outputs: List[OutputSample]
     outputs_file: Optional[str]
     extra: Dict[str, Json]  # runner-specific facts (labgrid place, battery, firmware origin, ...)
-    coreml: Optional[Dict[str, Json]] = None  # per compute-unit table (edgekit.run.host.coreml_section)
+    coreml: Optional["CoremlSection"] = None  # per compute-unit table (edgekit.run.host.coreml_section)
     # MCU facts repeated at the top level (from work and memory) for tools that read them there
     board: Optional[str] = None
     arena_bytes: Optional[int] = None
@@ -265,3 +265,8 @@ def read_run_report(data: Mapping[str, Json]) -> RunReport:
     if data.get("schema", schema_id("run")) != schema_id("run"):
         raise ValueError(f"not a {schema_id('run')} document: {data.get('schema')}")
     return RunReport.model_validate({k: v for k, v in data.items() if k != "schema"})
+
+
+from edgekit.run.coreml_results import CoremlSection  # noqa: E402 - it builds on Json and LatencySummary above
+
+RunReport.model_rebuild()

@@ -16,28 +16,29 @@ FIXTURES = Path(__file__).parent / "fixtures" / "benchmark_model"
 
 def test_parse_xnnpack_run_with_percentiles_and_peak_memory():
     f = parse_benchmark_output((FIXTURES / "xnnpack_arm64.txt").read_text())
-    assert (f["init_ms"], f["first_inference_ms"], f["warmup_avg_ms"], f["inference_avg_ms"]) == \
+    assert (f.init_ms, f.first_inference_ms, f.warmup_avg_ms, f.inference_avg_ms) == \
         pytest.approx((4.215, 1.873, 0.3512, 0.3476))
-    assert f["warmup"]["count"] == 1421 and f["inference"]["count"] == 2874
-    assert f["inference"]["std"] == pytest.approx(0.021) and f["inference"]["p50"] == pytest.approx(0.343)
-    assert (f["inference"]["p5"], f["inference"]["p95"], f["inference"]["max"]) == pytest.approx((0.333, 0.372, 0.912))
-    assert f["memory_mb"] == {**f["memory_mb"], "init_delta": 3.21484, "overall_delta": 3.5625, "peak": 9.79688}
-    assert f["delegates"] == [{"name": "TfLiteXNNPackDelegate", "nodes": 13, "of_nodes": 13, "partitions": 1}]
-    assert f["xnnpack_delegate_created"] and not f["gpu_delegate_created"]
+    assert f.warmup["count"] == 1421 and f.inference["count"] == 2874
+    assert f.inference["std"] == pytest.approx(0.021) and f.inference["p50"] == pytest.approx(0.343)
+    assert (f.inference["p5"], f.inference["p95"], f.inference["max"]) == pytest.approx((0.333, 0.372, 0.912))
+    memory = f.memory_mb.to_dict()
+    assert memory == {**memory, "init_delta": 3.21484, "overall_delta": 3.5625, "peak": 9.79688}
+    assert [d.to_dict() for d in f.delegates] == [{"name": "TfLiteXNNPackDelegate", "nodes": 13, "of_nodes": 13, "partitions": 1}]
+    assert f.xnnpack_delegate_created and not f.gpu_delegate_created
 
 
 def test_parse_gpu_run():
     f = parse_benchmark_output((FIXTURES / "gpu_arm64.txt").read_text())
-    assert f["init_ms"] == pytest.approx(612.904) and f["first_inference_ms"] == pytest.approx(9.021)
-    assert f["delegates"][0]["name"] == "TfLiteGpuDelegateV2" and f["gpu_delegate_created"]
-    assert f["memory_mb"]["peak"] == pytest.approx(57.8867)
+    assert f.init_ms == pytest.approx(612.904) and f.first_inference_ms == pytest.approx(9.021)
+    assert f.delegates[0].name == "TfLiteGpuDelegateV2" and f.gpu_delegate_created
+    assert f.memory_mb.peak == pytest.approx(57.8867)
 
 
 def test_parse_older_build_without_percentiles_or_prefix():
     f = parse_benchmark_output((FIXTURES / "nnapi_old_format.txt").read_text())
-    assert f["inference_avg_ms"] == pytest.approx(2.21507) and f["nnapi_delegate_created"]
-    assert "p50" not in f["inference"] and f["inference"]["count"] == 451
-    assert f["memory_mb"]["init_delta"] == pytest.approx(12.6367) and f["memory_mb"]["peak"] is None
+    assert f.inference_avg_ms == pytest.approx(2.21507) and f.nnapi_delegate_created
+    assert "p50" not in f.inference and f.inference["count"] == 451
+    assert f.memory_mb.init_delta == pytest.approx(12.6367) and f.memory_mb.peak is None
 
 
 def test_failed_delegate_names_the_tool_errors():

@@ -66,9 +66,9 @@ def test_dumpsys_battery_samsung():
     from edgekit.run.adb import parse_dumpsys_battery
 
     battery = parse_dumpsys_battery(fixture("dumpsys_battery_samsung.txt"))
-    assert battery["voltage_v"] == pytest.approx(4.063) and battery["temperature_c"] == pytest.approx(32.6)
-    assert battery["current_a"] == pytest.approx(0.321) and battery["level"] == 84 and battery["plugged"] == ["USB"]
-    assert battery["status"] == 2  # charging: the battery current is not the device's draw
+    assert battery.voltage_v == pytest.approx(4.063) and battery.temperature_c == pytest.approx(32.6)
+    assert battery.current_a == pytest.approx(0.321) and battery.level == 84 and battery.plugged == ["USB"]
+    assert battery.status == 2  # charging: the battery current is not the device's draw
 
 
 def test_battery_uevent_power():
