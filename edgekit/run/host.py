@@ -23,8 +23,7 @@ import numpy as np
 from edgekit.errors import DeviceError, DeviceNotFoundError, EdgekitError, InvalidModelError, UserError
 from edgekit.report import json_safe
 from edgekit.run.base import RUNNERS, RunRequest, RunResult, Runner
-from edgekit.run.coreml_results import CoremlRow, CoremlSection
-from edgekit.run.results import LatencySummary
+from edgekit.run.results import CoremlRow, CoremlSection, LatencySummary
 from edgekit.run.session import RUNNER_PROCESS_OPTIONS
 from edgekit.run.energy import PowerMonitor, RaplMonitor, RaplReader, open_monitor
 from edgekit.run.inputs import model_file

@@ -14,8 +14,7 @@ from edgekit.report import fmt, json_safe
 from edgekit.results import Figure
 from edgekit.run.base import RunRequest, RunResult
 from edgekit.run.energy import estimate_from_profile, unavailable
-from edgekit.run.coreml_results import CoremlSection
-from edgekit.run.results import (ArtifactRef, ColdStart, DeviceRef, Json, LatencySummary, OutputSample, OutputTensor,
+from edgekit.run.results import (ArtifactRef, ColdStart, CoremlSection, DeviceRef, Json, LatencySummary, OutputSample, OutputTensor,
                                  RunConfig, RunReport, Signature, Thermal, updated)
 from edgekit.run.stats import latency_summary, throughput
 from edgekit.run.thermal import ThrottleCriteria, attach_sensors, sample_readings, thermal_verdict, window_series

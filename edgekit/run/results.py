@@ -200,6 +200,30 @@ class OutputSample(Section):
     tensors: List[OutputTensor]
 
 
+class CoremlRow(Section):
+    """One compute-unit setting: its figures, or (``complete`` false) the error that stopped it."""
+
+    compute_units: str
+    complete: bool
+    error: Optional[str] = None
+    load_ms: Optional[float] = None
+    first_inference_ms: Optional[float] = None
+    latency_ms: Optional[LatencySummary] = None
+    throughput_ips: Optional[float] = None
+    peak_rss_bytes: Optional[int] = None
+    outputs_max_abs_diff: Optional[float] = None
+    # Core ML's per-op plan as edgekit.coreml.macos reports it (available, ops, summary | reason): coreml/'s shape
+    placement: Optional[Dict[str, Json]] = None
+
+
+class CoremlSection(Section):
+    compute_units: List[CoremlRow]
+    primary: str                     # the setting whose run gives run.json's main figures
+    outputs_reference: str           # the setting the others' outputs are compared with
+    placement_source: str
+    note: str
+
+
 class Signature(Section):
     """Who made the file, with what (tool versions, host) and when."""
 
@@ -235,7 +259,7 @@ class RunReport(Result):
     outputs: List[OutputSample]
     outputs_file: Optional[str]
     extra: Dict[str, Json]  # runner-specific facts (labgrid place, battery, firmware origin, ...)
-    coreml: Optional["CoremlSection"] = None  # per compute-unit table (edgekit.run.host.coreml_section)
+    coreml: Optional[CoremlSection] = None  # per compute-unit table (edgekit.run.host.coreml_section)
     # MCU facts repeated at the top level (from work and memory) for tools that read them there
     board: Optional[str] = None
     arena_bytes: Optional[int] = None
@@ -266,7 +290,3 @@ def read_run_report(data: Mapping[str, Json]) -> RunReport:
         raise ValueError(f"not a {schema_id('run')} document: {data.get('schema')}")
     return RunReport.model_validate({k: v for k, v in data.items() if k != "schema"})
 
-
-from edgekit.run.coreml_results import CoremlSection  # noqa: E402 - it builds on Json and LatencySummary above
-
-RunReport.model_rebuild()
