@@ -22,7 +22,7 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
 from edgekit.errors import UserError
 from edgekit.results import Section
@@ -169,8 +169,8 @@ class BenchmarkFigures(Section):
     first_inference_ms: float
     warmup_avg_ms: float
     inference_avg_ms: float
-    warmup: Optional[Dict[str, float]]
-    inference: Optional[Dict[str, float]]
+    warmup: Optional[Dict[str, Union[int, float]]]     # count is an int
+    inference: Optional[Dict[str, Union[int, float]]]
     memory_mb: ToolMemory
     delegates: List[DelegateUse]
     gpu_delegate_created: bool
