@@ -93,7 +93,7 @@ def _quantize(value: np.ndarray, spec: ModelInput) -> np.ndarray:
     return np.clip(q, info.min, info.max).astype(spec.dtype)
 
 
-# why Dict[str, Any]: the second value is the source's own description (edgekit.calibration.dataset describe():
+# why a plain dict: the second value is the source's own description (edgekit.calibration.dataset describe():
 # kind, path, items, preprocess...), written as run.json config.inputs; the calibration source owns its keys
 def load_inputs(path: Path, inputs: Sequence[ModelInput], *, limit: int, seed: int = 0) -> Tuple[List[Dict[str, np.ndarray]], Dict[str, Any]]:
     """Samples from an --inputs source (folder of images with preprocess.json, .npy/.npz, folder of .npy), in
