@@ -669,7 +669,7 @@ def firmware_info(data: bytes, graph: Graph, board, plan: MemoryPlan, flash: Fla
                   "constant_data_bytes": constant_bytes, "flatbuffer_overhead_bytes": len(data) - constant_bytes,
                   "inputs": [_tensor_json(graph.tensors[i]) for i in graph.inputs],
                   "outputs": [_tensor_json(graph.tensors[i]) for i in graph.outputs]},
-        "board": {**board.summary(), "profile": board.profile.get("_path"), "cpu_flags": board.gcc_flags(),
+        "board": {**board.summary().present(), "profile": board.profile.get("_path"), "cpu_flags": board.gcc_flags(),
                   "stack_reserved_bytes": board.stack_bytes},
         "arena_bytes": plan["arena_bytes"],
         "state_bytes": plan["state_bytes"],

@@ -6,7 +6,7 @@ and ``DeployReport`` and refuses unknown keys.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Union
+from typing import Dict, List, Optional, Union
 
 from pydantic import ConfigDict, with_config
 from typing_extensions import NotRequired, TypedDict
@@ -363,3 +363,30 @@ class HarnessApp(TypedDict):
     timestamp_pin: NotRequired[str]
     timestamp_pin_source: NotRequired[str]
     protocol: str
+
+
+# --- firmware.json of the tflm runtime -----------------------------------------------------------------------------
+@with_config(STRICT)
+class TflmResolver(TypedDict):
+    """The MicroMutableOpResolver of the generated TFLM project: its size and Add* calls."""
+
+    size: int
+    methods: List[str]
+
+
+@with_config(STRICT)
+class TflmArenaFigures(TypedDict):
+    """How kTensorArenaSize was found (edgekit.firmware.tflm.TflmArena); every figure is bytes."""
+
+    recorded_total: int
+    recorded_head: int
+    recorded_tail: int
+    categories: Dict[str, int]
+    min_working_64bit: int
+    pointer_correction: int
+    estimated_32bit: int
+    margin: int
+    arena_size: int
+    tflm_version: str
+    notes: List[str]
+    method: str

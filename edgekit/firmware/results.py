@@ -11,8 +11,11 @@ from typing import ClassVar, Dict, List, Literal, Mapping, Optional
 
 from pydantic import ConfigDict
 
+from edgekit.compile.result import CpuOperator
+from edgekit.firmware.ethosu_types import NpuArena, NpuConfig, NpuEstimate, PlacementCheck, VelaModelPlacement
 from edgekit.firmware.plan_types import (BuildRecord, DeployRuntimeRam, FlashFigures, FlashSplit, HarnessApp, OpRow, OverlapRow,
-                                         PlanReport, RamFigures, StreamedGroupRow, VsTflm)
+                                         PlanReport, RamFigures, StreamedGroupRow, TflmArenaFigures,
+                                         TflmResolver, VsTflm)
 from edgekit.results import Figure, Result, Section
 from edgekit.run.results import BitExactness, InstructionCount, Json, OpInstructions, RunMemory, Signature
 
@@ -105,18 +108,18 @@ class FirmwareInfo(Result):
     vs_tflm: Optional[VsTflm] = None
     app: Optional[HarnessApp] = None              # the application built around the runtime
     # the tflm runtime
-    resolver: Optional[Dict[str, Json]] = None
-    tflm_arena: Optional[Dict[str, Json]] = None
+    resolver: Optional[TflmResolver] = None
+    tflm_arena: Optional[TflmArenaFigures] = None
     # the ethos-u runtime (placement only)
     runnable_here: Optional[bool] = None
     not_runnable_reason: Optional[str] = None
-    vela_model: Optional[Dict[str, Json]] = None
-    npu: Optional[Dict[str, Json]] = None
-    arena: Optional[Dict[str, Json]] = None
-    estimate: Optional[Dict[str, Json]] = None
+    vela_model: Optional[VelaModelPlacement] = None
+    npu: Optional[NpuConfig] = None
+    arena: Optional[NpuArena] = None
+    estimate: Optional[NpuEstimate] = None
     cpu_fallback_ops: Optional[List[str]] = None
-    cpu_fallback_reasons: Optional[Json] = None
-    placement_check: Optional[Dict[str, Json]] = None
+    cpu_fallback_reasons: Optional[List[CpuOperator]] = None
+    placement_check: Optional[PlacementCheck] = None
 
     def to_dict(self) -> Dict[str, Json]:
         return self.model_dump(mode="json", exclude_unset=True)

@@ -25,7 +25,9 @@ TYPED: Dict[str, str] = {
     "deploy": "edgekit.firmware.results:DeployReport",
     "firmware": "edgekit.firmware.results:FirmwareInfo",
     "gpu-placement": "edgekit.mobile.placement:GpuPlacement",
+    "lab": "edgekit.lab.results:LabTable",
     "manifest": "edgekit.artifact:ManifestFile",
+    "mlperf-dataset": "edgekit.run.mlperf_dataset:DatasetInfo",
     "parity": "edgekit.parity.result:ParityReport",
     "run": "edgekit.run.results:RunReport",
 }
