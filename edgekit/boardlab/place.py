@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 import time
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from edgekit.boardlab.config import DriverConfig, PlaceRow
 from edgekit.errors import DeviceError, DeviceNotFoundError, ToolMissingError, UserError

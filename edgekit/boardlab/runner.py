@@ -16,7 +16,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from edgekit.boardlab.config import DriverConfig, EnvironmentConfig
 from edgekit.errors import DeviceError, UserError

@@ -327,7 +327,8 @@ def firmware_info(data: bytes, sha: str, vela_bytes: bytes, board, npu: NpuProfi
 
 def _placed(check: PlacementCheck) -> List[Tuple[str, PlacedSymbol]]:
     """The placed arrays of a linked placement check, by symbol name."""
-    return [(name, check[name]) for name in ("ek_npu_model", "ek_npu_arena") if name in check]  # type: ignore[literal-required]
+    return [(name, symbol) for name, symbol in (("ek_npu_model", check.get("ek_npu_model")),
+                                                ("ek_npu_arena", check.get("ek_npu_arena"))) if symbol is not None]
 
 
 def readme_text(info: FirmwareInfo) -> str:

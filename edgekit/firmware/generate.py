@@ -479,7 +479,8 @@ def memory_figures(model: bytes, plan: MemoryPlan, board, sizes: Optional[ElfSiz
     if sizes is None:
         flash = {"bytes": len(model), "model": len(model), "method": "estimated lower bound: the model array only "
                  "(the firmware was not linked: arm-none-eabi-gcc missing)"}
-        stack_json = {"bytes": board.stack_bytes, "method": "linker reservation of the board profile (not linked)"}
+        stack_json: StackFigure = {"bytes": board.stack_bytes,
+                                   "method": "linker reservation of the board profile (not linked)"}
         ram = {"bytes": arena + state + board.stack_bytes, "arena": arena, "state": state, "other_static": None,
                "stack": stack_json, "method": "estimated lower bound: arena + state + stack reservation (not linked)"}
         return flash, ram

@@ -13,8 +13,8 @@ from pydantic import ConfigDict
 
 from edgekit.compile.result import CpuOperator
 from edgekit.firmware.ethosu_types import NpuArena, NpuConfig, NpuEstimate, PlacementCheck, VelaModelPlacement
-from edgekit.firmware.plan_types import (BuildRecord, DeployRuntimeRam, FlashFigures, FlashSplit, HarnessApp, OpRow, OverlapRow,
-                                         PlanReport, RamFigures, StreamedGroupRow, TflmArenaFigures,
+from edgekit.firmware.plan_types import (BuildRecord, DeployRuntimeRam, FlashFigures, FlashSplit, HarnessApp, OpRow,
+                                         OverlapRow, PlanReport, RamFigures, StreamedGroupRow, TflmArenaFigures,
                                          TflmResolver, VsTflm)
 from edgekit.results import Figure, Result, Section
 from edgekit.run.results import BitExactness, InstructionCount, Json, OpInstructions, RunMemory, Signature
