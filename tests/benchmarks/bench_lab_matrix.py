@@ -84,13 +84,13 @@ def main(argv=None) -> int:
 
     same = key(tables[1]) == key(tables[2])
     print(f"same instructions and bit-exactness per cell with 1 and 2 parallel places: {same}")
-    for r in tables[2]["cells"]:
+    for r in tables[2].cells:
         if r["instructions_per_inference"]:
             log.add(f"{r['model']} on {r['board']}: instructions per inference", r["instructions_per_inference"],
                     "instructions", method="count", source="QEMU TCG plugin (ekcount), exact")
     log.note(f"tables in {out}")
     log.write(args.figures)
-    failed = sum(t["summary"]["failed"] for t in tables.values())
+    failed = sum(t.summary["failed"] for t in tables.values())
     return 0 if same and not failed else 1
 
 
