@@ -14,8 +14,9 @@ import logging
 import os
 import socket
 import time
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
+from edgekit.boardlab.config import DriverConfig, PlaceRow
 from edgekit.errors import DeviceError, DeviceNotFoundError, ToolMissingError, UserError
 
 log = logging.getLogger(__name__)
@@ -183,7 +184,7 @@ class LabPlace:
                 missing.append(f"{exporter}/{group}/{cls}/{name}")
         return missing
 
-    def target(self, drivers: List[Dict[str, Any]]):
+    def target(self, drivers: List[DriverConfig]):
         """A labgrid Target for the held place: its RemotePlace resources plus ``drivers`` made by labgrid's
         factory (the environment-file form: [{"SerialDriver": {}}, {"EdgekitQemuBootstrapDriver": {...}}])."""
         from labgrid.factory import target_factory
@@ -218,12 +219,12 @@ class LabPlace:
         self.close()
 
 
-def lab_places(coordinator: Optional[str]) -> List[Dict[str, Any]]:
+def lab_places(coordinator: Optional[str]) -> List[PlaceRow]:
     """Every place of the lab: name, board tag, holder (None when free), whether all its resources are exported."""
     lab = LabPlace("", coordinator)
     try:
         lab.sync()
-        rows = []
+        rows: List[PlaceRow] = []
         for name, place in sorted(lab.session.places.items()):
             exported = all(lab.session.resources.get(e, {}).get(g, {}).get(r) is not None
                            and lab.session.resources[e][g][r].data.get("avail")

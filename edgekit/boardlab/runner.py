@@ -16,8 +16,9 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
+from edgekit.boardlab.config import DriverConfig, EnvironmentConfig
 from edgekit.errors import DeviceError, UserError
 from edgekit.run.base import RUNNERS, RunRequest, RunResult
 from edgekit.run.mcu import BOOT_TIMEOUT_S, McuRunner, resolve_firmware
@@ -28,7 +29,7 @@ DEFAULT_LOCK_TIMEOUT_S = 60.0
 BOOTSTRAPS = ("qemu", "pyocd")
 
 
-def place_drivers(board, bootstrap: str) -> List[Dict[str, Any]]:
+def place_drivers(board, bootstrap: str) -> List[DriverConfig]:
     """The labgrid drivers of a place for a board profile (the ``drivers:`` list of an environment file)."""
     if bootstrap == "qemu":
         if not board.is_qemu:
@@ -42,7 +43,7 @@ def place_drivers(board, bootstrap: str) -> List[Dict[str, Any]]:
     raise UserError(f"place tag bootstrap={bootstrap!r} is not one of {', '.join(BOOTSTRAPS)}")
 
 
-def environment_config(place: str, coordinator: str, board, bootstrap: str) -> Dict[str, Any]:
+def environment_config(place: str, coordinator: str, board, bootstrap: str) -> EnvironmentConfig:
     """A labgrid environment file (as a dict) for ``place`` with this board profile: usable with labgrid-client
     -c and pytest --lg-env as well."""
     return {"targets": {place: {"resources": [{"RemotePlace": {"name": place}}],
@@ -70,7 +71,7 @@ def _sigterm_as_interrupt():
 class LabgridSession:
     """An acquired place with the firmware loaded: ``info`` (HELLO) and ``infer`` like QemuSession."""
 
-    def __init__(self, place, board, elf: Path, drivers: List[Dict[str, Any]], *, timeout_s: float,
+    def __init__(self, place, board, elf: Path, drivers: List[DriverConfig], *, timeout_s: float,
                  boot_timeout_s: float) -> None:
         from edgekit.firmware.protocol import DeviceClient
         from edgekit.boardlab.transport import LabgridSerialTransport

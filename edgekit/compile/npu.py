@@ -16,7 +16,6 @@ from typing import Optional, Union
 
 from edgekit.compile.report import build_compile_json, write_outputs
 from edgekit.compile.result import CompileReport
-from edgekit.results import JsonObject
 from edgekit.compile.vela_tool import VelaOptions, VelaRun, run_vela
 from edgekit.errors import InvalidModelError, UserError
 from edgekit.tflite_graph import Graph, read_graph
@@ -32,11 +31,6 @@ class CompileResult:
     outdir: Optional[Path]
     report: CompileReport         # compile.json
     vela_model: bytes             # the compiled flatbuffer (ethos-u custom op + any CPU operators)
-
-    @property
-    def info(self) -> JsonObject:
-        """compile.json's content as plain data (for callers that read it by key; prefer ``report``)."""
-        return self.report.to_dict()
 
     @property
     def label(self) -> str:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 from edgekit.compile.result import VelaLayer
 from edgekit.errors import ConversionError, ToolMissingError, UserError
@@ -137,6 +137,9 @@ class CpuOperator:
     reasons: List[str] = field(default_factory=list)
 
 
+SummaryCell = Union[int, float, str]   # a cell of Vela's summary CSV: a number where it writes one
+
+
 @dataclass
 class VelaRun:
     """The files and messages of one successful Vela run."""
@@ -147,7 +150,7 @@ class VelaRun:
     vela_tflite: Path
     summary_csv: Path
     per_layer_csv: Path
-    summary: Dict[str, Any]              # Vela's summary CSV row: column -> number or text, as Vela writes it
+    summary: Dict[str, SummaryCell]      # Vela's summary CSV row: column -> number or text, as Vela writes it
     layers: List[VelaLayer]
     cpu_operators: List[CpuOperator]
     cpu_passthrough: List[str]           # "Passthrough = deq (outputs [1, 8, 8, 8])" lines of --show-cpu-operations
@@ -213,7 +216,7 @@ def run_vela(model: Path, options: VelaOptions, workdir: Path, *, display: str =
                    parse_per_layer(per_layer), cpu_ops, passthrough, parse_warnings(proc.stdout + "\n" + proc.stderr))
 
 
-def _number(text: str) -> Any:
+def _number(text: str) -> SummaryCell:
     try:
         value = float(text)
     except ValueError:
@@ -224,7 +227,7 @@ def _number(text: str) -> Any:
 TEXT_COLUMNS = ("name", "target", "operator", "original_operator")
 
 
-def parse_summary(path: Path) -> Dict[str, Any]:  # VelaRun.summary
+def parse_summary(path: Path) -> Dict[str, SummaryCell]:  # VelaRun.summary
     """Vela's one-row summary CSV, column -> number or text (read by key in build_compile_json)."""
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))

@@ -8,7 +8,7 @@ the ones it does not take; no backend names another backend's options.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Iterable, List
 
 from edgekit.errors import UserError
 from edgekit.registry import Registry
@@ -24,13 +24,13 @@ class FirmwareBackend:
     name: ClassVar[str] = ""
     options: ClassVar[Dict[str, str]] = {}
 
-    def option_problems(self, given: Mapping[str, Any]) -> List[str]:
-        """A sentence for every option in ``given`` this runtime does not take."""
+    def option_problems(self, given: Iterable[str]) -> List[str]:
+        """A sentence for every option named in ``given`` (names, or a mapping of them) this runtime does not take."""
         takes = ", ".join(f"--{o.replace('_', '-')}" for o in self.options) or "no runtime options"
         return [f"--{key.replace('_', '-')} is not an option of the {self.name} runtime (it takes {takes})"
                 for key in given if key not in self.options]
 
-    def check_options(self, given: Mapping[str, Any]) -> None:
+    def check_options(self, given: Iterable[str]) -> None:
         problems = self.option_problems(given)
         if problems:
             raise UserError("; ".join(problems), fix=f"leave those options out for the {self.name} runtime")

@@ -14,11 +14,14 @@ import string
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, TypedDict
 
 from edgekit._resources import data_dir
 from edgekit.errors import ToolMissingError, UnknownNameError, UserError
 from edgekit.profiles import all_profiles, load_profile
+
+if TYPE_CHECKING:
+    from edgekit.firmware.results import BoardSummary
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,36 @@ class UartConfig:
     rx_pin: str = ""
 
 
+class Connection(TypedDict, total=False):
+    """A board profile's ``connection`` block: how edgekit reaches the board (the keys it reads; devices/README.md)."""
+
+    kind: str                 # qemu | serial
+    machine: str              # qemu-system-arm -M
+    semihosting: bool
+    flash: str                # pyocd
+    pyocd_target: str
+    pyocd_pack: str
+    usb_vcp: str              # the on-board probe's USB port, named in the no-device message
+    model: str
+    note: str
+
+
+@dataclass(frozen=True)
+class PowerModel:
+    """The board's active power from its profile, with where the figure comes from."""
+
+    active_mw: float
+    source: str
+
+
+@dataclass(frozen=True)
+class CycleModel:
+    """Core cycles per instruction from the board's profile, with where the figure comes from."""
+
+    cycles_per_instruction: float
+    source: str
+
+
 @dataclass(frozen=True)
 class Board:
     """A validated MCU board profile."""
@@ -82,11 +115,11 @@ class Board:
     extra_regions: Tuple[MemoryRegion, ...]
     stack_bytes: int
     uart: UartConfig
-    connection: Mapping[str, Any]
+    connection: Connection
     caches: bool
-    power_model: Mapping[str, Any]
-    cycle_model: Mapping[str, Any]
-    profile: Mapping[str, Any] = field(repr=False, compare=False)
+    power_model: PowerModel
+    cycle_model: CycleModel
+    profile: Mapping[str, Any] = field(repr=False, compare=False)   # the parsed YAML as written (runners read own keys)
 
     @property
     def is_qemu(self) -> bool:
@@ -172,17 +205,13 @@ class Board:
             extra_sections=extra_sections,
         )
 
-    def summary(self) -> Dict[str, Any]:
+    def summary(self) -> BoardSummary:
         """Key figures for reports and `edgekit devices`."""
-        return {
-            "board": self.name,
-            "core": self.core,
-            "clock_hz": self.clock_hz,
-            "firmware_clock_hz": self.firmware_clock_hz,
-            "flash_bytes": self.flash.bytes,
-            "ram_bytes": self.ram.bytes,
-            "connection": dict(self.connection),
-        }
+        from edgekit.firmware.results import BoardSummary
+
+        return BoardSummary(board=self.name, core=self.core, clock_hz=self.clock_hz,
+                            firmware_clock_hz=self.firmware_clock_hz, flash_bytes=self.flash.bytes,
+                            ram_bytes=self.ram.bytes, connection=dict(self.connection))
 
 
 def nrf_psel(pin: str) -> int:
@@ -218,7 +247,7 @@ def _region(name: str, raw: Any, problems: List[str]) -> Optional[MemoryRegion]:
     return MemoryRegion(name, origin, size, str(raw.get("description", "")))
 
 
-def validate_profile(data: Mapping[str, Any]) -> Tuple[Optional[Board], List[str]]:
+def validate_profile(data: Mapping[str, Any]) -> Tuple[Optional[Board], List[str]]:  # a parsed YAML, unchecked
     """Check every MCU key; return the Board (None if anything is wrong) and the list of problems."""
     problems: List[str] = []
     for key in ("core", "cpu", "soc", "float_abi", "fpu"):
@@ -299,13 +328,16 @@ def validate_profile(data: Mapping[str, Any]) -> Tuple[Optional[Board], List[str
         float_abi=data["float_abi"], features=tuple(features), clock_hz=data["clock_hz"],
         firmware_clock_hz=data["firmware_clock_hz"], soc=data["soc"], flash=regions["flash"], ram=regions["ram"],
         extra_regions=tuple(r for n, r in regions.items() if n not in ("flash", "ram")),
-        stack_bytes=data["stack_bytes"], uart=uart, connection=dict(connection), caches=bool(data.get("caches", False)),
-        power_model=dict(data["power_model"]), cycle_model=dict(data["cycle_model"]), profile=dict(data),
+        stack_bytes=data["stack_bytes"], uart=uart,
+        connection=Connection(**connection), caches=bool(data.get("caches", False)),
+        power_model=PowerModel(data["power_model"]["active_mw"], data["power_model"]["source"]),
+        cycle_model=CycleModel(data["cycle_model"]["cycles_per_instruction"], data["cycle_model"]["source"]),
+        profile=dict(data),
     )
     return board, []
 
 
-def board_from_profile(data: Mapping[str, Any]) -> Board:
+def board_from_profile(data: Mapping[str, Any]) -> Board:  # a parsed YAML, unchecked
     if data.get("kind") != "mcu":
         raise UserError(
             f"device profile {data.get('name')!r} is of kind {data.get('kind')!r}, not an MCU board",

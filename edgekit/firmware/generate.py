@@ -29,7 +29,11 @@ from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_s
 from edgekit.firmware.support import KERNELS_DIR, kernel_files, require_support
 from edgekit.progress import step_progress
 from edgekit.tflite_graph import Graph, read_graph
+from edgekit.firmware.plan_types import (BuildRecord, DeviceFigures, FitReport, FlashFigures, HarnessApp, MemoryPlan,
+                                         ModeFigures, OpRow, OverlapRow, PlainPlan, ProjectFiles, RamFigures,
+                                         StackFigure, StreamedGroupRow, TensorJson, VsTflm)
 from edgekit.firmware.results import FirmwareInfo, read_firmware_info
+from edgekit.run.results import Signature
 from edgekit.provenance import host_info, sha256_bytes, sha256_file, tool_versions, utc_now
 from edgekit.report import json_safe
 
@@ -58,7 +62,7 @@ class AppSpec:
         tuple((FIRMWARE_DIR / "protocol" / f, f"protocol/{f}") for f in PROTOCOL_FILES)
     config: Tuple[Tuple[str, str], ...] = ()   # extra #defines for model/ek_config.h
     boot_check: bool = True                    # boot it under QEMU with edgekit's protocol to measure the stack
-    info: Optional[Mapping[str, Any]] = None   # added to firmware.json as "app"
+    info: Optional[HarnessApp] = None          # added to firmware.json as "app"
     board: Any = None                          # a modified Board to build for (e.g. another baud rate)
 
 
@@ -78,7 +82,7 @@ class FirmwareResult:
 
 # --- small helpers -------------------------------------------------------------------------------------------
 
-def render(template: str, values: Mapping[str, Any], *, name: str = "template") -> str:
+def render(template: str, values: Mapping[str, Union[str, int, None]], *, name: str = "template") -> str:
     """Replace {{NAME}} placeholders; every placeholder must be given (Makefile `$(...)` stays untouched)."""
     missing = sorted(set(re.findall(r"\{\{(\w+)\}\}", template)) - set(values))
     if missing:
@@ -142,7 +146,7 @@ def plans_for_mve(board) -> bool:
 
 
 def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT_OPTIMIZE,
-                board=None, flash_layouts: bool = True, plain: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+                board=None, flash_layouts: bool = True, plain: Optional[PlainPlan] = None) -> MemoryPlan:
     """The runtime's own plan (same planner code as on the device), prepared for ``optimize``: the overlapped plan,
     the prepared blob (pointer-free; flash), and the plain in-place .tflite plan it replaces, with tensor names.
     ``flash_layouts=False``: weights stay int8 in the blob (no re-laid-out copies; see choose_memory_plan).
@@ -186,7 +190,7 @@ def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT
 FLASH_CODE_RESERVE = 64 * 1024
 
 
-def choose_memory_plan(model: bytes, graph: Graph, source: str, optimize: str, board) -> Dict[str, Any]:
+def choose_memory_plan(model: bytes, graph: Graph, source: str, optimize: str, board) -> MemoryPlan:
     """The plan with re-laid-out weights in flash (faster), unless model + that blob + the code reserve would not
     fit the board's flash while the int8-weight blob is smaller: then the int8 one, with the reason recorded."""
     plan = memory_plan(model, graph, source, optimize, board)
@@ -206,8 +210,8 @@ def choose_memory_plan(model: bytes, graph: Graph, source: str, optimize: str, b
 
 
 def early_fit_check(model_bytes: int, arena: int, state: int, board,
-                    modes: Optional[Mapping[str, Mapping[str, int]]] = None,
-                    plain: Optional[Mapping[str, int]] = None) -> None:
+                    modes: Optional[Mapping[str, ModeFigures]] = None,
+                    plain: Optional[ModeFigures] = None) -> None:
     """Before writing anything: lower bounds (model vs flash; arena + state + stack reservation vs RAM). With
     ``modes`` ({mode: {arena_bytes, state_bytes, prepared_bytes}}), the model fails only if no mode fits, and the
     message says by how many bytes for each mode."""
@@ -246,7 +250,7 @@ def early_fit_check(model_bytes: int, arena: int, state: int, board,
                               fix=fix)
 
 
-def fit_report(flash_bytes: int, ram_bytes: int, board) -> Dict[str, Dict[str, Any]]:
+def fit_report(flash_bytes: int, ram_bytes: int, board) -> FitReport:
     return {
         "flash": {"used": flash_bytes, "available": board.flash.bytes, "free": board.flash.bytes - flash_bytes,
                   "fits": flash_bytes <= board.flash.bytes},
@@ -255,7 +259,7 @@ def fit_report(flash_bytes: int, ram_bytes: int, board) -> Dict[str, Dict[str, A
     }
 
 
-def raise_if_not_fitting(fits: Dict[str, Dict[str, Any]], board, detail: str) -> None:
+def raise_if_not_fitting(fits: FitReport, board, detail: str) -> None:
     bad = [f"{k}: uses {v['used']:,} bytes, {board.name} has {v['available']:,}: {-v['free']:,} bytes too many"
            for k, v in fits.items() if not v["fits"]]
     if bad:
@@ -375,7 +379,7 @@ def write_makefile(dest: Path, board, *, model_name: str, sources: List[str], in
     (dest / "Makefile").write_text(text)
 
 
-def runtime_defines(plan: Dict[str, Any]) -> str:
+def runtime_defines(plan: MemoryPlan) -> str:
     """Runtime build flags for this model: a prepared model links no reader/planner/prepare code
     (EK_PREPARED_ONLY), and without row-streamed groups none of their code either (EK_NO_STREAM_GROUPS)."""
     if plan.get("prepared_blob") is None:
@@ -384,7 +388,7 @@ def runtime_defines(plan: Dict[str, Any]) -> str:
 
 
 def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, name: str, sha: str,
-                          plan: Dict[str, Any], app: AppSpec = DEFAULT_APP) -> Dict[str, Any]:
+                          plan: MemoryPlan, app: AppSpec = DEFAULT_APP) -> ProjectFiles:
     """Everything `make` needs, copied or generated into ``stage``."""
     from edgekit.firmware.boards import write_board_files
 
@@ -410,7 +414,7 @@ def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, nam
 # --- sizes ---------------------------------------------------------------------------------------------------
 
 def measured_sizes(project: Path, board, graph: Graph, *, keep_build: bool, boot_check: bool = True
-                   ) -> Tuple[Optional[ElfSizes], Optional[StackEstimate], Dict[str, Any], Optional[Dict[str, Any]]]:
+                   ) -> Tuple[Optional[ElfSizes], Optional[StackEstimate], BuildRecord, Optional[DeviceFigures]]:
     """Link the project (its own Makefile) to read flash/RAM from the ELF; with ``keep_build`` on a QEMU board, also
     boot it once to measure the stack high-water mark. The build folder stays only with keep_build."""
     if not fw_build.toolchain_available():
@@ -425,7 +429,7 @@ def measured_sizes(project: Path, board, graph: Graph, *, keep_build: bool, boot
         stack = estimate_stack(project / build_dir, entry="main", linked=elf_functions(elf))
         from edgekit.firmware.boards import toolchain_version
 
-        build = {"built": True, "elf": f"{build_dir}/firmware.elf" if keep_build else None,
+        build: BuildRecord = {"built": True, "elf": f"{build_dir}/firmware.elf" if keep_build else None,
                  "elf_sha256": sha256_file(elf) if keep_build else None,
                  "toolchain": toolchain_version(), "cflags": "-O2 -ffp-contract=off -ffunction-sections -fdata-sections "
                  "-fstack-usage -fcallgraph-info=su", "ldflags": "-Wl,--gc-sections --specs=nano.specs",
@@ -454,7 +458,7 @@ def _zero_inputs(graph: Graph) -> List[Any]:
     return values
 
 
-def device_measurement(board, elf: Path, graph: Graph) -> Dict[str, Any]:
+def device_measurement(board, elf: Path, graph: Graph) -> DeviceFigures:
     """Boot the firmware under QEMU and run one inference (zero-point inputs): the device's own figures."""
     from edgekit.firmware.qemu import QemuSession
 
@@ -467,15 +471,16 @@ def device_measurement(board, elf: Path, graph: Graph) -> Dict[str, Any]:
             "state_used": info.state_used, "arena_used": info.arena_used, "machine": board.qemu_machine}
 
 
-def memory_figures(model: bytes, plan: Dict[str, Any], board, sizes: Optional[ElfSizes],
-                   stack: Optional[StackEstimate], device: Optional[Dict[str, Any]] = None
-                   ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+def memory_figures(model: bytes, plan: MemoryPlan, board, sizes: Optional[ElfSizes],
+                   stack: Optional[StackEstimate], device: Optional[DeviceFigures] = None
+                   ) -> Tuple[FlashFigures, RamFigures]:
     """(flash, ram) sections of firmware.json, each with its method stated."""
     arena, state = plan["arena_bytes"], plan["state_bytes"]
     if sizes is None:
         flash = {"bytes": len(model), "model": len(model), "method": "estimated lower bound: the model array only "
                  "(the firmware was not linked: arm-none-eabi-gcc missing)"}
-        stack_json = {"bytes": board.stack_bytes, "method": "linker reservation of the board profile (not linked)"}
+        stack_json: StackFigure = {"bytes": board.stack_bytes,
+                                   "method": "linker reservation of the board profile (not linked)"}
         ram = {"bytes": arena + state + board.stack_bytes, "arena": arena, "state": state, "other_static": None,
                "stack": stack_json, "method": "estimated lower bound: arena + state + stack reservation (not linked)"}
         return flash, ram
@@ -513,7 +518,7 @@ TFLM_KNOWN = {
 }
 
 
-def vs_tflm(sha: str, ram: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def vs_tflm(sha: str, ram: RamFigures) -> Optional[VsTflm]:
     """Runtime RAM against TFLM's smallest working arena where a real TFLM figure is known for this model."""
     known = TFLM_KNOWN.get(sha)
     runtime = (ram or {}).get("runtime") or {}
@@ -534,9 +539,9 @@ _OVERLAP_WHY = {
 }
 
 
-def overlap_report(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
+def overlap_report(plan: MemoryPlan) -> List[OverlapRow]:
     """Per planned overlap: which op's output may overlap which input, by how much and why (firmware.json)."""
-    out = []
+    out: List[OverlapRow] = []
     for o in plan.get("overlaps", []):
         name = o.get("op_name", "?")
         rule = "exactly in place" if o["exact"] else f"output_offset - input_offset <= {o['d_max']:,} B"
@@ -551,7 +556,7 @@ def overlap_report(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
     return out
 
 
-def streamed_group_report(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
+def streamed_group_report(plan: MemoryPlan) -> List[StreamedGroupRow]:
     """Per row-streamed group (firmware.json): its ops, and the few rows each intermediate tensor keeps in RAM."""
     return [{"ops": f"{g['first_op']}-{g['last_op']}", "first_op": g["first_op"], "last_op": g["last_op"],
              "op_names": g["ops"], "region_bytes": g["region_bytes"],
@@ -561,8 +566,8 @@ def streamed_group_report(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
             for g in plan.get("streamed_groups", [])]
 
 
-def add_splits(flash: Dict[str, Any], ram: Dict[str, Any], plan: Dict[str, Any], build_info: Dict[str, Any],
-               device: Optional[Dict[str, Any]]) -> None:
+def add_splits(flash: FlashFigures, ram: RamFigures, plan: MemoryPlan, build_info: BuildRecord,
+               device: Optional[DeviceFigures]) -> None:
     """Flash split from the linker map (model, prepared data, runtime code, startup/protocol/libc) and the RAM the
     runtime needs (arena + mutable state, device-measured when the firmware ran) into firmware.json."""
     split = build_info.get("flash_split") if build_info else None
@@ -579,16 +584,16 @@ def add_splits(flash: Dict[str, Any], ram: Dict[str, Any], plan: Dict[str, Any],
 
 # --- the command ---------------------------------------------------------------------------------------------
 
-def describe_ops(graph: Graph) -> List[Dict[str, Any]]:
+def describe_ops(graph: Graph) -> List[OpRow]:
     macs = graph.macs()
     return [{"index": op.index, "name": op.label, "location": graph.location(op), "macs": macs[op.index]}
             for op in graph.ops]
 
 
-def signature(model_sha: str, extra_tools: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+def signature(model_sha: str, extra_tools: Optional[Mapping[str, str]] = None) -> Signature:
     tools = tool_versions(TOOLS)
     tools.update(extra_tools or {})
-    return {"model_sha256": model_sha, "tools": tools, "host": host_info(), "created": utc_now()}
+    return Signature(model_sha256=model_sha, tools=tools, host=host_info(), created=utc_now())
 
 
 def generate_firmware(model: Union[Path, str, bytes], board_name: str = DEFAULT_BOARD, outdir: Optional[Path] = None,
@@ -650,14 +655,14 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
     return FirmwareResult(outdir, info, elf)
 
 
-def firmware_info(data: bytes, graph: Graph, board, plan: Dict[str, Any], flash: Dict[str, Any], ram: Dict[str, Any],
-                  fits: Dict[str, Any], written: Dict[str, Any], build_info: Dict[str, Any], *, source: str,
-                  sha: str, runtime: str = "edgekit", app: Optional[Mapping[str, Any]] = None) -> FirmwareInfo:
+def firmware_info(data: bytes, graph: Graph, board, plan: MemoryPlan, flash: FlashFigures, ram: RamFigures,
+                  fits: FitReport, written: ProjectFiles, build_info: BuildRecord, *, source: str,
+                  sha: str, runtime: str = "edgekit", app: Optional[HarnessApp] = None) -> FirmwareInfo:
     constant_bytes = sum(t.bytes for t in graph.tensors if t.constant)
     op_counts: Dict[str, int] = {}
     for op in graph.ops:
         op_counts[op.label] = op_counts.get(op.label, 0) + 1
-    app_info = {} if app is None else {"app": dict(app)}
+    app_info = {} if app is None else {"app": app}
     return FirmwareInfo.model_validate(json_safe({
         "edgekit_firmware": 1,
         "runtime": runtime,
@@ -665,7 +670,7 @@ def firmware_info(data: bytes, graph: Graph, board, plan: Dict[str, Any], flash:
                   "constant_data_bytes": constant_bytes, "flatbuffer_overhead_bytes": len(data) - constant_bytes,
                   "inputs": [_tensor_json(graph.tensors[i]) for i in graph.inputs],
                   "outputs": [_tensor_json(graph.tensors[i]) for i in graph.outputs]},
-        "board": {**board.summary(), "profile": board.profile.get("_path"), "cpu_flags": board.gcc_flags(),
+        "board": {**board.summary().present(), "profile": board.profile.get("_path"), "cpu_flags": board.gcc_flags(),
                   "stack_reserved_bytes": board.stack_bytes},
         "arena_bytes": plan["arena_bytes"],
         "state_bytes": plan["state_bytes"],
@@ -730,7 +735,7 @@ def readme_text(info: FirmwareInfo, board) -> str:
     }, name="README.md.in")
 
 
-def _tensor_json(t) -> Dict[str, Any]:
+def _tensor_json(t) -> TensorJson:
     return {"name": t.name, "type": t.type, "shape": list(t.shape),
             "scale": t.scales[0] if t.scales else None, "zero_point": t.zero_points[0] if t.zero_points else None}
 

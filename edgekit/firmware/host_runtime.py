@@ -25,7 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from edgekit.errors import (
     UnsupportedOpError,
 )
 from edgekit.progress import step_progress
+from edgekit.firmware.plan_types import StreamedGroup
 from edgekit.support import OpSupport, SupportReport
 from edgekit.tflite_graph import read_graph
 
@@ -626,7 +627,7 @@ class _DriverBackend:
                 for i, spec in enumerate(self.outputs)]
 
 
-def streamed_groups(blob: bytes) -> List[Dict[str, Any]]:
+def streamed_groups(blob: bytes) -> List[StreamedGroup]:
     """Row-streamed groups of a prepared blob (ek_stream_group.c): [{first_op, last_op, region_bytes, windows:
     [{tensor, rows}]}], read from the op records (ekp_op.group; a member's scratch_off = window rows)."""
     header = np.frombuffer(blob[:4 * 21], dtype="<u4")
@@ -638,7 +639,7 @@ def streamed_groups(blob: bytes) -> List[Dict[str, Any]]:
         scratch_off, scratch_len, group = (int(v) for v in np.frombuffer(blob, dtype="<i4", count=3, offset=at + rec - 12))
         output = int(np.frombuffer(blob, dtype="<i4", count=1, offset=outputs_off)[0])
         records.append((scratch_off, scratch_len, group, output))
-    groups = []
+    groups: List[StreamedGroup] = []
     for i, (_, region, group, _) in enumerate(records):
         if group > 0:
             windows = [{"tensor": records[i + k - 1][3], "rows": records[i + k][0]} for k in range(1, group + 1)]

@@ -21,11 +21,12 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 from edgekit.console import say
 from edgekit.errors import UserError
 from edgekit.firmware.generate import AppSpec, FIRMWARE_DIR, FirmwareResult
+from edgekit.firmware.plan_types import HarnessApp, TimestampSource
 
 HARNESS = "mlperf-tiny"
 MODES = ("performance", "energy")
@@ -68,7 +69,7 @@ def task_named(name: str) -> Task:
 # ------------------------------------------------------------------ board timestamp hooks
 
 
-def _timestamp_config(board, mode: str) -> Tuple[List[Tuple[Path, str]], List[Tuple[str, str]], Dict[str, Any]]:
+def _timestamp_config(board, mode: str) -> Tuple[List[Tuple[Path, str]], List[Tuple[str, str]], TimestampSource]:
     """(files to add, ek_config.h defines, description) of the board's timer and, in energy mode, its pin."""
     spec = dict(board.profile.get("mlperf") or {})
     boards_dir = FIRMWARE_DIR / "boards"
@@ -95,7 +96,7 @@ def _timestamp_config(board, mode: str) -> Tuple[List[Tuple[Path, str]], List[Tu
     else:
         raise UserError(f"board {board.name} declares no microsecond timer for the MLPerf Tiny harness",
                         fix=f"add mlperf.timer (cmsdk with timer_base/timer_clock_hz, or dwt) to devices/{board.name}.yaml")
-    described: Dict[str, Any] = {"timer": timer, "timer_source": source}
+    described: TimestampSource = {"timer": timer, "timer_source": source}
     if mode == "energy":
         pin = spec.get("timestamp_pin")
         if not pin:
@@ -152,7 +153,7 @@ def harness_app(graph, board, task: Task, mode: str = "performance") -> AppSpec:
     built_board = board
     if mode == "energy" and board.uart.baud != ENERGY_BAUD:
         built_board = dataclasses.replace(board, uart=dataclasses.replace(board.uart, baud=ENERGY_BAUD))
-    info = {"harness": HARNESS, "task": task.name, "model_id": task.model_id, "mode": mode,
+    info: HarnessApp = {"harness": HARNESS, "task": task.name, "model_id": task.model_id, "mode": mode,
             "firmware_version": FW_VERSION, "input_format": task.input_format, "input_bytes": db_bytes,
             "results": task.results, "uart_baud": built_board.uart.baud, **timestamps,
             "protocol": "EEMBC ULPMark-ML / MLPerf Tiny runner: commands end with '%', every answer ends with m-ready"}

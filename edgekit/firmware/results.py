@@ -11,6 +11,11 @@ from typing import ClassVar, Dict, List, Literal, Mapping, Optional
 
 from pydantic import ConfigDict
 
+from edgekit.compile.result import CpuOperator
+from edgekit.firmware.ethosu_types import NpuArena, NpuConfig, NpuEstimate, PlacementCheck, VelaModelPlacement
+from edgekit.firmware.plan_types import (BuildRecord, DeployRuntimeRam, FlashFigures, FlashSplit, HarnessApp, OpRow,
+                                         OverlapRow, PlanReport, RamFigures, StreamedGroupRow, TflmArenaFigures,
+                                         TflmResolver, VsTflm)
 from edgekit.results import Figure, Result, Section
 from edgekit.run.results import BitExactness, InstructionCount, Json, OpInstructions, RunMemory, Signature
 
@@ -81,8 +86,8 @@ class FirmwareInfo(Result):
     runtime: Literal["edgekit", "tflm", "ethos-u"]
     model: FirmwareModel
     board: BoardSummary
-    ops: List[Dict[str, Json]]          # per operator: index, name, location, ... (edgekit.firmware.generate.describe_ops)
-    build: Dict[str, Json]              # how (and whether) the ELF was built: toolchain, flags, sizes
+    ops: List[OpRow]
+    build: BuildRecord
     signature: Signature
     # the edgekit and tflm runtimes
     arena_bytes: Optional[int] = None
@@ -93,28 +98,28 @@ class FirmwareInfo(Result):
     fits: Optional[Fits] = None
     macs: Optional[int] = None
     # the edgekit runtime
-    flash: Optional[Dict[str, Json]] = None       # flash breakdown with its method (linked ELF sections, split)
-    ram: Optional[Dict[str, Json]] = None         # RAM breakdown: arena, state, stack (with methods)
+    flash: Optional[FlashFigures] = None
+    ram: Optional[RamFigures] = None
     op_counts: Optional[Dict[str, int]] = None
     kernels: Optional[List[str]] = None
-    plan: Optional[Dict[str, Json]] = None        # the offline memory plan (tensors, scratch, overlaps, groups)
+    plan: Optional[PlanReport] = None
     optimize: Optional[str] = None
     runtime_code_bytes: Optional[int] = None
-    vs_tflm: Optional[Dict[str, Json]] = None
-    app: Optional[Dict[str, Json]] = None         # the application built around the runtime (MLPerf Tiny harness)
+    vs_tflm: Optional[VsTflm] = None
+    app: Optional[HarnessApp] = None              # the application built around the runtime
     # the tflm runtime
-    resolver: Optional[Dict[str, Json]] = None
-    tflm_arena: Optional[Dict[str, Json]] = None
+    resolver: Optional[TflmResolver] = None
+    tflm_arena: Optional[TflmArenaFigures] = None
     # the ethos-u runtime (placement only)
     runnable_here: Optional[bool] = None
     not_runnable_reason: Optional[str] = None
-    vela_model: Optional[Dict[str, Json]] = None
-    npu: Optional[Dict[str, Json]] = None
-    arena: Optional[Dict[str, Json]] = None
-    estimate: Optional[Dict[str, Json]] = None
+    vela_model: Optional[VelaModelPlacement] = None
+    npu: Optional[NpuConfig] = None
+    arena: Optional[NpuArena] = None
+    estimate: Optional[NpuEstimate] = None
     cpu_fallback_ops: Optional[List[str]] = None
-    cpu_fallback_reasons: Optional[Json] = None
-    placement_check: Optional[Dict[str, Json]] = None
+    cpu_fallback_reasons: Optional[List[CpuOperator]] = None
+    placement_check: Optional[PlacementCheck] = None
 
     def to_dict(self) -> Dict[str, Json]:
         return self.model_dump(mode="json", exclude_unset=True)
@@ -151,11 +156,11 @@ class DeployFirmware(Section):
     state_bytes: int
     state_used_on_device_bytes: Optional[int] = None
     flash_bytes: int
-    flash: Dict[str, Json]                 # firmware.json ``flash`` (method, sections, split)
+    flash: FlashFigures
     ram_bytes: int
     ram_method: str
     ram_static_estimate_bytes: int
-    ram: Dict[str, Json]                   # firmware.json ``ram``
+    ram: RamFigures
     fits: Fits
     fits_board: bool
     ops: Dict[str, int]
@@ -163,11 +168,11 @@ class DeployFirmware(Section):
     macs: int
     optimize: Optional[str] = None
     runtime_code_bytes: Optional[int] = None
-    runtime_ram: Dict[str, Json]           # arena + mutable state (+ the device's stack high-water mark)
-    flash_split: Optional[Dict[str, Json]] = None
-    overlaps: Optional[List[Dict[str, Json]]] = None
-    streamed_groups: Optional[List[Dict[str, Json]]] = None
-    vs_tflm: Optional[Dict[str, Json]] = None
+    runtime_ram: DeployRuntimeRam
+    flash_split: Optional[FlashSplit] = None
+    overlaps: Optional[List[OverlapRow]] = None
+    streamed_groups: Optional[List[StreamedGroupRow]] = None
+    vs_tflm: Optional[VsTflm] = None
 
 
 class DeployDevice(Section):

@@ -29,6 +29,7 @@ from typing import Dict, List
 
 import numpy as np
 
+from edgekit.firmware.plan_types import TflmArenaFigures
 from edgekit.firmware.results import FirmwareInfo
 from edgekit.errors import InvalidModelError, ToolMissingError
 from edgekit.quiet import captured_output
@@ -61,7 +62,7 @@ class TflmArena:
     tflm_version: str
     notes: List[str] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> TflmArenaFigures:
         return {**asdict(self), "method": __doc__.split("Arena size", 1)[1].strip() if __doc__ else ""}
 
 
@@ -260,7 +261,8 @@ def generate_tflm_project(data: bytes, graph, board, outdir, *, source: str, bui
             "model": {"file": gen.MODEL_FILE, "source": source, "sha256": sha, "bytes": len(data),
                       "inputs": [gen._tensor_json(graph.tensors[i]) for i in graph.inputs],
                       "outputs": [gen._tensor_json(graph.tensors[i]) for i in graph.outputs]},
-            "board": {**board.summary(), "profile": board.profile.get("_path"), "cpu_flags": board.gcc_flags()},
+            "board": {**board.summary().present(), "profile": board.profile.get("_path"),
+                      "cpu_flags": board.gcc_flags()},
             "ops": gen.describe_ops(graph), "resolver": {"size": len(methods), "methods": methods},
             "macs": sum(graph.macs().values()),
             "arena_bytes": arena.arena_size, "tflm_arena": arena.to_json(),

@@ -13,10 +13,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Optional
 
 from edgekit.errors import (DeviceNotFoundError, DoesNotFitError, EdgekitError, ToolMissingError)
 from edgekit.lab.matrix import BoardEntry, Matrix, ModelEntry
+from edgekit.lab.results import LabRow
 from edgekit.run.results import RunReport, read_run_report
 
 log = logging.getLogger(__name__)
@@ -46,11 +47,11 @@ def cell_folder(outdir: Path, cell: Cell) -> Path:
     return Path(outdir) / "cells" / cell.key
 
 
-def finished_row(outdir: Path, cell: Cell) -> Optional[Dict[str, Any]]:
+def finished_row(outdir: Path, cell: Cell) -> Optional[LabRow]:
     """The row of a cell finished by an earlier run (ok or does-not-fit) for the same model file, else None."""
     path = cell_folder(outdir, cell) / "cell.json"
     try:
-        row = json.loads(path.read_text())
+        row: LabRow = json.loads(path.read_text())  # written by run_cell
     except (OSError, json.JSONDecodeError):
         return None
     return row if row.get("status") in FINISHED and row.get("model_sha256") == _sha(cell.int8) else None
@@ -62,14 +63,14 @@ def _sha(path: Optional[Path]) -> Optional[str]:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path and Path(path).is_file() else None
 
 
-def base_row(cell: Cell) -> Dict[str, Any]:
+def base_row(cell: Cell) -> LabRow:
     return {"model": cell.model.name, "board": cell.board.name, "device": cell.board.device,
             "model_sha256": _sha(cell.int8), "status": None, "fits": None, "ram_bytes": None, "flash_bytes": None,
             "instructions_per_inference": None, "latency_ms": None, "energy_uj": None, "bit_exact": None,
             "error": None, "wall_s": None}
 
 
-def row_from_run(row: Dict[str, Any], run: RunReport) -> Dict[str, Any]:
+def row_from_run(row: LabRow, run: RunReport) -> LabRow:
     """The table's figures from a run report, each with the method that produced it."""
     memory, work = run.memory, run.work
     row["fits"] = True
@@ -90,7 +91,7 @@ def row_from_run(row: Dict[str, Any], run: RunReport) -> Dict[str, Any]:
     return row
 
 
-def write_json_atomically(path: Path, data: Any) -> None:
+def write_json_atomically(path: Path, data: LabRow) -> None:
     """Write a JSON file whole or not at all (a temporary file renamed over it)."""
     import os
     import tempfile
@@ -106,7 +107,7 @@ def write_json_atomically(path: Path, data: Any) -> None:
         raise
 
 
-def run_cell(cell: Cell, matrix: Matrix, outdir: Path) -> Dict[str, Any]:
+def run_cell(cell: Cell, matrix: Matrix, outdir: Path) -> LabRow:
     """Run one cell; never raises for a cell-level failure (the row says what failed). Raises BoardUnavailable
     when the board itself is unusable."""
     folder = cell_folder(outdir, cell)

@@ -35,10 +35,10 @@ def cmd_lab(args) -> int:
         advance = progress("cells", total)
         table = run_matrix(matrix, args.outdir, parallel=args.parallel, on_cell=lambda row: advance(1))
     write_table(args.outdir, table)
-    summary = table["summary"]
+    summary = table.summary
     say(f"{summary['cells']} cells: {summary['ok']} ok, {summary['does-not-fit']} do not fit, {summary['failed']} "
-        f"failed ({summary['resumed']} from an earlier run); wall {table['timing']['wall_s']} s")
-    for row in table["cells"]:
+        f"failed ({summary['resumed']} from an earlier run); wall {table.timing.wall_s} s")
+    for row in table.cells:
         if row["status"] == "failed":
             say(f"  {row['model']} on {row['board']}: {row['error']}")
     say(f"wrote {args.outdir}/table.json, table.md, heatmap.png")

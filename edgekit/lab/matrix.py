@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, TypedDict
 
 from edgekit.errors import UserError
 
@@ -32,13 +32,22 @@ class ModelEntry:
     calibration: Optional[Path] = None       # given: quantize once; absent: the model is already int8 .tflite
 
 
+class BoardOptions(TypedDict, total=False):
+    """A matrix board's optional keys, passed on to `edgekit run` (the labgrid coordinator, lock wait, profile)."""
+
+    coordinator: str
+    lock_timeout: float
+    profile: str
+    flash: bool
+
+
 @dataclass(frozen=True)
 class BoardEntry:
     name: str                                  # column name in the table
     kind: str                                  # qemu | labgrid | serial
     address: str                               # board profile / place / port
     instances: int = 1                         # cells this board may run at once
-    options: Dict[str, Any] = field(default_factory=dict)   # coordinator, lock_timeout, profile, flash (as in the YAML)
+    options: BoardOptions = field(default_factory=lambda: BoardOptions())   # as given in the YAML
 
     @property
     def device(self) -> str:
@@ -56,7 +65,7 @@ class Matrix:
     source: Optional[Path] = None
 
 
-def _positive_int(data: Dict[str, Any], key: str, default: int, problems: List[str]) -> int:
+def _positive_int(data: Dict[str, Any], key: str, default: int, problems: List[str]) -> int:  # data: parsed YAML
     value = data.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         problems.append(f"{key}: {value!r} is not a positive whole number")
@@ -95,7 +104,7 @@ def _board(entry: Any, i: int, problems: List[str]) -> Optional[BoardEntry]:
     instances = _positive_int(entry, "instances", 1, problems)
     if instances > 1 and kind != "qemu":
         problems.append(f"boards[{i}] {address}: instances > 1 only for qemu boards (a real board runs one thing)")
-    options = {k: entry[k] for k in ("coordinator", "lock_timeout", "profile", "flash") if k in entry}
+    options: BoardOptions = {k: entry[k] for k in BoardOptions.__annotations__ if k in entry}  # type: ignore[misc]
     unknown = set(entry) - {kind, "name", "instances", *options}
     if unknown:
         problems.append(f"boards[{i}] {address}: unknown keys {', '.join(sorted(unknown))}")

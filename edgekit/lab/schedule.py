@@ -8,16 +8,17 @@ import logging
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from edgekit.errors import EdgekitError
 from edgekit.lab.cells import FAILED, BoardUnavailable, Cell, base_row, finished_row, run_cell, write_json_atomically
 from edgekit.lab.matrix import Matrix, ModelEntry
+from edgekit.lab.results import LabRow, LabTable, QuantizedModel
 
 log = logging.getLogger(__name__)
 
 
-def quantize_once(model: ModelEntry, outdir: Path) -> Dict[str, Any]:
+def quantize_once(model: ModelEntry, outdir: Path) -> QuantizedModel:
     """The int8 model of a matrix entry: the given .tflite, or OUT/models/NAME/model_int8.tflite made once by
     edgekit quantize (kept across reruns)."""
     if model.calibration is None:
@@ -51,12 +52,12 @@ def prebuild(cell: Cell) -> Optional[str]:
 
 
 def run_matrix(matrix: Matrix, outdir: Path, *, parallel: Optional[int] = None,
-               on_cell: Callable[[Dict[str, Any]], None] = lambda row: None) -> Dict[str, Any]:
+               on_cell: Callable[[LabRow], None] = lambda row: None) -> LabTable:
     """Every cell of the matrix -> the table (also written by edgekit.lab.table)."""
     outdir = Path(outdir)
     workers = parallel or matrix.parallel
     started = time.monotonic()
-    models: Dict[str, Dict[str, Any]] = {}
+    models: Dict[str, QuantizedModel] = {}
     for model in matrix.models:
         try:
             models[model.name] = quantize_once(model, outdir)
@@ -64,7 +65,7 @@ def run_matrix(matrix: Matrix, outdir: Path, *, parallel: Optional[int] = None,
             models[model.name] = {"int8": None, "error": exc.message.splitlines()[0]}
             log.warning("model %s was not quantized: %s", model.name, models[model.name]["error"])
     cells = [Cell(m, b, models[m.name]["int8"], models[m.name].get("error")) for m in matrix.models for b in matrix.boards]
-    rows: Dict[str, Dict[str, Any]] = {}
+    rows: Dict[str, LabRow] = {}
     pending: List[Cell] = []
     for cell in cells:
         done = finished_row(outdir, cell)
@@ -111,7 +112,7 @@ def run_matrix(matrix: Matrix, outdir: Path, *, parallel: Optional[int] = None,
                       wall_s=time.monotonic() - started, build_s=build_s, run_s=time.monotonic() - run_started)
 
 
-def _board_failed(cell: Cell, outdir: Path, reason: str) -> Dict[str, Any]:
+def _board_failed(cell: Cell, outdir: Path, reason: str) -> LabRow:
     from edgekit.lab.cells import cell_folder
 
     row = base_row(cell)
@@ -120,7 +121,7 @@ def _board_failed(cell: Cell, outdir: Path, reason: str) -> Dict[str, Any]:
     return row
 
 
-def finished_row_or_failed(cell: Cell, outdir: Path, reason: str) -> Dict[str, Any]:
+def finished_row_or_failed(cell: Cell, outdir: Path, reason: str) -> LabRow:
     import json
 
     from edgekit.lab.cells import cell_folder

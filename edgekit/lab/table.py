@@ -4,55 +4,57 @@ from __future__ import annotations
 import math
 import platform
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from edgekit import __version__
+from edgekit.lab.results import (CellFigure, LabBoard, LabModel, LabRow, LabSettings, LabTable, LabTiming,
+                                 QuantizedModel)
 
 
-def table_json(matrix, rows: List[Dict[str, Any]], models: Dict[str, Dict[str, Any]], *, workers: int,
-               wall_s: float, build_s: float, run_s: float) -> Dict[str, Any]:
+def table_json(matrix, rows: List[LabRow], models: Dict[str, QuantizedModel], *, workers: int,
+               wall_s: float, build_s: float, run_s: float) -> LabTable:
     counts = {status: sum(1 for r in rows if r["status"] == status) for status in ("ok", "does-not-fit", "failed")}
-    return {
-        "edgekit_lab": __version__,
-        "matrix": str(matrix.source) if matrix.source else None,
-        "models": [{"name": m.name, "model": str(m.model),
-                    "int8": str(models[m.name]["int8"]) if models[m.name].get("int8") else None,
-                    "quantized": models[m.name].get("quantized"), "error": models[m.name].get("error")}
-                   for m in matrix.models],
-        "boards": [{"name": b.name, "device": b.device, "instances": b.instances} for b in matrix.boards],
-        "settings": {"iterations": matrix.iterations, "inputs": matrix.inputs, "parallel": workers},
-        "cells": rows,
-        "summary": {**counts, "resumed": sum(1 for r in rows if r.get("resumed")), "cells": len(rows)},
-        "timing": {"wall_s": round(wall_s, 2), "build_s": round(build_s, 2), "run_s": round(run_s, 2),
-                   "method": "measured: host wall clock of this edgekit lab run"},
-        "host": platform.node(),
-        "notes": ["instructions: exact (QEMU TCG plugin) on QEMU boards; not counted on real boards",
-                  "latency and energy carry their method (measured | estimated) and source per cell",
-                  "bit-exact: device outputs vs LiteRT BUILTIN_REF on the same int8 inputs"],
-    }
+    return LabTable(
+        edgekit_lab=__version__,
+        matrix=str(matrix.source) if matrix.source else None,
+        models=[LabModel(name=m.name, model=str(m.model),
+                         int8=str(models[m.name]["int8"]) if models[m.name].get("int8") else None,
+                         quantized=models[m.name].get("quantized"), error=models[m.name].get("error"))
+                for m in matrix.models],
+        boards=[LabBoard(name=b.name, device=b.device, instances=b.instances) for b in matrix.boards],
+        settings=LabSettings(iterations=matrix.iterations, inputs=matrix.inputs, parallel=workers),
+        cells=rows,
+        summary={**counts, "resumed": sum(1 for r in rows if r.get("resumed")), "cells": len(rows)},
+        timing=LabTiming(wall_s=round(wall_s, 2), build_s=round(build_s, 2), run_s=round(run_s, 2),
+                         method="measured: host wall clock of this edgekit lab run"),
+        host=platform.node(),
+        notes=["instructions: exact (QEMU TCG plugin) on QEMU boards; not counted on real boards",
+               "latency and energy carry their method (measured | estimated) and source per cell",
+               "bit-exact: device outputs vs LiteRT BUILTIN_REF on the same int8 inputs"],
+    )
 
 
 def _kib(value: Optional[int]) -> str:
     return "–" if value is None else f"{value / 1024:.1f} KiB"
 
 
-def _figure(entry: Optional[Dict[str, Any]], unit: str) -> str:
+def _figure(entry: Optional[CellFigure], unit: str) -> str:
     if not entry or entry.get("value") is None:
         return "–" if not entry else f"unavailable ({entry.get('method') or 'no model'})"
     return f"{entry['value']:.4g} {unit} ({entry['method']})"
 
 
-def markdown(table: Dict[str, Any]) -> str:
-    s = table["settings"]
-    lines = [f"# Models x boards ({table['summary']['cells']} cells)", "",
-             f"{s['iterations']} warm inferences on {s['inputs']} seeded random inputs per cell; {s['parallel']} "
-             f"cell(s) at once; wall {table['timing']['wall_s']} s (build {table['timing']['build_s']} s, run "
-             f"{table['timing']['run_s']} s). ok {table['summary']['ok']}, does not fit "
-             f"{table['summary']['does-not-fit']}, failed {table['summary']['failed']}, resumed "
-             f"{table['summary']['resumed']}.", "",
+def markdown(table: LabTable) -> str:
+    s, summary, timing = table.settings, table.summary, table.timing
+    lines = [f"# Models x boards ({summary['cells']} cells)", "",
+             f"{s.iterations} warm inferences on {s.inputs} seeded random inputs per cell; {s.parallel} "
+             f"cell(s) at once; wall {timing.wall_s} s (build {timing.build_s} s, run "
+             f"{timing.run_s} s). ok {summary['ok']}, does not fit "
+             f"{summary['does-not-fit']}, failed {summary['failed']}, resumed "
+             f"{summary['resumed']}.", "",
              "| model | board | status | fits | RAM | flash | instructions/inference | latency | energy/inference | bit-exact |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in table["cells"]:
+    for r in table.cells:
         instructions = f"{r['instructions_per_inference']:,} (exact, QEMU)" if r.get("instructions_per_inference") else "–"
         fits = {True: "yes", False: "no", None: "–"}[r.get("fits")]
         exact = {True: "yes", False: "NO", None: "–"}[r.get("bit_exact")]
@@ -60,11 +62,11 @@ def markdown(table: Dict[str, Any]) -> str:
         lines.append(f"| {r['model']} | {r['board']} | {status.replace('|', '/')} | {fits} | {_kib(r.get('ram_bytes'))} | "
                      f"{_kib(r.get('flash_bytes'))} | {instructions} | {_figure(r.get('latency_ms'), 'ms')} | "
                      f"{_figure(r.get('energy_uj'), 'uJ')} | {exact} |")
-    lines += ["", *[f"- {note}" for note in table["notes"]], ""]
+    lines += ["", *[f"- {note}" for note in table.notes], ""]
     return "\n".join(lines)
 
 
-def heatmap(table: Dict[str, Any], path: Path) -> None:
+def heatmap(table: LabTable, path: Path) -> None:
     """Models x boards; colour = log10 instructions per inference; text: instructions, RAM, bit-exactness."""
     import matplotlib
 
@@ -72,17 +74,17 @@ def heatmap(table: Dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    models = [m["name"] for m in table["models"]]
-    boards = [b["name"] for b in table["boards"]]
+    models = [m.name for m in table.models]
+    boards = [b.name for b in table.boards]
     grid = np.full((len(models), len(boards)), np.nan)
     fig, ax = plt.subplots(figsize=(1.9 * len(boards) + 2.5, 0.9 * len(models) + 1.8))
-    for r in table["cells"]:
+    for r in table.cells:
         i, j = models.index(r["model"]), boards.index(r["board"])
         n = r.get("instructions_per_inference")
         if n:
             grid[i, j] = math.log10(n)
     image = ax.imshow(grid, cmap="viridis", aspect="auto")
-    for r in table["cells"]:
+    for r in table.cells:
         i, j = models.index(r["model"]), boards.index(r["board"])
         if r["status"] == "ok":
             n = r.get("instructions_per_inference")
@@ -101,9 +103,7 @@ def heatmap(table: Dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def write_table(folder: Path, table: Dict[str, Any]) -> None:
-    import json
-
-    (folder / "table.json").write_text(json.dumps(table, indent=2, default=str))
+def write_table(folder: Path, table: LabTable) -> None:
+    (folder / "table.json").write_text(table.dumps())
     (folder / "table.md").write_text(markdown(table))
     heatmap(table, folder / "heatmap.png")

@@ -431,12 +431,12 @@ class McuRunner(Runner):
             result.timestamps_s = [0.0] * len(cycles)
             work = updated(work, cycles_per_inference=int(np.median(cycles)),
                            latency_method=f"measured: DWT cycle counter at the firmware clock {clock / 1e6:g} MHz")
-            power = (board.power_model or {}).get("active_mw")
+            power = board.power_model.active_mw
             if power and result.energy is None:
                 seconds = float(np.median(cycles)) / clock
                 result.energy = estimated(float(power) * 1e-3 * seconds * 1e6, "uJ",
                                           f"measured device time x {power} mW (profile power_model: "
-                                          f"{board.power_model.get('source')})")
+                                          f"{board.power_model.source})")
         if outputs:
             work = updated(work, outputs_bit_exact=bit_exactness(firmware.model, samples[:len(outputs)], outputs))
         result.work = work

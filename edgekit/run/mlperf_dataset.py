@@ -18,13 +18,13 @@ import csv
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import ClassVar, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from edgekit import schemas
 from edgekit.errors import UserError
 from edgekit.firmware.mlperf import TASKS, Task
+from edgekit.results import Result
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,19 @@ AD_MELS = 128            # ad01 frames: 128 mel bins (FP32LE)
 AD_WINDOW_FRAMES = 5     # the model input: 5 frames = 640 values = 2560 bytes
 LABEL_SOURCE = ("labels are the host reference model's predictions (LiteRT BUILTIN_REF on the int8 input the "
                 "device computes), not ground truth")
+
+
+class DatasetInfo(Result):
+    """a generated MLPerf Tiny runner dataset folder (not the MLPerf Tiny dataset)"""
+
+    SCHEMA: ClassVar[str] = "mlperf-dataset"
+
+    task: str                   # kws | ic | vww | ad
+    model_id: str
+    files: int
+    inputs: str                 # given inputs, or the seeded synthetic ones
+    labels: str                 # where the labels come from (the host reference model)
+    ad_threshold: Optional[float] = None   # ad01: the reconstruction error above which a file is anomalous
 
 
 @dataclass(frozen=True)
@@ -246,8 +259,8 @@ def generate_dataset(model: bytes, task_name: str, outdir: Path, *, inputs: Opti
             f"{len(entries)} files from {how}, in the MLPerf Tiny runner layout ({LABELS_FILE} without a header).\n\n"
             f"**{LABEL_SOURCE}.**{rule}\n\nAn accuracy measured on this folder says how often the device agrees with "
             "the host reference model, not how accurate the model is.\n")
-        (stage / "dataset.json").write_text(schemas.dumps("mlperf-dataset", {
-            "task": task.name, "model_id": task.model_id, "files": len(entries), "inputs": how,
-            "labels": LABEL_SOURCE, "ad_threshold": threshold if task.name == "ad" else None}))
+        (stage / "dataset.json").write_text(DatasetInfo(
+            task=task.name, model_id=task.model_id, files=len(entries), inputs=how, labels=LABEL_SOURCE,
+            ad_threshold=threshold if task.name == "ad" else None).dumps())
     log.info("wrote %d files to %s", len(entries), Path(outdir) / task.model_id)
     return Dataset(Path(outdir) / task.model_id, tuple(entries))

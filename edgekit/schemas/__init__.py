@@ -31,6 +31,7 @@ VERSIONS: Dict[str, int] = {
     "gpu-placement": 1,      # gpu.json of `edgekit compile --target gpu`
     "coreml-placement": 1,   # coreml_placement.json of `edgekit compile --target ane`
     "mlperf-dataset": 1,     # dataset.json of `edgekit mlperf-dataset`
+    "lab": 1,                # table.json of `edgekit lab`
 }
 
 

@@ -68,29 +68,29 @@ def main(argv=None) -> int:
         table = run_matrix(matrix, out / f"parallel-{workers}", parallel=workers)
         write_table(out / f"parallel-{workers}", table)
         tables[workers] = table
-        s = table["summary"]
-        print(f"{workers} parallel place(s): run {table['timing']['run_s']:.1f} s for {s['cells']} cells "
+        s = table.summary
+        print(f"{workers} parallel place(s): run {table.timing.run_s:.1f} s for {s['cells']} cells "
               f"(ok {s['ok']}, does not fit {s['does-not-fit']}, failed {s['failed']})")
-        log.add(f"matrix run wall time, {workers} parallel place(s)", table["timing"]["run_s"], "s",
+        log.add(f"matrix run wall time, {workers} parallel place(s)", table.timing.run_s, "s",
                 source=f"edgekit.lab.schedule.run_matrix on {len(models)} models x {len(boards)} QEMU boards, "
                        f"{iterations} inference(s) on {inputs} input(s) per cell, firmware cached")
-    speedup = tables[1]["timing"]["run_s"] / max(tables[2]["timing"]["run_s"], 1e-9)
+    speedup = tables[1].timing.run_s / max(tables[2].timing.run_s, 1e-9)
     print(f"speed-up 1 -> 2 parallel places: {speedup:.2f}x (efficiency {speedup / 2:.0%}) on this 2-core host")
     log.add("speed-up 1 -> 2 parallel places", round(speedup, 3), "x", source="ratio of the two run wall times")
 
     def key(table):
         return {(r["model"], r["board"]): (r["status"], r["instructions_per_inference"], r["bit_exact"])
-                for r in table["cells"]}
+                for r in table.cells}
 
     same = key(tables[1]) == key(tables[2])
     print(f"same instructions and bit-exactness per cell with 1 and 2 parallel places: {same}")
-    for r in tables[2]["cells"]:
+    for r in tables[2].cells:
         if r["instructions_per_inference"]:
             log.add(f"{r['model']} on {r['board']}: instructions per inference", r["instructions_per_inference"],
                     "instructions", method="count", source="QEMU TCG plugin (ekcount), exact")
     log.note(f"tables in {out}")
     log.write(args.figures)
-    failed = sum(t["summary"]["failed"] for t in tables.values())
+    failed = sum(t.summary["failed"] for t in tables.values())
     return 0 if same and not failed else 1
 
 

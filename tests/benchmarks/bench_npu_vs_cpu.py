@@ -54,16 +54,16 @@ def npu_rows(folder: Path, models=None, targets=NPU_TARGETS) -> list:
         for target in targets:
             with tempfile.TemporaryDirectory() as tmp:
                 result, _ = vela_estimate(folder / file, VelaOptions(accelerator=target), keep=Path(tmp))
-            info = result.info
-            rows.append({"model": name, "target": target, "label": info["estimate"]["label"],
-                         "cycles": info["performance"]["npu_cycles_total"],
-                         "time_ms": info["performance"]["inference_time_ms"],
-                         "clock_hz": info["target"]["npu_clock_hz"],
-                         "utilization_percent": info["performance"]["mac_utilization_percent"],
-                         "sram_bytes": info["memory"]["sram_used_bytes"], "dram_bytes": info["memory"]["dram_used_bytes"],
-                         "off_chip_flash_bytes": info["memory"]["off_chip_flash_used_bytes"],
-                         "all_on_npu": info["placement"]["all_on_npu"], "macs": info["performance"]["macs_total"],
-                         "model_sha256": info["model"]["sha256"]})
+            r = result.report
+            rows.append({"model": name, "target": target, "label": r.estimate.label,
+                         "cycles": r.performance.npu_cycles_total,
+                         "time_ms": r.performance.inference_time_ms,
+                         "clock_hz": r.target.npu_clock_hz,
+                         "utilization_percent": r.performance.mac_utilization_percent,
+                         "sram_bytes": r.memory.sram_used_bytes, "dram_bytes": r.memory.dram_used_bytes,
+                         "off_chip_flash_bytes": r.memory.off_chip_flash_used_bytes,
+                         "all_on_npu": r.placement.all_on_npu, "macs": r.performance.macs_total,
+                         "model_sha256": r.model.sha256})
     return rows
 
 
@@ -73,7 +73,7 @@ def cpu_rows(folder: Path, boards: list, cpu_json: Path | None, models=None) -> 
     rows = []
     for board in boards:
         profile = load_board(board)
-        cpi = profile.cycle_model["cycles_per_instruction"]
+        cpi = profile.cycle_model.cycles_per_instruction
         for name, file in MODELS.items():
             if models is not None and name not in models:
                 continue
@@ -91,7 +91,7 @@ def cpu_rows(folder: Path, boards: list, cpu_json: Path | None, models=None) -> 
                 continue
             profile = load_board(r["board"])
             rows.append(_cpu_row(r["model"], r["board"], r["instructions"], profile,
-                                 profile.cycle_model["cycles_per_instruction"],
+                                 profile.cycle_model.cycles_per_instruction,
                                  f"measured earlier: {cpu_json.name} (--optimize {DEFAULT_MODE})",
                                  (r.get("ram") or {}).get("arena")))
     return rows

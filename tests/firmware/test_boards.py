@@ -28,8 +28,8 @@ def test_every_mcu_profile_validates():
     for name in B.mcu_board_names():
         board = B.load_board(name)
         assert board.flash.bytes > 0 and board.ram.bytes > board.stack_bytes
-        assert board.power_model["source"] and board.cycle_model["source"]
-        assert board.summary()["core"] == board.core
+        assert board.power_model.source and board.cycle_model.source
+        assert board.summary().core == board.core
     an547 = B.load_board("qemu:mps3-an547")
     assert an547.qemu_machine == "mps3-an547" and an547.gcc_flags()[-1] == "-mfpu=auto"
     assert [r.name for r in an547.extra_regions] == ["sram", "isram"]
