@@ -1060,6 +1060,275 @@ static EK_DW_NOINLINE void dw_dot_mve(const dw_data *d, const ek_conv_channel *c
 }
 #endif
 
+/* ---------- Cortex-M4 (DSP, no Helium): 3x3 stride-1 channel planes, SMLAD ----------
+ * Multiplier 1, 3x3, stride 1, dilation 1. One channel at a time: its padded input is copied into an int16 plane
+ * (plane mode: the whole plane, the zero-point border written once per op; ring mode: 3 rows refilled as the
+ * output row advances), then ek_dw_s1_dsp computes two output pixels per step with the channel's doubled weights
+ * in registers as int16 pairs WA = (w0, w1), WD = (w1, w2) per kernel row: per row one LDRD of 4 input columns
+ * (x0 x1 x2 x3) and 4 MACs instructions for 6 MACs (pixel 0: SMLAD x01.WA + SMLABT x2.w2; pixel 1: SMLATB x1.w0 +
+ * SMLAD x23.WD). Requantization as the 4-channel pass (doubled accumulator, ek_conv_requant_zp2). Writes only the
+ * channel's own output bytes after its input was copied, so the blocked path's in-place contract holds. */
+#if EK_CONV_DSP && !EK_CONV_MVE && defined(__thumb2__) && !defined(EK_CONV_NO_ASM)
+#define DW_S1_ASM 1
+typedef struct dw_s1_job { /* word offsets used by the assembly; words 0..15 are copied to its stack frame */
+  int32_t fold2[2];        /*  0, 4: 2 * fold (both accumulators start there) */
+  int32_t multiplier;      /*  8 */
+  int32_t half_zp;         /* 12: ek_conv_half_zp(channel, output zero point) */
+  int32_t exponent;        /* 16 */
+  int32_t c;               /* 20: bytes between output pixels */
+  int32_t lo, hi;          /* 24, 28: activation clamp */
+  const int16_t *row;      /* 32: first padded input row of the first output row */
+  int32_t row_step;        /* 36: bytes between output rows' first rows */
+  int32_t d1, d2;          /* 40, 44: bytes from a window's first row to its second and third */
+  int32_t rows;            /* 48: output rows */
+  int32_t pairs;           /* 52: ow / 2 */
+  int32_t odd;             /* 56: ow & 1 */
+  int32_t clamp;           /* 60: nonzero when [lo, hi] is narrower than [-128, 127]; then pairs left */
+  int8_t *dst;             /* 64: output of the first pixel, this channel */
+  uint32_t weights[6];     /* 68: doubled (w0, w1), (w1, w2) int16 pairs of kernel rows 0, 1, 2 */
+} dw_s1_job;
+typedef char dw_s1_job_is_92_bytes[sizeof(dw_s1_job) == 92 ? 1 : -1];
+void ek_dw_s1_dsp(const dw_s1_job *job);
+#define DW_S1_ROW(p, wa, wd)              \
+  "  ldrd r9, r10, [" p "], #4\n"         \
+  "  smlad r11, r9, " wa ", r11\n"        \
+  "  smlabt r11, r10, " wd ", r11\n"      \
+  "  smlatb r12, r9, " wa ", r12\n"       \
+  "  smlad r12, r10, " wd ", r12\n"
+#define DW_S1_CLAMP(ra)                   \
+  "  cmp " ra ", r9\n"                    \
+  "  it lt\n"                             \
+  "  movlt " ra ", r9\n"                  \
+  "  cmp " ra ", r10\n"                   \
+  "  it gt\n"                             \
+  "  movgt " ra ", r10\n"
+#define DW_S1_PAIR(CLAMP)                 \
+  "  ldrd r11, r12, [sp, #0]\n"           \
+  DW_S1_ROW("r0", "r3", "r4")             \
+  DW_S1_ROW("r1", "r5", "r6")             \
+  DW_S1_ROW("r2", "r7", "r8")             \
+  "  ldrd r9, r10, [sp, #8]\n"            \
+  "  sub r10, r10, r11, lsr #31\n"        \
+  "  smmlar r11, r11, r9, r10\n"          \
+  "  ldr r10, [sp, #12]\n"                \
+  "  sub r10, r10, r12, lsr #31\n"        \
+  "  smmlar r12, r12, r9, r10\n"          \
+  "  ldr r9, [sp, #16]\n"                 \
+  "  asr r11, r11, r9\n"                  \
+  "  asr r12, r12, r9\n"                  \
+  "  ssat r11, #8, r11\n"                 \
+  "  ssat r12, #8, r12\n"                 \
+  CLAMP                                   \
+  "  ldr r9, [sp, #20]\n"
+#define DW_S1_CLAMP2 "  ldrd r9, r10, [sp, #24]\n" DW_S1_CLAMP("r11") DW_S1_CLAMP("r12")
+#define DW_S1_LOOPS(sfx, CLAMP)                  \
+  ".Lek_dw_s1_row" sfx ":\n"                     \
+  "  ldr r0, [sp, #32]\n"                        \
+  "  ldrd r9, r10, [sp, #40]\n"                  \
+  "  add r1, r0, r9\n"                           \
+  "  add r2, r0, r10\n"                          \
+  "  ldr r9, [sp, #36]\n"                        \
+  "  add r10, r0, r9\n"                          \
+  "  str r10, [sp, #32]\n"                       \
+  "  ldr r9, [sp, #52]\n"                        \
+  "  str r9, [sp, #60]\n"                        \
+  "  cmp r9, #0\n"                               \
+  "  beq .Lek_dw_s1_tail" sfx "\n"               \
+  ".Lek_dw_s1_pair" sfx ":\n"                    \
+  DW_S1_PAIR(CLAMP)                              \
+  "  strb r11, [lr]\n"                           \
+  "  strb r12, [lr, r9]\n"                       \
+  "  add lr, lr, r9, lsl #1\n"                   \
+  "  ldr r9, [sp, #60]\n"                        \
+  "  subs r9, r9, #1\n"                          \
+  "  str r9, [sp, #60]\n"                        \
+  "  bne .Lek_dw_s1_pair" sfx "\n"               \
+  ".Lek_dw_s1_tail" sfx ":\n"                    \
+  "  ldr r9, [sp, #56]\n"                        \
+  "  cmp r9, #0\n"                               \
+  "  beq .Lek_dw_s1_next" sfx "\n"               \
+  DW_S1_PAIR(CLAMP)                              \
+  "  strb r11, [lr]\n"                           \
+  "  add lr, lr, r9\n"                           \
+  ".Lek_dw_s1_next" sfx ":\n"                    \
+  "  ldr r9, [sp, #48]\n"                        \
+  "  subs r9, r9, #1\n"                          \
+  "  str r9, [sp, #48]\n"                        \
+  "  bne .Lek_dw_s1_row" sfx "\n"                \
+  "  add sp, sp, #64\n"                          \
+  "  pop {r4-r11, pc}\n"
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_dw_s1_dsp, \"ax\", %progbits\n"
+    "  .global ek_dw_s1_dsp\n"
+    "  .type ek_dw_s1_dsp, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_dw_s1_dsp:\n"
+    "  push {r4-r11, lr}\n"
+    "  sub sp, sp, #64\n"
+    "  mov lr, r0\n"
+    "  ldmia lr!, {r0-r7}\n"
+    "  stmia sp, {r0-r7}\n"
+    "  ldmia lr!, {r0-r7}\n"
+    "  add r8, sp, #32\n"
+    "  stmia r8, {r0-r7}\n"
+    "  ldr r9, [lr], #4\n"                 /* dst */
+    "  ldmia lr, {r3-r8}\n"                /* weights */
+    "  mov lr, r9\n"
+    "  ldr r9, [sp, #60]\n"                /* clamp narrower than int8? */
+    "  cmp r9, #0\n"
+    "  bne.w .Lek_dw_s1_rowc\n"
+    DW_S1_LOOPS("n", "")
+    DW_S1_LOOPS("c", DW_S1_CLAMP2)
+    "  .size ek_dw_s1_dsp, . - ek_dw_s1_dsp\n"
+    "  .text\n");
+#undef DW_S1_ROW
+#undef DW_S1_CLAMP
+#undef DW_S1_PAIR
+#undef DW_S1_CLAMP2
+#undef DW_S1_LOOPS
+
+/* dst[i] = src[i * c] for i < n (sign-extended to int16); dst word aligned. Four per step: 4 LDRSB, 2 PKHBT, STRD. */
+void ek_dw_s1_copy(int16_t *dst, const int8_t *src, int32_t c, int32_t n);
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_dw_s1_copy, \"ax\", %progbits\n"
+    "  .global ek_dw_s1_copy\n"
+    "  .type ek_dw_s1_copy, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_dw_s1_copy:\n"
+    "  push {r4-r7, lr}\n"
+    "  lsl r7, r2, #1\n"
+    "  subs r3, r3, #4\n"
+    "  blt 2f\n"
+    "1:\n"
+    "  ldrsb r4, [r1]\n"
+    "  ldrsb r5, [r1, r2]\n"
+    "  add r1, r1, r7\n"
+    "  pkhbt r4, r4, r5, lsl #16\n"
+    "  ldrsb r5, [r1]\n"
+    "  ldrsb r6, [r1, r2]\n"
+    "  add r1, r1, r7\n"
+    "  pkhbt r5, r5, r6, lsl #16\n"
+    "  strd r4, r5, [r0], #8\n"
+    "  subs r3, r3, #4\n"
+    "  bge 1b\n"
+    "2:\n"
+    "  adds r3, r3, #4\n"
+    "  beq 4f\n"
+    "3:\n"
+    "  ldrsb r4, [r1]\n"
+    "  add r1, r1, r2\n"
+    "  strh r4, [r0], #2\n"
+    "  subs r3, r3, #1\n"
+    "  bne 3b\n"
+    "4:\n"
+    "  pop {r4-r7, pc}\n"
+    "  .size ek_dw_s1_copy, . - ek_dw_s1_copy\n"
+    "  .text\n");
+
+static int dw_s1_applies(const dw_data *d, const ek_op_params *p, const dw_geometry *g) {
+  return d->multiplier == 1 && g->kh == 3 && g->kw == 3 && p->stride_h == 1 && p->stride_w == 1 &&
+         p->dilation_h == 1 && p->dilation_w == 1;
+}
+
+/* Padded int16 row := input row iy of channel ci (zero point outside the image), rw columns. */
+static void dw_s1_fill_row(const int8_t *x, int32_t h, int32_t w, int32_t c, int32_t iy, int32_t pad_w, int32_t ci,
+                           int16_t zp, int16_t *row, int32_t rw) {
+  int32_t first = pad_w, last = pad_w + w;
+  if (iy < 0 || iy >= h) first = last = rw;
+  if (first > rw) first = rw;
+  if (last > rw) last = rw;
+  int32_t i = 0;
+  for (; i < first; ++i) row[i] = zp;
+  const int8_t *src = x + ((ptrdiff_t)iy * w + (first - pad_w)) * c + ci;
+  if (i < last && (i & 1)) { /* the copy wants a word-aligned start */
+    row[i++] = *src;
+    src += c;
+  }
+  if (i < last) ek_dw_s1_copy(row + i, src, c, last - i);
+  for (i = last > i ? last : i; i < rw; ++i) row[i] = zp;
+}
+
+/* The channel's job constants and weights. */
+static void dw_s1_channel(const ek_conv_channel *cc, const int8_t *wt, int32_t oc, int32_t ci, int32_t zp,
+                          dw_s1_job *job) {
+  job->fold2[0] = job->fold2[1] = (int32_t)((uint32_t)cc->fold * 2u);
+  job->multiplier = cc->multiplier;
+  job->half_zp = ek_conv_half_zp(cc, zp);
+  job->exponent = ek_conv_exponent(cc);
+  for (int32_t r = 0; r < 3; ++r) {
+    const uint32_t w0 = (uint32_t)(2 * wt[(3 * r) * oc + ci]) & 0xFFFFu;
+    const uint32_t w1 = (uint32_t)(2 * wt[(3 * r + 1) * oc + ci]) & 0xFFFFu;
+    const uint32_t w2 = (uint32_t)(2 * wt[(3 * r + 2) * oc + ci]) & 0xFFFFu;
+    job->weights[2 * r] = w0 | (w1 << 16);
+    job->weights[2 * r + 1] = w1 | (w2 << 16);
+  }
+}
+
+static EK_DW_NOINLINE void dw_s1_dsp(const dw_data *d, const ek_conv_channel *ch, const ek_tensor *in,
+                                     const ek_tensor *f, ek_tensor *out, int16_t *scratch, const dw_geometry *g) {
+  const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t oh = out->dims[1], ow = out->dims[2];
+  const int32_t rw = (g->wp + 2) & ~1; /* a pair reads one column past the last window when ow is odd */
+  const int16_t zp = (int16_t)(-d->input_offset);
+  dw_s1_job job;
+  job.c = c;
+  job.lo = d->act_min;
+  job.hi = d->act_max;
+  job.pairs = ow / 2;
+  job.odd = ow & 1;
+  job.clamp = d->act_min > -128 || d->act_max < 127;
+  for (int32_t b = 0; b < n; ++b) {
+    const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c;
+    int8_t *y = (int8_t *)out->data + (ptrdiff_t)b * oh * ow * c;
+    if (g->plane) { /* padded row r holds input row r - pad_h */
+      for (int32_t ci = 0; ci < c; ++ci) {
+        for (int32_t r = 0; r < g->hp; ++r)
+          if (ci == 0 || (r >= d->pad_h && r - d->pad_h < h))
+            dw_s1_fill_row(x, h, w, c, r - d->pad_h, d->pad_w, ci, zp, scratch + r * rw, rw);
+        dw_s1_channel(&ch[ci], (const int8_t *)f->data, c, ci, d->output_offset, &job);
+        job.row = scratch;
+        job.row_step = 2 * rw;
+        job.d1 = 2 * rw;
+        job.d2 = 4 * rw;
+        job.rows = oh;
+        job.dst = y + ci;
+        ek_dw_s1_dsp(&job);
+      }
+      continue;
+    }
+    for (int32_t ci = 0; ci < c; ++ci) { /* ring mode: input row iy in slot iy mod 3 */
+      int32_t tags[3] = {INT32_MIN, INT32_MIN, INT32_MIN};
+      dw_s1_channel(&ch[ci], (const int8_t *)f->data, c, ci, d->output_offset, &job);
+      job.row_step = 0;
+      job.rows = 1;
+      for (int32_t oy = 0; oy < oh; ++oy) {
+        const int32_t iy0 = oy - d->pad_h;
+        int32_t slot[3];
+        for (int32_t ky = 0; ky < 3; ++ky) {
+          const int32_t iy = iy0 + ky;
+          slot[ky] = ((iy % 3) + 3) % 3;
+          if (tags[slot[ky]] != iy) {
+            dw_s1_fill_row(x, h, w, c, iy, d->pad_w, ci, zp, scratch + slot[ky] * rw, rw);
+            tags[slot[ky]] = iy;
+          }
+        }
+        job.row = scratch + slot[0] * rw;
+        job.d1 = 2 * rw * (slot[1] - slot[0]);
+        job.d2 = 2 * rw * (slot[2] - slot[0]);
+        job.dst = y + (ptrdiff_t)oy * ow * c + ci;
+        ek_dw_s1_dsp(&job);
+      }
+    }
+  }
+}
+#endif
+
 static ek_status dw_eval(ek_context *ctx, ek_op *op) {
   const dw_data *d = (const dw_data *)op->user_data;
   const ek_conv_channel *ch = dw_channels(op->user_data);
@@ -1073,6 +1342,12 @@ static ek_status dw_eval(ek_context *ctx, ek_op *op) {
         dw_blocked_multiplier(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
         return EK_OK;
       }
+#if defined(DW_S1_ASM)
+      if (dw_s1_applies(d, p, &g)) {
+        dw_s1_dsp(d, ch, in, f, out, (int16_t *)op->scratch, &g);
+        return EK_OK;
+      }
+#endif
 #if defined(DW_DOT_ASM)
       dw_dot_fit fit;
       if (dw_dot_applies(d, p, in, out, &g, &fit)) {
