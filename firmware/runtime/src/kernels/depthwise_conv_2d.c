@@ -17,8 +17,9 @@
  *    pixels need no other code: the whole padded plane when it fits, else a ring of rows refilled as the
  *    output row advances. Per tap and group: LDRD of the input pair, LDRD of the weight pair, four
  *    SMLABB/SMLATT; the doubled accumulators and the output zero point folded into the rounding constant
- *    leave four instructions of requantization per output (ek_conv_requant_zp2). The 3x3 pass is assembly
- *    on Cortex-M with the DSP extension, the same steps in exact C elsewhere.
+ *    leave four instructions of requantization per output (ek_conv_requant_zp2). The 3x3 pass and the input
+ *    expansion (ek_dw_expand4_dsp; in ring mode it writes both copies of a row) are assembly on Cortex-M with the
+ *    DSP extension and without Helium, the same steps in exact C elsewhere.
  *  - blocked with a depth multiplier > 1 (dw_blocked_multiplier): the same passes; each lane of a group is
  *    filled from its output channel's input channel (a broadcast of one byte when the group reads one).
  *  - Helium (Cortex-M55), multiplier 1, plane mode: 3x3 stride-1 SAME layers with rows of 2-5 pixels (KWS) run
