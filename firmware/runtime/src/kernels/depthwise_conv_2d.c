@@ -17,8 +17,9 @@
  *    pixels need no other code: the whole padded plane when it fits, else a ring of rows refilled as the
  *    output row advances. Per tap and group: LDRD of the input pair, LDRD of the weight pair, four
  *    SMLABB/SMLATT; the doubled accumulators and the output zero point folded into the rounding constant
- *    leave four instructions of requantization per output (ek_conv_requant_zp2). The 3x3 pass is assembly
- *    on Cortex-M with the DSP extension, the same steps in exact C elsewhere.
+ *    leave four instructions of requantization per output (ek_conv_requant_zp2). The 3x3 pass and the input
+ *    expansion (ek_dw_expand4_dsp; in ring mode it writes both copies of a row) are assembly on Cortex-M with the
+ *    DSP extension and without Helium, the same steps in exact C elsewhere.
  *  - blocked with a depth multiplier > 1 (dw_blocked_multiplier): the same passes; each lane of a group is
  *    filled from its output channel's input channel (a broadcast of one byte when the group reads one).
  *  - Helium (Cortex-M55), multiplier 1, plane mode: 3x3 stride-1 SAME layers with rows of 2-5 pixels (KWS) run
@@ -421,10 +422,65 @@ static void dw_group_table(const ek_conv_channel *ch, const int8_t *wt, int32_t 
   }
 }
 
+/* n pixels of 4 channels (src, src + c, ...) expanded to two words each, (x0, x2) and (x1, x3) as int16 pairs, at
+   dst and, when dup is nonzero, also at dst + dup (words): the ring's second copy of the row. */
+#if EK_CONV_DSP && !EK_CONV_MVE && defined(__thumb2__) && !defined(EK_CONV_NO_ASM)
+/* Cortex-M4: per pixel LDR, ADD, 2 SXTB16, 1 or 2 STRD, SUBS, BNE (gcc's loop took 9 plus a memcpy of the row). */
+void ek_dw_expand4_dsp(uint32_t *dst, const int8_t *src, int32_t c, int32_t n, uint32_t *dup_dst);
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_dw_expand4_dsp, \"ax\", %progbits\n"
+    "  .global ek_dw_expand4_dsp\n"
+    "  .type ek_dw_expand4_dsp, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_dw_expand4_dsp:\n"
+    "  push {r4-r7, lr}\n"
+    "  ldr r7, [sp, #20]\n"            /* second copy or 0 */
+    "  cbz r7, 2f\n"
+    "1:\n"
+    "  ldr r4, [r1]\n"
+    "  add r1, r1, r2\n"
+    "  sxtb16 r5, r4\n"
+    "  sxtb16 r6, r4, ror #8\n"
+    "  strd r5, r6, [r0], #8\n"
+    "  strd r5, r6, [r7], #8\n"
+    "  subs r3, r3, #1\n"
+    "  bne 1b\n"
+    "  pop {r4-r7, pc}\n"
+    "2:\n"
+    "  ldr r4, [r1]\n"
+    "  add r1, r1, r2\n"
+    "  sxtb16 r5, r4\n"
+    "  sxtb16 r6, r4, ror #8\n"
+    "  strd r5, r6, [r0], #8\n"
+    "  subs r3, r3, #1\n"
+    "  bne 2b\n"
+    "  pop {r4-r7, pc}\n"
+    "  .size ek_dw_expand4_dsp, . - ek_dw_expand4_dsp\n"
+    "  .text\n");
+static inline void dw_expand4(uint32_t *dst, const int8_t *src, int32_t c, int32_t n, int32_t dup) {
+  if (n > 0) ek_dw_expand4_dsp(dst, src, c, n, dup ? dst + dup : (uint32_t *)0);
+}
+#else
+static inline void dw_expand4(uint32_t *dst, const int8_t *src, int32_t c, int32_t n, int32_t dup) {
+  for (int32_t i = 0; i < n; ++i, src += c, dst += 2) {
+    const uint32_t v = ek_load32(src);
+    dst[0] = ek_sxtb16(v);
+    dst[1] = ek_sxtb16_ror8(v);
+    if (dup) {
+      dst[dup] = dst[0];
+      dst[dup + 1] = dst[1];
+    }
+  }
+}
+#endif
+
 /* A padded row := input row iy of the group, two expanded words per pixel (zero point outside the image and
-   for missing lanes). */
+   for missing lanes); also at row + dup (words) when dup is nonzero (the ring's second copy). */
 static void dw_fill_row(const int8_t *x, int32_t h, int32_t w, int32_t c, int32_t iy, int32_t pad_w, int32_t c0,
-                        int32_t lanes, uint32_t zp_word, uint32_t *row, int32_t wp) {
+                        int32_t lanes, uint32_t zp_word, uint32_t *row, int32_t wp, int32_t dup) {
   int32_t first = pad_w, last = pad_w + w; /* row pixels [first, last) hold image columns 0 .. w-1 */
   if (iy < 0 || iy >= h) first = last = wp;
   if (first > wp) first = wp;
@@ -432,31 +488,28 @@ static void dw_fill_row(const int8_t *x, int32_t h, int32_t w, int32_t c, int32_
   const uint32_t zp02 = ek_sxtb16(zp_word), zp13 = ek_sxtb16_ror8(zp_word);
   int32_t i = 0;
   for (; i < first; ++i) {
-    row[2 * i] = zp02;
-    row[2 * i + 1] = zp13;
+    row[2 * i] = row[2 * i + dup] = zp02;
+    row[2 * i + 1] = row[2 * i + 1 + dup] = zp13;
   }
   if (first < last) {
     const int8_t *src = x + ((ptrdiff_t)iy * w + (first - pad_w)) * c + c0;
     uint32_t *dst = row + 2 * i;
     if (lanes == 4) {
-      for (; i < last; ++i, src += c, dst += 2) {
-        const uint32_t v = ek_load32(src);
-        dst[0] = ek_sxtb16(v);
-        dst[1] = ek_sxtb16_ror8(v);
-      }
+      dw_expand4(dst, src, c, last - i, dup);
+      i = last;
     } else {
       for (; i < last; ++i, src += c, dst += 2) {
         uint32_t word = zp_word;
         for (int32_t j = 0; j < lanes; ++j)
           word = (word & ~(0xFFu << (8 * j))) | ((uint32_t)(uint8_t)src[j] << (8 * j));
-        dst[0] = ek_sxtb16(word);
-        dst[1] = ek_sxtb16_ror8(word);
+        dst[0] = dst[dup] = ek_sxtb16(word);
+        dst[1] = dst[dup + 1] = ek_sxtb16_ror8(word);
       }
     }
   }
   for (; i < wp; ++i) {
-    row[2 * i] = zp02;
-    row[2 * i + 1] = zp13;
+    row[2 * i] = row[2 * i + dup] = zp02;
+    row[2 * i + 1] = row[2 * i + 1 + dup] = zp13;
   }
 }
 
@@ -486,11 +539,7 @@ static void dw_fill_interior(const int8_t *x, int32_t h, int32_t w, int32_t c, i
     const int8_t *src = x + (ptrdiff_t)iy * w * c + c0;
     uint32_t *dst = lines + 2 * ((iy + pad_h) * wp + pad_w);
     if (lanes == 4) {
-      for (int32_t i = 0; i < cols; ++i, src += c, dst += 2) {
-        const uint32_t v = ek_load32(src);
-        dst[0] = ek_sxtb16(v);
-        dst[1] = ek_sxtb16_ror8(v);
-      }
+      dw_expand4(dst, src, c, cols, 0);
     } else {
       for (int32_t i = 0; i < cols; ++i, src += c, dst += 2) {
         uint32_t word = zp_word;
@@ -544,8 +593,7 @@ static EK_DW_NOINLINE void dw_blocked(const dw_data *d, const ek_conv_channel *c
           const int32_t slot = ring ? (s0 + ky) % kh : ky;
           if (!ring || tags[slot] != iy) {
             uint32_t *line = lines + slot * row_words;
-            dw_fill_row(x, h, w, c, iy, d->pad_w, c0, lanes, zp_word, line, wp);
-            memcpy(line + kh * row_words, line, (size_t)row_words * 4u);
+            dw_fill_row(x, h, w, c, iy, d->pad_w, c0, lanes, zp_word, line, wp, kh * row_words);
             tags[slot] = iy;
           }
         }
