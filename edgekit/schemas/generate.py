@@ -25,6 +25,7 @@ TYPED: Dict[str, str] = {
     "deploy": "edgekit.firmware.results:DeployReport",
     "firmware": "edgekit.firmware.results:FirmwareInfo",
     "gpu-placement": "edgekit.mobile.placement:GpuPlacement",
+    "layers": "edgekit.parity.layers_result:LayersFile",
     "manifest": "edgekit.artifact:ManifestFile",
     "parity": "edgekit.parity.result:ParityReport",
     "run": "edgekit.run.results:RunReport",
