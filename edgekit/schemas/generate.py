@@ -28,6 +28,7 @@ TYPED: Dict[str, str] = {
     "layers": "edgekit.parity.layers_result:LayersFile",
     "manifest": "edgekit.artifact:ManifestFile",
     "parity": "edgekit.parity.result:ParityReport",
+    "preprocess-parity": "edgekit.preprocessing.parity_result:PreprocessParityFile",
     "run": "edgekit.run.results:RunReport",
 }
 
