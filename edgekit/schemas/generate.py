@@ -20,6 +20,7 @@ from edgekit.schemas import VERSIONS, schema_id
 
 # schema name -> "module:Class" of the Result subclass that writes it
 TYPED: Dict[str, str] = {
+    "calib-check": "edgekit.preprocessing.calib_result:CalibCheckFile",
     "compile": "edgekit.compile.result:CompileReport",
     "coreml-placement": "edgekit.mobile.placement:CoremlPlacement",
     "deploy": "edgekit.firmware.results:DeployReport",
