@@ -43,7 +43,7 @@ class PipelineDescription(TypedDict, total=False):
     notes: List[str]
     implementation: str                            # spec implementations
     library: str
-    options: Dict[str, Union[str, int, float, bool]]
+    options: Dict[str, str]                        # IMPL[key=value,...] options, as given
     spec: SpecDict
     tools: Dict[str, str]
     callable: str                                  # a Python callable
