@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Type, Union
 
 from edgekit.calibration.dataset import Sample
 from edgekit.parity.runners import ModelRunner
@@ -54,9 +54,11 @@ class QuantizedModel:
     main_file: str                  # e.g. "model_int8.tflite"; must be a key of ``files``
     format: str                     # manifest format, e.g. "tflite-int8", "mlpackage-w8a8", "onnx-qdq-int8"
     files: Dict[str, FileContent]
-    params: Dict[str, Any] = field(default_factory=dict)       # backend settings for the manifest
+    # backend settings for the manifest (``Artifact.params``: each backend records its own)
+    params: Dict[str, Any] = field(default_factory=dict)
     report_lines: List[str] = field(default_factory=list)      # backend Markdown sections (## headings)
-    summary: Dict[str, Any] = field(default_factory=dict)      # JSON extras -> parity.json["quantization"]
+    # JSON extras -> parity.json["quantization"] (``ParityReport.data``: the backend's own facts, its own shape)
+    summary: Dict[str, Any] = field(default_factory=dict)
     per_layer: Any = None           # an object with write(folder) -> [file names] (--debug), or None
     handle: Any = None
 
@@ -85,7 +87,8 @@ def _shown(field: str, value: Any) -> str:
     return f" {value}"
 
 
-def foreign_option_problems(backend: "QuantizeBackend", options: Any, backends: Mapping[str, Any]) -> List[str]:
+def foreign_option_problems(backend: "QuantizeBackend", options: Any,
+                            backends: Mapping[str, Type["QuantizeBackend"]]) -> List[str]:
     """Each format-specific option set away from its default that ``backend`` does not take, naming the formats
     that do (asked from ``backends``, name -> backend class)."""
     takes = set(getattr(backend, "options", ()))

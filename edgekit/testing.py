@@ -24,6 +24,7 @@ from edgekit.preprocessing.base import Preprocessor, implementation
 from edgekit.preprocessing.parity import PreprocessParityReport, Thresholds, input_quantization, open_model, read_labels, run_parity
 from edgekit.preprocessing.sources import PythonCallablePreprocessor, list_images, open_pipeline, resolve_spec
 
+# a spec may be given as the user's dict (validated by PreprocessSpec.from_dict), a path, or a pipeline
 PipelineLike = Union[str, Path, PreprocessSpec, Mapping[str, Any], Callable[[str], Any], Preprocessor]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
+from typing_extensions import TypedDict
 
 from edgekit.errors import InvalidModelError, ToolMissingError, UserError, first_line
 from edgekit.run.inputs import ModelInput
@@ -113,7 +114,7 @@ class LoadedModel:
     load_ms: float
     model: Any
 
-    def predict(self, feeds: Mapping[str, Any]) -> Dict[str, np.ndarray]:
+    def predict(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         """One prediction; outputs as arrays (a classifier's probabilities dict in label order)."""
         return {name: coreml_output_array(value) for name, value in self.model.predict(dict(feeds)).items()}
 
@@ -138,7 +139,7 @@ def load(path: Path, compute_units: str = "all") -> LoadedModel:
     return LoadedModel(Path(path), name, load_ms, model)
 
 
-def compute_plan(path: Path, compute_units: str = "all") -> Dict[str, Any]:  # what the macOS runtime reports
+def compute_plan(path: Path, compute_units: str = "all") -> Dict[str, Any]:  # edgekit.run.remote_runner.coreml_placement's dict
     """Per-op placement of a model on one compute unit setting: {"available", "ops": [{op, name, function,
     preferred, supported, cost}], "summary"} or {"available": False, "reason"} when this macOS cannot tell."""
     loaded = load(path, compute_units)
@@ -148,10 +149,30 @@ def compute_plan(path: Path, compute_units: str = "all") -> Dict[str, Any]:  # w
     return placement
 
 
-def summarise_placement(ops: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+class DeviceShare(TypedDict):
+    ops: int
+    estimated_cost: Optional[float]  # sum of Core ML's estimated cost shares; None when it gave none
+    op_types: Dict[str, int]
+
+
+class PlacementSummary(TypedDict):
+    ops: int
+    by_device: Dict[str, DeviceShare]  # neural_engine, gpu, cpu, undetermined (in that order)
+    source: str
+
+
+class PlacedOp(TypedDict, total=False):
+    """One op of ``coreml_placement``'s ``ops`` (the keys the summary reads)."""
+
+    op: str
+    preferred: Optional[str]
+    cost: Optional[float]
+
+
+def summarise_placement(ops: Sequence[PlacedOp]) -> PlacementSummary:
     """Counts per preferred device: ops, op types, and the sum of Core ML's estimated cost shares (None when Core
     ML gave no costs, e.g. NeuralNetwork models). Ops without a device are counted as 'undetermined'."""
-    by_device: Dict[str, Dict[str, Any]] = {}
+    by_device: Dict[str, DeviceShare] = {}
     for op in ops:
         device = op.get("preferred") or "undetermined"
         entry = by_device.setdefault(device, {"ops": 0, "estimated_cost": None, "op_types": Counter()})
@@ -165,7 +186,7 @@ def summarise_placement(ops: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     return {"ops": len(ops), "by_device": devices, "source": PLACEMENT_SOURCE}
 
 
-def placement_line(summary: Optional[Mapping[str, Any]]) -> str:
+def placement_line(summary: Optional[PlacementSummary]) -> str:
     """'neural_engine 12 ops (est. 91%), cpu 2 ops (est. 9%)' for reports."""
     if not summary or not summary.get("by_device"):
         return "–"

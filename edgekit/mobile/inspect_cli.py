@@ -4,10 +4,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Dict
+from typing import Callable, Dict, List, Optional
+
+from typing_extensions import TypedDict
 
 from edgekit.console import say
 from edgekit.errors import InvalidModelError
+from edgekit.mobile.tflite_metadata import PackedMetadata
+from edgekit.results import JsonObject
 
 
 def register(subparsers) -> Dict[str, Callable]:
@@ -17,7 +21,29 @@ def register(subparsers) -> Dict[str, Callable]:
     return {"inspect": cmd_inspect}
 
 
-def describe_tflite(path: Path) -> Dict[str, Any]:  # printed as JSON by `edgekit inspect --json`
+class TensorLine(TypedDict, total=False):
+    name: str
+    shape: List[int]
+    dtype: str
+    scale: float      # quantized tensors only
+    zero_point: int
+
+
+class TFLiteDescription(TypedDict):
+    """What `edgekit inspect` prints (as JSON with --json)."""
+
+    path: str
+    bytes: int
+    inputs: List[TensorLine]
+    outputs: List[TensorLine]
+    ops: List[str]
+    op_counts: Dict[str, int]
+    metadata: Optional[JsonObject]  # the TFLITE_METADATA flatbuffer as plain data (PackedMetadata.metadata)
+    packed_files: List[str]
+    labels: Optional[List[str]]
+
+
+def describe_tflite(path: Path) -> TFLiteDescription:
     from edgekit.mobile.tflite_metadata import packed_files, read_metadata
     from edgekit.tflite_model import TFLiteModel
 
@@ -26,8 +52,8 @@ def describe_tflite(path: Path) -> Dict[str, Any]:  # printed as JSON by `edgeki
     model = TFLiteModel.load(path)
     data = model.data
 
-    def tensor(t) -> Dict[str, Any]:
-        out = {"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype)}
+    def tensor(t) -> TensorLine:
+        out: TensorLine = {"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype)}
         if t.is_quantized:
             out.update(scale=t.scale, zero_point=t.zero_point)
         return out
@@ -44,14 +70,14 @@ def describe_tflite(path: Path) -> Dict[str, Any]:  # printed as JSON by `edgeki
     }
 
 
-def _labels(metadata) -> Any:
+def _labels(metadata: Optional[PackedMetadata]) -> Optional[List[str]]:
     if not metadata:
         return None
     text = metadata["files"].get("labels.txt")
     return [line for line in text.splitlines() if line.strip()] if text else None
 
 
-def _print(info: Dict[str, Any]) -> None:
+def _print(info: TFLiteDescription) -> None:
     say(f"{info['path']} ({info['bytes']:,} bytes)")
     meta = info["metadata"]
     if meta is None:

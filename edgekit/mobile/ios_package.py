@@ -7,7 +7,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 from edgekit.errors import InvalidModelError, ToolMissingError
 
@@ -195,7 +195,14 @@ Not tested here: compiling this Swift code, Xcode's import and preview, and Visi
 """
 
 
-def package_ios(package: Path, outdir: Path) -> Dict[str, Any]:  # the package summary the CLI prints
+class IosPackage(NamedTuple):
+    """What ``package_ios`` wrote: the Swift file's name and the interface it was written for."""
+
+    swift: str
+    interface: ModelInterface
+
+
+def package_ios(package: Path, outdir: Path) -> IosPackage:
     from edgekit.atomic import atomic_output_dir
 
     interface = read_interface(package)
@@ -204,4 +211,4 @@ def package_ios(package: Path, outdir: Path) -> Dict[str, Any]:  # the package s
         shutil.copytree(package, stage / Path(package).name)
         (stage / swift_file).write_text(swift_snippet(package, interface))
         (stage / "README.md").write_text(readme(package, interface, swift_file))
-    return {"swift": swift_file, "interface": interface}
+    return IosPackage(swift_file, interface)

@@ -23,5 +23,5 @@ def cmd_package(args) -> int:
     from edgekit.mobile.ios_package import package_ios
 
     done = package_ios(args.model, args.outdir)
-    say(f"wrote {args.outdir}/{args.model.name}, {done['swift']}, README.md")
+    say(f"wrote {args.outdir}/{args.model.name}, {done.swift}, README.md")
     return 0

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
+from typing_extensions import TypedDict
 
 from edgekit.errors import ToolMissingError, UserError
+from edgekit.results import JsonObject
 
 METADATA_NAME = "TFLITE_METADATA"
 METADATA_IDENTIFIER = b"M001"
@@ -82,7 +84,7 @@ class MetadataContent:
     image: Optional[ImageInputInfo] = None          # describes inputs[0]
     labels: Optional[List[str]] = None              # class names of the classification output
     label_output: Optional[int] = None              # index of that output
-    provenance: Dict[str, Any] = field(default_factory=dict)
+    provenance: Dict[str, Any] = field(default_factory=dict)  # written as edgekit_provenance.json (the caller's facts)
 
 
 def _color_space(fb, color: str) -> int:
@@ -238,7 +240,14 @@ def _text(value) -> str:
 
 
 # --- reading back -------------------------------------------------------------------------------------
-def read_metadata(tflite: bytes) -> Optional[Dict[str, Any]]:  # the metadata flatbuffer as plain data
+class PackedMetadata(TypedDict):
+    """A model's TFLITE_METADATA read back (``read_metadata``)."""
+
+    metadata: JsonObject    # the ModelMetadata flatbuffer as plain data: the schema's own nested tables
+    files: Dict[str, str]   # name -> text of the files packed after the model
+
+
+def read_metadata(tflite: bytes) -> Optional[PackedMetadata]:
     """The model's TFLITE_METADATA as plain JSON-able data, plus the packed files; None when it has none."""
     tfl, fbu = _flatbuffer_utils()
     model = tfl.Model.GetRootAs(model_part(tflite), 0)

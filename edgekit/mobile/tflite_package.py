@@ -68,7 +68,7 @@ def choose_labels(labels_file: Optional[Path], inputs, output_shapes: Sequence[S
 
 
 def package_tflite(tflite: bytes, *, inputs, io: str, info: ModelInfo, labels_file: Optional[Path],
-                   provenance: Dict[str, Any]) -> Packaged:
+                   provenance: Dict[str, Any]) -> Packaged:  # the backend's provenance facts, packed as JSON
     """Apply --io pixel quantization (uint8 image input) and write the metadata."""
     from edgekit.tflite_model import TFLiteModel
 

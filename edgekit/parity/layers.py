@@ -34,8 +34,9 @@ import numpy as np
 
 from edgekit.calibration.dataset import Sample
 from edgekit.errors import UserError
+from edgekit.parity.layers_result import LayerMeta, LayerRow, LayersFile, TracedModel
 from edgekit.provenance import host_info, tool_versions, utc_now
-from edgekit import schemas
+from edgekit.results import JsonObject
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class TracedTensor:
 
     key: Hashable
     op: str
-    fields: Dict[str, Any]
+    fields: LayerRow  # the descriptive fields only; the core adds the metrics
     grid: Optional[Grid] = None
     matched: bool = True
     inputs: Tuple[Hashable, ...] = ()
@@ -83,7 +84,7 @@ class Trace:
     tools: Tuple[str, ...] = ()          # tool_versions() names
     not_applicable: Dict[str, str] = {}  # metric -> why it is None for this format
 
-    def describe(self) -> Tuple[dict, dict]:
+    def describe(self) -> Tuple[TracedModel, TracedModel]:
         """({source, sha256, ops} of the reference, the same of the candidate)."""
         raise NotImplementedError
 
@@ -98,7 +99,7 @@ class Trace:
         """key -> (reference value in float terms, candidate value in float terms) for every matched tensor."""
         raise NotImplementedError
 
-    def extra_meta(self) -> dict:
+    def extra_meta(self) -> LayerMeta:
         """Format-specific facts for the report's meta, measured during run() (``notes``: sentences for layers.md)."""
         return {}
 
@@ -146,7 +147,7 @@ class _Accumulator:
             g = np.clip(np.round(r / step) * step, lo, hi) - r  # rounding onto the grid (zero point is on it)
             self.grid_noise += float(np.sum(g * g))
 
-    def metrics(self, quantized: bool) -> dict:
+    def metrics(self, quantized: bool) -> LayerRow:
         na, nb = math.sqrt(self.signal), math.sqrt(self.cand_energy)
         cos = 1.0 if na == 0 and nb == 0 else (0.0 if na == 0 or nb == 0 else self.dot / (na * nb))
         return {
@@ -205,38 +206,39 @@ class LayerReport:
     ``meta["notes"]`` (when present) holds format-specific warnings, also printed in layers.md.
     """
 
-    rows: List[dict]
-    inputs: List[dict] = field(default_factory=list)
-    meta: dict = field(default_factory=dict)
+    rows: List[LayerRow]
+    inputs: List[LayerRow] = field(default_factory=list)
+    meta: LayerMeta = field(default_factory=lambda: LayerMeta())
 
-    def ranked(self, n: Optional[int] = None, *, by: str = "local") -> List[dict]:
+    def ranked(self, n: Optional[int] = None, *, by: str = "local") -> List[LayerRow]:
         """Most damaged first. ``by='local'`` (the ``rank`` field): lowest local_sqnr_db, i.e. most noise added by the
         layer itself; ``by='drop'``: largest sqnr_drop_db. Unmatched rows are left out."""
         scored = _ordered(self.rows, by)
         return scored if n is None else scored[:n]
 
-    def most_sensitive(self) -> Optional[dict]:
+    def most_sensitive(self) -> Optional[LayerRow]:
         top = self.ranked(1)
         return top[0] if top else None
 
-    def row(self, tensor_or_index: Union[str, int]) -> dict:
+    def row(self, tensor_or_index: Union[str, int]) -> LayerRow:
         for r in self.rows:
             if r["index"] == tensor_or_index or r["tensor"] == tensor_or_index or r.get("node") == tensor_or_index:
                 return r
         raise KeyError(tensor_or_index)
 
-    def to_json(self) -> dict:
+    def result(self) -> LayersFile:
+        """The typed layers.json (every row checked against ``LayerRow``)."""
         from edgekit.report import json_safe
 
-        return json_safe({
-            "kind": "edgekit-per-layer",
-            **self.meta,
-            "damage_metric": DAMAGE_METRIC,
-            "inputs": self.inputs,
-            "ranking": [{"rank": r["rank"], "index": r["index"], "op": r["op"], "tensor": r["tensor"],
-                         "local_sqnr_db": r["local_sqnr_db"], "sqnr_drop_db": r["sqnr_drop_db"]} for r in self.ranked()],
-            "layers": self.rows,
-        })
+        ranking = [{"rank": r["rank"], "index": r["index"], "op": r["op"], "tensor": r["tensor"],
+                    "local_sqnr_db": r["local_sqnr_db"], "sqnr_drop_db": r["sqnr_drop_db"]} for r in self.ranked()]
+        # json_safe: numpy scalars become Python numbers (inf / nan are read back by the Number fields)
+        return LayersFile.model_validate(json_safe({
+            "kind": "edgekit-per-layer", **self.meta, "damage_metric": DAMAGE_METRIC, "inputs": self.inputs,
+            "ranking": ranking, "layers": self.rows}))
+
+    def to_json(self) -> JsonObject:
+        return self.result().to_json()
 
     def markdown_lines(self, top: int = 5) -> List[str]:
         from edgekit.report import fmt
@@ -285,7 +287,7 @@ class LayerReport:
         from edgekit.parity.layer_plot import plot_layers
 
         folder = Path(folder)
-        (folder / "layers.json").write_text(schemas.dumps("layers", self.to_json()))
+        (folder / "layers.json").write_text(self.result().dumps())
         (folder / "layers.md").write_text("\n".join(self.markdown_lines()) + "\n")
         plot_layers(self, folder / "layers.png")
         return list(FILES)
@@ -399,7 +401,7 @@ def compare_trace(trace: Trace, samples: Sequence[Sample], *, progress: Optional
     input_rows = [{**_fields(t, shapes), **acc[t.key].metrics(t.grid is not None)} for t in inputs]
     rows = _rows(outputs, acc, shapes, {t.key: row["sqnr_db"] for t, row in zip(inputs, input_rows)})
     ref, cand = trace.describe()
-    meta = {
+    meta: LayerMeta = {
         "format": trace.kind,
         "reference": ref,
         "candidate": cand,
@@ -418,15 +420,15 @@ def compare_trace(trace: Trace, samples: Sequence[Sample], *, progress: Optional
     return LayerReport(rows=rows, inputs=input_rows, meta=meta)
 
 
-def _fields(t: TracedTensor, shapes: Dict[Hashable, List[int]]) -> dict:
-    out = dict(t.fields)
+def _fields(t: TracedTensor, shapes: Dict[Hashable, List[int]]) -> LayerRow:
+    out = LayerRow(**t.fields)
     if out.get("shape") is None:
         out["shape"] = shapes.get(t.key)
     return out
 
 
 def _rows(outputs: List[TracedTensor], acc: Dict[Hashable, _Accumulator], shapes: Dict[Hashable, List[int]],
-          input_sqnr: Dict[Hashable, float]) -> List[dict]:
+          input_sqnr: Dict[Hashable, float]) -> List[LayerRow]:
     sqnr_of: Dict[Hashable, float] = dict(input_sqnr)   # tensor key -> cumulative SQNR
     rows = []
     for t in outputs:
@@ -483,7 +485,7 @@ def _likely_cause(op: str, local_db: float, grid_db: Optional[float], int_weight
     return "integer arithmetic / requantization"
 
 
-def _ordered(rows: List[dict], by: str) -> List[dict]:
+def _ordered(rows: List[LayerRow], by: str) -> List[LayerRow]:
     scored = [r for r in rows if r["sqnr_drop_db"] is not None]
     if by == "local":
         return sorted(scored, key=lambda r: (r["local_sqnr_db"], -r["sqnr_drop_db"], r["index"]))

@@ -23,6 +23,7 @@ import numpy as np
 from edgekit.calibration.dataset import Sample
 from edgekit.errors import UserError
 from edgekit.parity.layers import Grid, ProgressFactory, Trace, TracedTensor, compare_trace, LayerReport
+from edgekit.parity.layers_result import LayerRow, TracedModel
 from edgekit.provenance import sha256_file
 
 NOT_ROWS = ("quantize", "dequantize", "cast", "classify")
@@ -177,7 +178,7 @@ def _channel_axis(shape: Optional[List[int]]) -> int:
     return 1 if shape is not None and len(shape) in CONV_LIKE_RANK else -1
 
 
-def _describe(q: Optional[_Rounding], shape: Optional[List[int]], dtype: str) -> dict:
+def _describe(q: Optional[_Rounding], shape: Optional[List[int]], dtype: str) -> LayerRow:
     if q is None:
         return {"shape": shape, "dtype": dtype, "scale": "float", "zero_point": "float"}
     return {"shape": shape, "dtype": q.dtype, "scale": q.scale if q.scale is not None else "per-axis",
@@ -198,7 +199,7 @@ class CoreMLTrace(Trace):
         self.rows = match_ops(ref, cand)
         self.to_feeds = to_feeds
 
-    def describe(self) -> Tuple[dict, dict]:
+    def describe(self) -> Tuple[TracedModel, TracedModel]:
         return tuple({"source": str(p.path), "sha256": sha256_file(p.path), "ops": len(p.compute_ops())}
                      for p in (self.ref, self.cand))
 

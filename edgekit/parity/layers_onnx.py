@@ -35,6 +35,7 @@ import numpy as np
 from edgekit.calibration.dataset import Sample
 from edgekit.errors import InvalidModelError, ToolMissingError, UserError, first_line
 from edgekit.parity.layers import SQNR_CAP_DB, Grid, Trace, TracedTensor
+from edgekit.parity.layers_result import LayerMeta, LayerRow, TracedModel
 from edgekit.provenance import sha256_bytes
 
 log = logging.getLogger(__name__)
@@ -236,7 +237,7 @@ class OnnxTrace(Trace):
             self.not_applicable = {"grid_sqnr_db, clipped_fraction": "per-axis activation scales (no single grid) on "
                                    + ", ".join(per_axis[:5])}
 
-    def describe(self) -> Tuple[dict, dict]:
+    def describe(self) -> Tuple[TracedModel, TracedModel]:
         return tuple({"source": str(g.path), "sha256": sha256_bytes(g.data), "ops": len(g.nodes)} for g in (self.ref, self.cand))
 
     def tensors(self) -> Tuple[List[TracedTensor], List[TracedTensor]]:
@@ -319,7 +320,7 @@ class OnnxTrace(Trace):
             written.add(ref_vals[a.name], cand_vals[b.name], None)
             run.add(ref_vals[a.name], optimized[b.name], None)
 
-    def extra_meta(self) -> dict:
+    def extra_meta(self) -> LayerMeta:
         if not self._output_acc:
             return {}
         checks, notes = {}, []
@@ -337,7 +338,7 @@ class OnnxTrace(Trace):
                                       "outputs": checks}, "notes": notes}
 
 
-def _describe(q: Optional[_Rounding], shape: Optional[List[int]]) -> dict:
+def _describe(q: Optional[_Rounding], shape: Optional[List[int]]) -> LayerRow:
     if q is None:
         return {"shape": shape, "dtype": "float32", "scale": "float", "zero_point": "float"}
     return {"shape": shape, "dtype": q.dtype, "scale": q.scale if q.scale is not None else "per-axis",

@@ -19,6 +19,7 @@ import numpy as np
 from edgekit.calibration.dataset import Sample
 from edgekit.errors import InvalidModelError, UserError, first_line
 from edgekit.parity.layers import Grid, Trace, TracedTensor
+from edgekit.parity.layers_result import LayerRow, TracedModel
 from edgekit.provenance import sha256_bytes
 from edgekit.quiet import captured_output
 from edgekit.tflite_model import TensorInfo, TFLiteModel, _interpreter_module, dequantize, quantize_input
@@ -152,7 +153,7 @@ def _grid_limits(info: TensorInfo) -> Optional[Grid]:
     return info.scale * (q.min - info.zero_point), info.scale * (q.max - info.zero_point), info.scale
 
 
-def _describe(info: TensorInfo) -> dict:
+def _describe(info: TensorInfo) -> LayerRow:
     quantized = _grid_limits(info) is not None
     return {
         "shape": [int(s) for s in info.shape],
@@ -175,7 +176,7 @@ class TFLiteTrace(Trace):
         self.pairs = match_tensors(ref, cand)
         self._ref_interp = self._cand_interp = None
 
-    def describe(self) -> Tuple[dict, dict]:
+    def describe(self) -> Tuple[TracedModel, TracedModel]:
         return tuple({"source": m.source, "sha256": sha256_bytes(m.data), "ops": len(m.ops)} for m in (self.ref, self.cand))
 
     def tensors(self) -> Tuple[List[TracedTensor], List[TracedTensor]]:

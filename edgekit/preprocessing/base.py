@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple, Type, Union
 
 import numpy as np
+from pydantic import ConfigDict
+from typing_extensions import TypedDict
 
 from edgekit.errors import CalibrationDataError, EdgekitError, UserError
-from edgekit.preprocessing.spec import PreprocessSpec
+from edgekit.preprocessing.spec import PreprocessSpec, SpecDict
 from edgekit.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,24 @@ class ImageReadError(CalibrationDataError):
 
 
 Result = Union[np.ndarray, ImageReadError]
+
+
+class PipelineDescription(TypedDict, total=False):
+    """One preprocessing pipeline (``Preprocessor.describe``): its kind and label, plus what each kind adds."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    kind: str
+    label: str
+    notes: List[str]
+    implementation: str                            # spec implementations
+    library: str
+    options: Dict[str, str]                        # IMPL[key=value,...] options, as given
+    spec: SpecDict
+    tools: Dict[str, str]
+    callable: str                                  # a Python callable
+    folder: str                                    # a folder of tensors
+    tensors: int
 
 
 class Preprocessor:
@@ -76,7 +96,7 @@ class Preprocessor:
         """The same implementation on another spec (None when not spec-driven)."""
         return None
 
-    def describe(self) -> Dict[str, Any]:  # each implementation adds its own facts (library versions, spec)
+    def describe(self) -> PipelineDescription:  # each implementation adds its own facts (library versions, spec)
         return {"kind": self.kind, "label": self.label, "notes": self.notes()}
 
 
@@ -108,7 +128,7 @@ class SpecPreprocessor(Preprocessor):
     def with_spec(self, spec: PreprocessSpec) -> "SpecPreprocessor":
         return type(self)(spec, **self.options)
 
-    def describe(self) -> Dict[str, Any]:
+    def describe(self) -> PipelineDescription:
         from edgekit.provenance import tool_versions
 
         return {

@@ -17,40 +17,28 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from edgekit.calibration import dataset as data
 from edgekit.calibration.ranges import RangeOptions, choose_ranges
-from edgekit.calibration.statistics import cache_key, collect_statistics
+from edgekit.calibration.statistics import TensorStats, cache_key, collect_statistics
 from edgekit.errors import CalibrationDataError
+from edgekit.preprocessing.calib_result import (CalibCheckFile, CalibProvenance, CalibThresholds, CheckedModel,
+                                                InputCheck, QuantizationEffect, SampleSet, TensorCheck)
 from edgekit.preprocessing.live_sums import (ActivationSums, ChannelSums, HistogramSums, InputEdges, LiveSums,
                                              distances, input_sums)
 from edgekit.preprocessing.spec import PreprocessSpec
+from edgekit.results import JsonObject
+from edgekit.scale.ray_map import Execution
+
+if TYPE_CHECKING:
+    from edgekit.parity.result import ParityReport
 
 log = logging.getLogger(__name__)
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
-
-
-@dataclass(frozen=True)
-class CalibThresholds:
-    """Verdict limits, declared once.
-
-    max_clipped: share of live activations outside the calibrated range, in the worst tensor, above
-    which the set is unrepresentative (1 %: INT8 then saturates 1 value in 100 on live data);
-    warn_clipped: above it the verdict is ``check`` (0.1 %).
-    max_input_ks: KS distance between calibration and live input values per channel above which the
-    inputs themselves are judged to come from a different distribution.
-    """
-
-    max_clipped: float = 0.01
-    warn_clipped: float = 0.001
-    max_input_ks: float = 0.25
-
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -131,34 +119,44 @@ def wasserstein(a: np.ndarray, b: np.ndarray, points: int = 512) -> float:
     return float(np.mean(np.abs(np.quantile(a, q) - np.quantile(b, q))))
 
 
-def input_distribution(calib: List[ChannelSums], live: List[ChannelSums], edges: InputEdges) -> List[dict]:
+def input_distribution(calib: List[ChannelSums], live: List[ChannelSums], edges: InputEdges) -> List[InputCheck]:
     """Per input channel: statistics and distances between calibration and live input values."""
     return [{"channel": name, **distances(c, l)} for name, c, l in zip(edges.channel_names(), calib, live)]
 
 
 @dataclass
 class CalibCheckReport:
-    model: dict
-    calib: dict
-    live: dict
+    """The check as the command builds and renders it; ``result()`` is the typed calib_check.json."""
+
+    model: CheckedModel
+    calib: SampleSet
+    live: SampleSet
     method: str
     thresholds: CalibThresholds
-    tensors: List[dict]
-    inputs: List[dict]
+    tensors: List[TensorCheck]
+    inputs: List[InputCheck]
     verdict: str
     reasons: List[str]
-    effect: Optional[dict] = None
+    effect: Optional[QuantizationEffect] = None
     errors: Dict[str, List[str]] = field(default_factory=dict)
-    execution: Optional[dict] = None  # engine, workers, samples/s, wall time of the live-data passes
+    execution: Optional[Execution] = None  # engine, workers, samples/s, wall time of the live-data passes
 
     @property
     def passed(self) -> bool:
         return self.verdict != "unrepresentative"
 
-    def worst(self, n: int = 5) -> List[dict]:
+    def worst(self, n: int = 5) -> List[TensorCheck]:
         return sorted(self.tensors, key=lambda t: -t["clipped"])[:n]
 
-    def to_json(self) -> dict:
+    def result(self, provenance: CalibProvenance) -> CalibCheckFile:
+        """The typed calib_check.json."""
+        from edgekit.report import json_safe
+
+        # json_safe: numpy scalars become Python numbers (inf / nan are read back by the Number fields)
+        return CalibCheckFile.model_validate(json_safe({**self.to_json(), "provenance": provenance}))
+
+    def to_json(self) -> JsonObject:
+        """The document without its provenance, as plain data."""
         return {
             "verdict": self.verdict, "passed": self.passed, "reasons": self.reasons,
             "thresholds": self.thresholds.to_json(), "method": self.method,
@@ -169,7 +167,7 @@ class CalibCheckReport:
         }
 
 
-def _verdict(tensors: List[dict], inputs: List[dict], t: CalibThresholds) -> Tuple[str, List[str]]:
+def _verdict(tensors: List[TensorCheck], inputs: List[InputCheck], t: CalibThresholds) -> Tuple[str, List[str]]:
     worst = max(tensors, key=lambda x: x["clipped"])
     reasons = []
     verdict = "representative"
@@ -193,11 +191,11 @@ def _verdict(tensors: List[dict], inputs: List[dict], t: CalibThresholds) -> Tup
     return verdict, reasons
 
 
-Evaluate = Callable[[bytes, str], Any]  # (int8 .tflite, label) -> ParityReport of float vs it on the live data
+Evaluate = Callable[[bytes, str], "ParityReport"]  # (int8 .tflite, label) -> float vs it on the live data
 
 
 def quantization_effect(float_model, calib_stats, live_stats, method: str, options: RangeOptions,
-                        evaluate: Evaluate) -> dict:
+                        evaluate: Evaluate) -> QuantizationEffect:
     """INT8 with calibration ranges vs INT8 with live ranges, both against float on the live data."""
     from edgekit.converters import load_backends
     from edgekit.provenance import sha256_bytes
@@ -207,7 +205,7 @@ def quantization_effect(float_model, calib_stats, live_stats, method: str, optio
     if not support.ok:
         return {"available": False, "reason": "the model cannot be quantized to int8 TFLite: "
                 + "; ".join(op.describe() for op in support.rejected)}
-    out: Dict[str, Any] = {"available": True}
+    out: QuantizationEffect = {"available": True}
     for label, stats in (("with_calibration_set", calib_stats), ("with_live_data", live_stats)):
         result = converter.convert(float_model, choose_ranges(stats, method, options))
         report = evaluate(result.tflite, label)
@@ -240,15 +238,16 @@ class LiveResult:
     """What calib-check learnt from the live data, however it was read (here or on Ray)."""
 
     sums: LiveSums
-    stats: Optional[Dict[int, Any]]  # --effect: TensorStats of the live activations
-    info: dict
+    stats: Optional[Dict[int, TensorStats]]  # --effect: statistics of the live activations
+    info: SampleSet
     errors: List[str]
-    execution: dict
-    effect: Optional[dict] = None
+    execution: Execution
+    effect: Optional[QuantizationEffect] = None
 
 
 def live_here(float_model, path: Path, inputs, spec, *, limit, seed, edges: InputEdges, ranges, names: Dict[int, str],
-              effect_of: Optional[Callable[[Dict[int, Any], Evaluate], dict]], progress: ProgressFactory) -> LiveResult:
+              effect_of: Optional[Callable[[Dict[int, TensorStats], Evaluate], QuantizationEffect]],
+              progress: ProgressFactory) -> LiveResult:
     """The live passes in this process over the loaded samples (pass 2 only with --effect)."""
     import time
 
@@ -269,7 +268,7 @@ def live_here(float_model, path: Path, inputs, spec, *, limit, seed, edges: Inpu
             step(1)
         stats = hists.stats(names)
     wall = time.perf_counter() - t0
-    info = {"path": str(path), "samples": len(live_set.samples), "fingerprint": live_set.fingerprint,
+    info: SampleSet = {"path": str(path), "samples": len(live_set.samples), "fingerprint": live_set.fingerprint,
             "skipped": len(live_set.errors), "spec": live_set.spec.to_dict() if live_set.spec else None}
     result = LiveResult(sums, stats, info, live_set.errors, execution(None, len(live_set.samples), wall))
     if effect_of is not None:
@@ -327,7 +326,7 @@ def calib_check(
                              names=names, effect_of=effect_of, settings=scale, chunk=chunk, column=column,
                              progress=progress)
     sums = result.sums
-    tensors = []
+    tensors: List[TensorCheck] = []
     for index in ranges:
         c = calib_stats[index]
         live_min, live_max = sums.activations.minmax[index]

@@ -9,15 +9,15 @@ import numpy as np
 from edgekit.artifact import Artifact, Manifest
 from edgekit.atomic import atomic_output_dir
 from edgekit.preprocessing.calib_check import CalibCheckReport
+from edgekit.preprocessing.calib_result import CalibProvenance
 from edgekit.preprocessing.live_sums import INPUT_BINS
 from edgekit.provenance import host_info, tool_versions, utc_now
-from edgekit.report import fmt, json_safe
-from edgekit import schemas
+from edgekit.report import fmt
 
 TOOLS = ("edgekit", "numpy", "tensorflow-cpu", "ai-edge-litert", "torch", "litert-torch", "pillow")
 
 
-def markdown(report: CalibCheckReport, prov: dict, png: bool) -> str:
+def markdown(report: CalibCheckReport, prov: CalibProvenance, png: bool) -> str:
     r = report
     lines = [
         "# edgekit calib-check",
@@ -71,7 +71,7 @@ def markdown(report: CalibCheckReport, prov: dict, png: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def execution_line(e) -> List[str]:
+def execution_line(e: Optional[Execution]) -> List[str]:
     """How the live passes ran (engine, workers, throughput), one report line."""
     if not e:
         return []
@@ -110,9 +110,9 @@ def ranges_png(path: Path, report: CalibCheckReport) -> bool:
 
 
 def write_reports(outdir: Path, report: CalibCheckReport) -> List[str]:
-    prov = {"created": utc_now(), "host": host_info(), "tools": tool_versions(TOOLS)}
+    prov: CalibProvenance = {"created": utc_now(), "host": host_info(), "tools": tool_versions(TOOLS)}
     with atomic_output_dir(outdir) as stage:
-        (stage / "calib_check.json").write_text(schemas.dumps("calib-check", json_safe({**report.to_json(), "provenance": prov})))
+        (stage / "calib_check.json").write_text(report.result(prov).dumps())
         png = ranges_png(stage / "ranges.png", report)
         (stage / "report.md").write_text(markdown(report, prov, png))
         manifest = Manifest(command="calib-check", extra={"calib": report.calib, "live": report.live})

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from edgekit.calibration.statistics import NUM_BINS, TensorStats, _histogram
+from edgekit.preprocessing.calib_result import ChannelDistances, ChannelSummary
 
 INPUT_BINS = 4096
 MAX_NAMED = 100  # corrupt samples named in the report (all are counted)
@@ -109,13 +110,13 @@ class ChannelSums:
         inside = (target - before) / self.bins[k] if self.bins[k] else 0.0
         return float(self.lo + (k + inside) * self.width)
 
-    def summary(self) -> dict:
+    def summary(self) -> ChannelSummary:
         return {"mean": self.mean, "std": math.sqrt(self.m2 / self.count) if self.count else 0.0,
                 "min": self.min, "max": self.max,
                 "p1": self.quantile(0.01), "p50": self.quantile(0.5), "p99": self.quantile(0.99)}
 
 
-def distances(calib: ChannelSums, live: ChannelSums) -> dict:
+def distances(calib: ChannelSums, live: ChannelSums) -> ChannelDistances:
     """KS (largest CDF gap at the bin edges and at the calibration range's ends) and Wasserstein-1
     (sum of CDF gaps x bin width inside the range; outside it exact from the live values' sums)."""
     fc, fl = calib.cdf(), live.cdf()
@@ -167,7 +168,7 @@ class InputEdges:
     def empty(self) -> List[ChannelSums]:
         return [ChannelSums.empty(lo, hi) for lo, hi in self.ranges]
 
-    def channel_names(self) -> list:
+    def channel_names(self) -> List[Union[int, str]]:  # channel index, or "all" for a non-image input
         return list(range(len(self.ranges))) if self.axis is not None else ["all"]
 
 

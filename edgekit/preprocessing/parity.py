@@ -11,36 +11,21 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from edgekit.errors import UserError
 from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.base import ImageReadError, Preprocessor, Result
+from edgekit.preprocessing.parity_result import (Aggregate, ImageMetrics, ImagePrediction, ImageRow, ModelEffect,
+                                                 ParityProvenance, PipelineDescription, PreprocessParityFile,
+                                                 Thresholds)
 from edgekit.preprocessing.sources import spec_of
+from edgekit.results import JsonObject
+from edgekit.scale.ray_map import Execution
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Gates for preprocess-parity (None: not checked). Declared once, used by the CLI and testing API.
-
-    Defaults: mean difference at most half an input step and PSNR >= 40 dB (two correct
-    implementations differ by rounding only: < 0.5 LSB on average, PSNR > 45 dB), and at most
-    1 % of predictions flipped when a model is given.
-    """
-
-    max_mean_abs_lsb: Optional[float] = 0.5
-    max_abs_lsb: Optional[float] = None
-    min_psnr_db: Optional[float] = 40.0
-    max_flip_rate: Optional[float] = 0.01
-    max_mean_abs: Optional[float] = None  # tensor units (for pipelines without a spec)
-    allow_unreadable: int = 0  # files neither pipeline could read that still let the run pass
-
-    def to_json(self) -> Dict[str, Optional[float]]:
-        return dict(self.__dict__)
 
 
 def squeeze_batch(array: np.ndarray) -> np.ndarray:
@@ -94,18 +79,18 @@ class ImageDiff:
     status: str  # compared | shape_mismatch | reference_error | candidate_error | both_error
     reference_shape: Optional[List[int]] = None
     candidate_shape: Optional[List[int]] = None
-    metrics: Dict[str, float] = field(default_factory=dict)
+    metrics: ImageMetrics = field(default_factory=lambda: ImageMetrics())
     errors: Dict[str, str] = field(default_factory=dict)
-    model: Dict[str, Any] = field(default_factory=dict)
+    model: Optional[ImagePrediction] = None
 
-    def to_json(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if v not in (None, {}, [])}
+    def to_json(self) -> ImageRow:
+        return ImageRow(**{k: v for k, v in self.__dict__.items() if v not in (None, {}, [])})
 
 
-def image_metrics(ref: np.ndarray, cand: np.ndarray, units: Units) -> Dict[str, float]:
+def image_metrics(ref: np.ndarray, cand: np.ndarray, units: Units) -> ImageMetrics:
     diff = cand.astype(np.float64) - ref.astype(np.float64)
     mse = float(np.mean(diff**2))
-    out = {
+    out: ImageMetrics = {
         "max_abs": float(np.max(np.abs(diff))) if diff.size else 0.0,
         "mean_abs": float(np.mean(np.abs(diff))) if diff.size else 0.0,
         "rmse": math.sqrt(mse),
@@ -146,7 +131,7 @@ def compare_tensors(
     return diffs
 
 
-def aggregate(diffs: Sequence[ImageDiff], reference: Sequence[Result], candidate: Sequence[Result], units: Units) -> dict:
+def aggregate(diffs: Sequence[ImageDiff], reference: Sequence[Result], candidate: Sequence[Result], units: Units) -> Aggregate:
     """Totals over every compared image (element-weighted means)."""
     from edgekit.preprocessing.parity_sums import PixelSums
 
@@ -157,7 +142,7 @@ def aggregate(diffs: Sequence[ImageDiff], reference: Sequence[Result], candidate
     return sums.aggregate(units)
 
 
-def check(aggregate_: dict, model: Optional[dict], thresholds: Thresholds, diffs: Sequence[ImageDiff]) -> List[str]:
+def check(aggregate_: Aggregate, model: Optional[ModelEffect], thresholds: Thresholds, diffs: Sequence[ImageDiff]) -> List[str]:
     """Human-readable failures (empty: passed)."""
     failures = []
     counts = aggregate_.get("status_counts", {})
@@ -200,16 +185,18 @@ def check(aggregate_: dict, model: Optional[dict], thresholds: Thresholds, diffs
 
 @dataclass
 class PreprocessParityReport:
-    reference: dict
-    candidate: dict
+    """The comparison as the command builds and renders it; ``result()`` is the typed parity.json."""
+
+    reference: PipelineDescription
+    candidate: PipelineDescription
     images: List[ImageDiff]
-    aggregate: dict
+    aggregate: Aggregate
     thresholds: Thresholds
     units: str
     failures: List[str] = field(default_factory=list)
-    model: Optional[dict] = None
-    diagnosis: Optional[dict] = None
-    execution: Optional[dict] = None  # Ray runs: engine, workers, samples/s, wall time
+    model: Optional[ModelEffect] = None
+    diagnosis: Optional[JsonObject] = None  # the search's own JSON (see PreprocessParityFile.diagnosis)
+    execution: Optional[Execution] = None  # Ray runs: engine, workers, samples/s, wall time
 
     @property
     def passed(self) -> bool:
@@ -223,7 +210,15 @@ class PreprocessParityReport:
         compared = [d for d in self.images if d.status == "compared"]
         return sorted(compared, key=lambda d: -d.metrics.get(key, 0.0))[:n]
 
-    def to_json(self) -> dict:
+    def result(self, provenance: ParityProvenance) -> PreprocessParityFile:
+        """The typed parity.json."""
+        from edgekit.report import json_safe
+
+        # json_safe: numpy scalars become Python numbers (inf / nan are read back by the Number fields)
+        return PreprocessParityFile.model_validate(json_safe({**self.to_json(), "provenance": provenance}))
+
+    def to_json(self) -> JsonObject:
+        """The document without its provenance, as plain data."""
         return {
             "passed": self.passed,
             "failures": self.failures,
@@ -293,8 +288,9 @@ def check_model_input(runner, reference: np.ndarray, candidate: np.ndarray) -> N
 
 
 def model_effect(runner, names: Sequence[str], reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray],
-                 labels: Optional[Dict[str, int]] = None) -> dict:
-    """Run the model on both tensors of every image: flip rate, top-1 agreement, output drift."""
+                 labels: Optional[Dict[str, int]] = None) -> Tuple[ModelEffect, Dict[str, Tuple[int, int]]]:
+    """Run the model on both tensors of every image: flip rate, top-1 agreement, output drift; and each
+    image's (reference, candidate) top-1 class for classification models."""
     from edgekit.parity.compare import is_classification
     from edgekit.parity.metrics import output_metrics
 
@@ -309,7 +305,8 @@ def model_effect(runner, names: Sequence[str], reference: Sequence[np.ndarray], 
         co = np.stack([o[k] for o in cand_out])
         outputs.append({"name": name, **output_metrics(ro, co, classification=is_classification(ro))})
     first_ref = np.stack([o[0] for o in ref_out])
-    result: Dict[str, Any] = {"model": runner.describe(), "images": len(names), "outputs": outputs}
+    result: ModelEffect = {"model": runner.describe(), "images": len(names), "outputs": outputs}
+    predictions: Dict[str, Tuple[int, int]] = {}
     if is_classification(first_ref):
         r_cls = first_ref.reshape(len(first_ref), -1).argmax(axis=1)
         c_cls = np.stack([o[0] for o in cand_out]).reshape(len(first_ref), -1).argmax(axis=1)
@@ -319,8 +316,8 @@ def model_effect(runner, names: Sequence[str], reference: Sequence[np.ndarray], 
             "flip_rate": len(flipped) / len(names),
             "flipped": len(flipped),
             "flipped_images": flipped,
-            "predictions": {n: [int(a), int(b)] for n, a, b in zip(names, r_cls, c_cls)},
         })
+        predictions = {n: (int(a), int(b)) for n, a, b in zip(names, r_cls, c_cls)}
         if labels and all(n in labels for n in names):
             from edgekit.calibration.labels import check_label_range
 
@@ -328,7 +325,7 @@ def model_effect(runner, names: Sequence[str], reference: Sequence[np.ndarray], 
             check_label_range(y, int(first_ref.reshape(len(first_ref), -1).shape[1]), "labels.csv")
             result["accuracy"] = {"labels": len(y), "reference_top1": float(np.mean(r_cls == y)),
                                   "candidate_top1": float(np.mean(c_cls == y))}
-    return result
+    return result, predictions
 
 
 # ------------------------------------------------------------------ the whole comparison
@@ -359,9 +356,8 @@ def run_parity(
     if model is not None:
         ok = [i for i, d in enumerate(diffs) if d.status == "compared"]
         if ok:
-            effect = model_effect(model, [names[i] for i in ok], [ref_results[i] for i in ok], [cand_results[i] for i in ok],
-                                  labels)
-            predictions = effect.pop("predictions", {})
+            effect, predictions = model_effect(model, [names[i] for i in ok], [ref_results[i] for i in ok],
+                                               [cand_results[i] for i in ok], labels)
             for i in ok:
                 pred = predictions.get(names[i])
                 if pred:

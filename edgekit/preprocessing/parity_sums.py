@@ -13,6 +13,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from edgekit.preprocessing.parity_result import Aggregate
+
 MAX_KEPT = 100  # images with a problem named in the report (all are counted)
 TOP_K = 20      # worst compared images kept with their metrics
 
@@ -84,11 +86,11 @@ class PixelSums:
             self._keep(item)
         return self
 
-    def aggregate(self, units) -> dict:
+    def aggregate(self, units) -> "Aggregate":
         """The totals ``edgekit.preprocessing.parity.aggregate`` reports."""
         from edgekit.preprocessing.parity import psnr_db
 
-        out: Dict = {"images": self.images, "compared": self.compared, "status_counts": dict(self.status_counts)}
+        out: Aggregate = {"images": self.images, "compared": self.compared, "status_counts": dict(self.status_counts)}
         if not self.compared:
             return out
         total = self.elements

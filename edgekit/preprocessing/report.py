@@ -11,15 +11,16 @@ from edgekit.artifact import Artifact, Manifest
 from edgekit.atomic import atomic_output_dir
 from edgekit.preprocessing.base import Result
 from edgekit.preprocessing.parity import PreprocessParityReport, squeeze_batch
+from edgekit.preprocessing.parity_result import ParityProvenance, PipelineDescription
 from edgekit.provenance import host_info, sha256_file, tool_versions, utc_now
-from edgekit.report import fmt, json_safe
-from edgekit import schemas
+from edgekit.report import fmt
+from edgekit.scale.ray_map import Execution
 
 MAX_ROWS = 200
 TOOLS = ("edgekit", "numpy", "pillow", "opencv-contrib-python", "torch", "tensorflow-cpu", "ai-edge-litert")
 
 
-def provenance(images: Sequence[Path], images_root: Optional[Path]) -> dict:
+def provenance(images: Sequence[Path], images_root: Optional[Path]) -> ParityProvenance:
     digest = __import__("hashlib").sha256()
     for p in images:
         digest.update(p.name.encode())
@@ -35,7 +36,7 @@ def provenance(images: Sequence[Path], images_root: Optional[Path]) -> dict:
     }
 
 
-def _pipeline_line(d: dict) -> str:
+def _pipeline_line(d: PipelineDescription) -> str:
     text = f"`{d.get('label')}`"
     if d.get("spec"):
         from edgekit.preprocessing.spec import PreprocessSpec
@@ -49,14 +50,14 @@ def _pipeline_line(d: dict) -> str:
     return text
 
 
-def _execution_lines(e: Optional[dict]) -> List[str]:
+def _execution_lines(e: Optional[Execution]) -> List[str]:
     if not e:
         return []
     return [f"- Ran on {e['engine']} with {e['workers']} worker(s): {e['samples']:,} images in {e['wall_time_s']:.1f} s "
             f"({e['samples_per_s']} images/s); {e['images_listed']}"]
 
 
-def markdown(report: PreprocessParityReport, prov: dict, png: Optional[str]) -> str:
+def markdown(report: PreprocessParityReport, prov: ParityProvenance, png: Optional[str]) -> str:
     a = report.aggregate
     lines = [
         "# edgekit preprocess-parity",
@@ -207,8 +208,7 @@ def write_reports(outdir: Path, report: PreprocessParityReport, reference: Seque
     """parity.json, report.md, worst_diff.png (when images differ) and manifest.json, atomically."""
     prov = provenance(images, images_root)
     with atomic_output_dir(outdir) as stage:
-        data = {**report.to_json(), "provenance": prov}
-        (stage / "parity.json").write_text(schemas.dumps("preprocess-parity", json_safe(data)))
+        (stage / "parity.json").write_text(report.result(prov).dumps())
         png = "worst_diff.png" if worst_png(stage / "worst_diff.png", report, reference, candidate) else None
         (stage / "report.md").write_text(markdown(report, prov, png))
         manifest = Manifest(command="preprocess-parity", extra={"images": prov["images"]})

@@ -21,7 +21,8 @@ import numpy as np
 
 from edgekit.errors import UserError
 from edgekit.preprocessing.spec import PreprocessSpec
-from edgekit.preprocessing.base import ImageReadError, Preprocessor, SpecPreprocessor, implementation, load_implementations
+from edgekit.preprocessing.base import (ImageReadError, PipelineDescription, Preprocessor, SpecPreprocessor, implementation,
+                                       load_implementations)
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm")
 SPEC_SUFFIXES = (".json", ".yaml", ".yml")
@@ -48,7 +49,7 @@ class PythonCallablePreprocessor(Preprocessor):
     def _run(self, path: Path) -> np.ndarray:
         return np.asarray(self.function(str(path)))
 
-    def describe(self) -> dict:
+    def describe(self) -> PipelineDescription:
         return {**super().describe(), "callable": self.target}
 
 
@@ -74,7 +75,7 @@ class TensorFolderPreprocessor(Preprocessor):
             raise UserError(f"no tensor {Path(path).stem}.npy in {self.folder}")
         return np.load(file, allow_pickle=False)
 
-    def describe(self) -> dict:
+    def describe(self) -> PipelineDescription:
         return {**super().describe(), "folder": str(self.folder), "tensors": len(self.files)}
 
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
+from typing_extensions import TypedDict
 
 from edgekit.errors import UserError
 
@@ -39,6 +40,56 @@ LEGACY_KEYS = ("name", "color", "size", "resize", "scale", "mean", "std", "layou
 NEW_KEYS = ("decode", "antialias", "shorter_side", "crop", "offset", "quantization")
 DECODE_KEYS = ("exif_orientation", "alpha", "background", "high_bit_depth")
 EXAMPLE = "calibration_data/photos/preprocess.json"
+
+
+class DecodeDict(TypedDict, total=False):
+    """The ``decode`` key of a written spec (only the settings that are not the default)."""
+
+    exif_orientation: bool
+    alpha: str
+    background: List[int]
+    high_bit_depth: str
+
+
+class QuantizationDict(TypedDict):
+    scale: float
+    zero_point: Optional[int]
+
+
+class SpecDict(TypedDict, total=False):
+    """A spec as ``PreprocessSpec.to_dict`` writes it (preprocess.json, and inside reports)."""
+
+    name: str
+    color: str
+    size: Optional[List[int]]
+    resize: str
+    scale: float
+    mean: List[float]
+    std: List[float]
+    layout: str
+    dtype: str
+    antialias: bool
+    shorter_side: int
+    crop: List[int]
+    decode: DecodeDict
+    quantization: Union[str, QuantizationDict]  # "model": read from the model input
+
+
+class DecodeFields(TypedDict, total=False):
+    """The validated ``decode`` settings as PreprocessSpec fields."""
+
+    exif_orientation: bool
+    alpha: str
+    background: Tuple[int, int, int]
+    high_bit_depth: str
+
+
+class QuantizationFields(TypedDict, total=False):
+    """The validated ``quantization`` setting as PreprocessSpec fields."""
+
+    quant_from_model: bool
+    quant_scale: float
+    quant_zero_point: int
 
 
 @dataclass(frozen=True)
@@ -57,7 +108,6 @@ class PreprocessSpec:
     std: Tuple[float, ...] = (1.0,)
     layout: str = "NHWC"
     dtype: str = "float32"
-    extra: Mapping[str, Any] = field(default_factory=dict)
     # --- added with edgekit.preprocessing (defaults keep the original behaviour) ---
     antialias: bool = True  # widen the resampling kernel when downscaling (Pillow's Image.resize)
     shorter_side: Optional[int] = None  # resize so the shorter side has this length (aspect kept)
@@ -80,7 +130,7 @@ class PreprocessSpec:
 
     # --------------------------------------------------------------- reading
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str = "spec") -> "PreprocessSpec":
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "spec") -> "PreprocessSpec":  # a parsed user JSON/YAML
         """Validate a spec; every problem is collected and reported at once."""
         if not isinstance(data, Mapping):
             raise UserError(f"preprocessing spec {source} must be a mapping of keys to values, got {type(data).__name__}")
@@ -174,10 +224,10 @@ class PreprocessSpec:
         return cls.from_dict(data, source=str(path))
 
     # --------------------------------------------------------------- writing
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> "SpecDict":
         """The spec as JSON-ready data; keys added after the first version only when not default
         (so fingerprints of existing calibration sets do not change)."""
-        data: dict[str, Any] = {
+        data: SpecDict = {
             "name": self.name,
             "color": self.color,
             "size": list(self.size) if self.size else None,
@@ -194,7 +244,7 @@ class PreprocessSpec:
             data["shorter_side"] = self.shorter_side
         if self.crop is not None:
             data["crop"] = list(self.crop)
-        decode = {}
+        decode: DecodeDict = {}
         if not self.exif_orientation:
             decode["exif_orientation"] = False
         if self.alpha != "drop":
@@ -276,7 +326,7 @@ def _short(values: Tuple[float, ...]) -> str:
     return "[" + ", ".join(f"{v:.4g}" for v in values) + "]"
 
 
-def _values(data: Mapping[str, Any], channels: int, problems: list[str]) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
+def _values(data: Mapping[str, Any], channels: int, problems: list[str]) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:  # user spec
     """mean/std, or offset (value = pixel * scale + offset) turned into mean = -offset, std = 1."""
     if "offset" in data and ("mean" in data or "std" in data):
         problems.append("give either offset or mean/std, not both")
@@ -309,8 +359,8 @@ def _counts(channels: int) -> str:
     return "1 finite number" if channels == 1 else f"1 or {channels} finite numbers"
 
 
-def _decode(decode: Any, problems: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _decode(decode: Any, problems: list[str]) -> "DecodeFields":
+    out: DecodeFields = {}
     if not isinstance(decode, Mapping):
         problems.append(f"decode {decode!r} must be a mapping with keys {list(DECODE_KEYS)}")
         return out
@@ -343,7 +393,7 @@ def _decode(decode: Any, problems: list[str]) -> dict[str, Any]:
     return out
 
 
-def _quantization(quant: Any, dtype: str, problems: list[str]) -> dict[str, Any]:
+def _quantization(quant: Any, dtype: str, problems: list[str]) -> "QuantizationFields":
     quantized = dtype in ("int8", "uint8")
     if quant is None:
         if quantized:

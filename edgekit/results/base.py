@@ -18,7 +18,7 @@ class Section(BaseModel):
         """Plain JSON-able data (numbers, strings, lists, dicts): every field, defaults included."""
         return self.model_dump(mode="json", exclude_unset=False, by_alias=True)
 
-    def present(self) -> Dict[str, Any]:
+    def present(self) -> JsonObject:
         """Only the fields that were given (a runner fills the figures its device reports)."""
         return self.model_dump(mode="json", exclude_unset=True)
 

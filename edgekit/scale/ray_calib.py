@@ -10,12 +10,16 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
 
 from edgekit.errors import CalibrationDataError
+from edgekit.preprocessing.calib_result import QuantizationEffect, SampleSet
 from edgekit.preprocessing.live_sums import HistogramSums, InputEdges, LiveSums
 from edgekit.scale.ray_map import ChunkActor, execution, map_chunks, ray_session
 from edgekit.scale.sources import DEFAULT_CHUNK, Decoding, list_source, read_chunk
+
+if TYPE_CHECKING:
+    from edgekit.preprocessing.calib_check import LiveResult
 
 
 class _FloatModelActor(ChunkActor):
@@ -61,8 +65,8 @@ class HistogramActor(_FloatModelActor):
 
 
 def live_on_ray(float_model, path: Path, inputs, spec, *, limit: Optional[int], seed: int, edges: InputEdges,
-                ranges, names: Dict[int, str], effect_of: Optional[Callable[..., dict]], settings, chunk: Optional[int],
-                column: Optional[str], progress) -> Any:
+                ranges, names: Dict[int, str], effect_of: Optional[Callable[..., QuantizationEffect]], settings, chunk: Optional[int],
+                column: Optional[str], progress) -> "LiveResult":
     from edgekit.parity.tolerance import Tolerance
     from edgekit.preprocessing.calib_check import LiveResult
     from edgekit.scale.ray_parity import ray_parity
@@ -101,7 +105,7 @@ def live_on_ray(float_model, path: Path, inputs, spec, *, limit: Optional[int], 
                     return ray_parity(reference, candidate, source, settings=settings, tolerance=Tolerance())
 
                 effect = effect_of(stats, evaluate)
-    info = {"path": str(path), "samples": sums.samples, "fingerprint": _listing_fingerprint(source),
+    info: SampleSet = {"path": str(path), "samples": sums.samples, "fingerprint": _listing_fingerprint(source),
             "skipped": sums.corrupt, "spec": source.spec.to_dict() if source.spec else None, "dataset": source.describe()}
     result = LiveResult(sums, stats, info, list(sums.corrupt_names), execution(settings, sums.samples, wall, cpus))
     result.effect = effect

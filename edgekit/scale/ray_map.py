@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
+from typing_extensions import TypedDict
 
 from edgekit.scale.ray_parity import RaySettings, _ray, connect
 
@@ -71,9 +72,21 @@ def map_chunks(actor: type, args: tuple, chunks: Sequence[Any], settings: RaySet
     return MapTiming(time.perf_counter() - t0, ray.cluster_resources().get("CPU"))
 
 
-def execution(settings: Optional[RaySettings], samples: int, wall: float, cpus: Optional[float] = None) -> dict:
+class Execution(TypedDict, total=False):
+    """How a calib-check / preprocess-parity pass ran: in this process or on Ray, how fast."""
+
+    engine: str
+    workers: int
+    samples: int
+    wall_time_s: float
+    samples_per_s: Optional[float]
+    cluster_cpus: float
+    images_listed: str  # preprocess-parity on Ray: which images the per-image list names
+
+
+def execution(settings: Optional[RaySettings], samples: int, wall: float, cpus: Optional[float] = None) -> Execution:
     """The report's "how it ran" record (engine, workers, samples/s, wall time)."""
-    out = {"engine": settings.engine if settings else "in-process", "workers": settings.workers if settings else 1,
+    out: Execution = {"engine": settings.engine if settings else "in-process", "workers": settings.workers if settings else 1,
            "samples": samples, "wall_time_s": round(wall, 3),
            "samples_per_s": round(samples / wall, 2) if wall > 0 else None}
     if cpus is not None:

@@ -16,6 +16,7 @@ import numpy as np
 from edgekit.parity.streaming import TOP_K, ParitySums
 from edgekit.preprocessing.parity import (PreprocessParityReport, Thresholds, Units, check, check_model_input,
                                           compare_tensors, input_quantization, squeeze_batch)
+from edgekit.preprocessing.parity_result import ModelEffect
 from edgekit.preprocessing.parity_sums import PixelSums
 from edgekit.scale.ray_map import ChunkActor, execution, map_chunks, ray_session
 from edgekit.scale.sources import DEFAULT_CHUNK
@@ -83,10 +84,10 @@ def _run_model(runner, sums: ParitySums, diff, r: np.ndarray, c: np.ndarray, lab
         diff.model = {"reference_class": a, "candidate_class": b, "flipped": a != b}
 
 
-def model_result(runner, sums: ParitySums) -> dict:
+def model_result(runner, sums: ParitySums) -> ModelEffect:
     """The ``model`` section ``model_effect`` writes, from merged statistics (flipped images: the worst TOP_K)."""
     outputs = [{"name": n, **o.metrics(o.top1_samples > 0)} for n, o in zip(runner.output_names(), sums.outputs)]
-    result: Dict = {"model": runner.describe(), "images": sums.samples, "outputs": outputs}
+    result: ModelEffect = {"model": runner.describe(), "images": sums.samples, "outputs": outputs}
     first = sums.outputs[0]
     if first.top1_samples and sums.samples:
         flipped = first.top1_samples - first.top1_equal

@@ -20,17 +20,20 @@ from edgekit.schemas import VERSIONS, schema_id
 
 # schema name -> "module:Class" of the Result subclass that writes it
 TYPED: Dict[str, str] = {
+    "calib-check": "edgekit.preprocessing.calib_result:CalibCheckFile",
     "compile": "edgekit.compile.result:CompileReport",
     "coreml-placement": "edgekit.mobile.placement:CoremlPlacement",
     "deploy": "edgekit.firmware.results:DeployReport",
     "firmware": "edgekit.firmware.results:FirmwareInfo",
     "gpu-placement": "edgekit.mobile.placement:GpuPlacement",
     "lab": "edgekit.lab.results:LabTable",
+    "layers": "edgekit.parity.layers_result:LayersFile",
     "manifest": "edgekit.artifact:ManifestFile",
     "mlperf-dataset": "edgekit.run.mlperf_dataset:DatasetInfo",
     "mlperf-run": "edgekit.run.mlperf_results:MlperfRun",
     "parity": "edgekit.parity.result:ParityReport",
     "pipeline": "edgekit.run.pipeline_results:PipelineReport",
+    "preprocess-parity": "edgekit.preprocessing.parity_result:PreprocessParityFile",
     "run": "edgekit.run.results:RunReport",
 }
 
