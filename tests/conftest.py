@@ -65,6 +65,28 @@ def demo_float_tflite(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def demo_quantized(tmp_path_factory) -> Path:
+    """`edgekit quantize` of the demo model on the committed calibration digits (default options), run once per
+    session: its output folder. Tests only read it (copy it to change anything)."""
+    from edgekit.cli import main
+
+    out = tmp_path_factory.mktemp("demo-quantized") / "q"
+    assert main(["quantize", str(DEMO_MODEL), "--calib", str(DIGITS / "calib"), "-o", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def demo_quantized_80(tmp_path_factory) -> Path:
+    """quantize() of the demo model with calib_size=80 (64 calibrate, 16 held out), run once per session: its
+    output folder. Tests only read it (copy it to change anything)."""
+    from edgekit.quantize import QuantizeOptions, quantize
+
+    out = tmp_path_factory.mktemp("demo-quantized-80") / "q"
+    quantize(str(DEMO_MODEL), DIGITS / "calib", out, QuantizeOptions(calib_size=80))
+    return out
+
+
+@pytest.fixture(scope="session")
 def digits_arrays():
     """(calib, eval, eval_labels) digits as float arrays through the committed spec."""
     from edgekit.calibration.dataset import ImageFolderSource

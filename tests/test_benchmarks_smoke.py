@@ -1,7 +1,11 @@
-"""Every benchmark's --smoke mode runs and records figures, so a refactor that breaks a benchmark fails CI."""
+"""Every benchmark's --smoke mode runs and records figures, so a refactor that breaks a benchmark fails CI.
+
+The smokes call each script's main() in this process (a subprocess per script re-imported TensorFlow and
+edgekit: 10-25 s each); the script's command-line entry is run as a subprocess by run_all (below)."""
+import importlib
 import json
+import logging
 import os
-import subprocess
 import sys
 
 import pytest
@@ -9,7 +13,6 @@ import pytest
 from tests.benchmarks.run_all import BENCHMARKS, script, takes
 from tests.conftest import REPO
 
-SMOKE_TIMEOUT_S = 600
 # lines a benchmark's smoke run must print (its key figures), beyond exit 0 and recorded figures
 EXPECTED_OUTPUT = {
     "bench_optimized_kernels": ("quantize: bare converter", "-> ratio", "parity throughput:",
@@ -21,20 +24,48 @@ EXPECTED_OUTPUT = {
 }
 
 
+def run_main_in_process(name: str, args, monkeypatch, capfd):
+    """``python tests/benchmarks/NAME.py ARGS`` as its main() in this process, with the subprocess's cwd and
+    environment; what the script changes in os.environ, sys.path and loggers (level, handlers, propagate) is
+    undone after.
+    Returns (exit code, stdout, stderr), captured at the file-descriptor level (QEMU, gcc, Ray print there too)."""
+    saved_env, saved_path = dict(os.environ), list(sys.path)
+    loggers = [logging.getLogger()] + [v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)]
+    saved_logging = [(logger, logger.level, list(logger.handlers), logger.propagate) for logger in loggers]
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "argv", [str(script(name)), *args])
+    os.environ.update({"PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "TF_CPP_MIN_LOG_LEVEL": "3"})
+    capfd.readouterr()
+    try:
+        try:
+            code = importlib.import_module(f"tests.benchmarks.{name}").main()
+        except SystemExit as exit_:
+            code = exit_.code
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.path[:] = saved_path
+        for logger, level, handlers, propagate in saved_logging:
+            logger.setLevel(level)
+            logger.handlers[:] = handlers
+            logger.propagate = propagate
+    out = capfd.readouterr()
+    return code, out.out, out.err
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", BENCHMARKS)
-def test_benchmark_smoke_mode_runs_and_records_figures(name, tmp_path):
+def test_benchmark_smoke_mode_runs_and_records_figures(name, tmp_path, monkeypatch, capfd):
     assert takes(name, "--smoke"), f"{name} has no --smoke mode: every benchmark needs one (tests/benchmarks/_figures.py)"
     figures = tmp_path / "figures.json"
-    cmd = [sys.executable, str(script(name)), "--smoke"]
+    args = ["--smoke"]
     with_figures = takes(name, "--figures")
-    cmd += ["--figures", str(figures)] if with_figures else ["--json", str(tmp_path / "raw.json")]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S)
-    assert proc.returncode == 0, f"{name} --smoke failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    assert "skipped" not in proc.stdout.lower()[:200], f"{name} skipped itself: {proc.stdout[:200]}"
+    args += ["--figures", str(figures)] if with_figures else ["--json", str(tmp_path / "raw.json")]
+    code, stdout, stderr = run_main_in_process(name, args, monkeypatch, capfd)
+    assert code == 0, f"{name} --smoke failed:\n{stdout[-3000:]}\n{stderr[-3000:]}"
+    assert "skipped" not in stdout.lower()[:200], f"{name} skipped itself: {stdout[:200]}"
     for line in EXPECTED_OUTPUT.get(name, ()):
-        assert line in proc.stdout, (name, line, proc.stdout[-3000:])
+        assert line in stdout, (name, line, stdout[-3000:])
     if with_figures:
         data = json.loads(figures.read_text())
         assert data["benchmark"] == name and data["smoke"] is True
