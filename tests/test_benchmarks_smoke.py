@@ -2,16 +2,12 @@
 
 The smokes call each script's main() in this process (a subprocess per script re-imported TensorFlow and
 edgekit: 10-25 s each); the script's command-line entry is run as a subprocess by run_all (below)."""
-import importlib
 import json
-import logging
-import os
-import sys
 
 import pytest
 
-from tests.benchmarks.run_all import BENCHMARKS, script, takes
-from tests.conftest import REPO
+from tests.benchmarks.run_all import BENCHMARKS, takes
+from tests.conftest import run_benchmark_main
 
 # lines a benchmark's smoke run must print (its key figures), beyond exit 0 and recorded figures
 EXPECTED_OUTPUT = {
@@ -24,35 +20,6 @@ EXPECTED_OUTPUT = {
 }
 
 
-def run_main_in_process(name: str, args, monkeypatch, capfd):
-    """``python tests/benchmarks/NAME.py ARGS`` as its main() in this process, with the subprocess's cwd and
-    environment; what the script changes in os.environ, sys.path and loggers (level, handlers, propagate) is
-    undone after.
-    Returns (exit code, stdout, stderr), captured at the file-descriptor level (QEMU, gcc, Ray print there too)."""
-    saved_env, saved_path = dict(os.environ), list(sys.path)
-    loggers = [logging.getLogger()] + [v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)]
-    saved_logging = [(logger, logger.level, list(logger.handlers), logger.propagate) for logger in loggers]
-    monkeypatch.chdir(REPO)
-    monkeypatch.setattr(sys, "argv", [str(script(name)), *args])
-    os.environ.update({"PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "TF_CPP_MIN_LOG_LEVEL": "3"})
-    capfd.readouterr()
-    try:
-        try:
-            code = importlib.import_module(f"tests.benchmarks.{name}").main()
-        except SystemExit as exit_:
-            code = exit_.code
-    finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
-        sys.path[:] = saved_path
-        for logger, level, handlers, propagate in saved_logging:
-            logger.setLevel(level)
-            logger.handlers[:] = handlers
-            logger.propagate = propagate
-    out = capfd.readouterr()
-    return code, out.out, out.err
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_benchmark_smoke_mode_runs_and_records_figures(name, tmp_path, monkeypatch, capfd):
@@ -61,7 +28,7 @@ def test_benchmark_smoke_mode_runs_and_records_figures(name, tmp_path, monkeypat
     args = ["--smoke"]
     with_figures = takes(name, "--figures")
     args += ["--figures", str(figures)] if with_figures else ["--json", str(tmp_path / "raw.json")]
-    code, stdout, stderr = run_main_in_process(name, args, monkeypatch, capfd)
+    code, stdout, stderr = run_benchmark_main(name, args, monkeypatch, capfd)
     assert code == 0, f"{name} --smoke failed:\n{stdout[-3000:]}\n{stderr[-3000:]}"
     assert "skipped" not in stdout.lower()[:200], f"{name} skipped itself: {stdout[:200]}"
     for line in EXPECTED_OUTPUT.get(name, ()):
