@@ -63,7 +63,7 @@ def test_camera_model_fed_rgb565_frames_on_qemu(cli, tmp_path, capsys):
     assert "bit-exact with the host reference on 3 of 3 frames" in printed
 
 
-@pytest.mark.slow  # quantizes the demo model, builds the firmware, runs it in QEMU
+@pytest.mark.slow  # quantizes the demo model (once per session), builds the firmware, runs it in QEMU
 def test_demo_digits_model_fed_gray_frames_on_qemu(cli, tmp_path, demo_quantized_80):
     from PIL import Image
 
