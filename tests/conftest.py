@@ -1,5 +1,8 @@
+import importlib
+import logging
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +68,28 @@ def demo_float_tflite(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def demo_quantized(tmp_path_factory) -> Path:
+    """`edgekit quantize` of the demo model on the committed calibration digits (default options), run once per
+    session: its output folder. Tests only read it (copy it to change anything)."""
+    from edgekit.cli import main
+
+    out = tmp_path_factory.mktemp("demo-quantized") / "q"
+    assert main(["quantize", str(DEMO_MODEL), "--calib", str(DIGITS / "calib"), "-o", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def demo_quantized_80(tmp_path_factory) -> Path:
+    """quantize() of the demo model with calib_size=80 (64 calibrate, 16 held out), run once per session: its
+    output folder. Tests only read it (copy it to change anything)."""
+    from edgekit.quantize import QuantizeOptions, quantize
+
+    out = tmp_path_factory.mktemp("demo-quantized-80") / "q"
+    quantize(str(DEMO_MODEL), DIGITS / "calib", out, QuantizeOptions(calib_size=80))
+    return out
+
+
+@pytest.fixture(scope="session")
 def digits_arrays():
     """(calib, eval, eval_labels) digits as float arrays through the committed spec."""
     from edgekit.calibration.dataset import ImageFolderSource
@@ -83,6 +108,35 @@ def run_cli(*args: str) -> int:
     from edgekit.cli import main
 
     return main([str(a) for a in args])
+
+
+def run_benchmark_main(name: str, args, monkeypatch, capfd):
+    """``python tests/benchmarks/NAME.py ARGS`` as its main() in this process (TensorFlow and edgekit are imported
+    once, not once per benchmark), with the subprocess's cwd and environment; what the script changes in
+    os.environ, sys.path and loggers (level, handlers, propagate) is undone after. Returns (exit code, stdout,
+    stderr), captured at the file-descriptor level (QEMU, gcc and Ray print there too)."""
+    saved_env, saved_path = dict(os.environ), list(sys.path)
+    loggers = [logging.getLogger()] + [v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)]
+    saved_logging = [(logger, logger.level, list(logger.handlers), logger.propagate) for logger in loggers]
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "argv", [str(REPO / "tests" / "benchmarks" / f"{name}.py"), *args])
+    os.environ.update({"PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "TF_CPP_MIN_LOG_LEVEL": "3"})
+    capfd.readouterr()
+    try:
+        try:
+            code = importlib.import_module(f"tests.benchmarks.{name}").main()
+        except SystemExit as exit_:
+            code = exit_.code
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.path[:] = saved_path
+        for logger, level, handlers, propagate in saved_logging:
+            logger.setLevel(level)
+            logger.handlers[:] = handlers
+            logger.propagate = propagate
+    out = capfd.readouterr()
+    return code, out.out, out.err
 
 
 @pytest.fixture

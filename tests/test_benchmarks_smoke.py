@@ -1,15 +1,14 @@
-"""Every benchmark's --smoke mode runs and records figures, so a refactor that breaks a benchmark fails CI."""
+"""Every benchmark's --smoke mode runs and records figures, so a refactor that breaks a benchmark fails CI.
+
+The smokes call each script's main() in this process (a subprocess per script re-imported TensorFlow and
+edgekit: 10-25 s each); the script's command-line entry is run as a subprocess by run_all (below)."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.benchmarks.run_all import BENCHMARKS, script, takes
-from tests.conftest import REPO
+from tests.benchmarks.run_all import BENCHMARKS, takes
+from tests.conftest import run_benchmark_main
 
-SMOKE_TIMEOUT_S = 600
 # lines a benchmark's smoke run must print (its key figures), beyond exit 0 and recorded figures
 EXPECTED_OUTPUT = {
     "bench_optimized_kernels": ("quantize: bare converter", "-> ratio", "parity throughput:",
@@ -23,18 +22,17 @@ EXPECTED_OUTPUT = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", BENCHMARKS)
-def test_benchmark_smoke_mode_runs_and_records_figures(name, tmp_path):
+def test_benchmark_smoke_mode_runs_and_records_figures(name, tmp_path, monkeypatch, capfd):
     assert takes(name, "--smoke"), f"{name} has no --smoke mode: every benchmark needs one (tests/benchmarks/_figures.py)"
     figures = tmp_path / "figures.json"
-    cmd = [sys.executable, str(script(name)), "--smoke"]
+    args = ["--smoke"]
     with_figures = takes(name, "--figures")
-    cmd += ["--figures", str(figures)] if with_figures else ["--json", str(tmp_path / "raw.json")]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S)
-    assert proc.returncode == 0, f"{name} --smoke failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    assert "skipped" not in proc.stdout.lower()[:200], f"{name} skipped itself: {proc.stdout[:200]}"
+    args += ["--figures", str(figures)] if with_figures else ["--json", str(tmp_path / "raw.json")]
+    code, stdout, stderr = run_benchmark_main(name, args, monkeypatch, capfd)
+    assert code == 0, f"{name} --smoke failed:\n{stdout[-3000:]}\n{stderr[-3000:]}"
+    assert "skipped" not in stdout.lower()[:200], f"{name} skipped itself: {stdout[:200]}"
     for line in EXPECTED_OUTPUT.get(name, ()):
-        assert line in proc.stdout, (name, line, proc.stdout[-3000:])
+        assert line in stdout, (name, line, stdout[-3000:])
     if with_figures:
         data = json.loads(figures.read_text())
         assert data["benchmark"] == name and data["smoke"] is True

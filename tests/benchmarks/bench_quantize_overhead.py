@@ -46,6 +46,23 @@ CALIB_SEED, EVAL_SEED = 301, 302
 class StageTimer:
     """Accumulates wall time per stage of wrapped callables; nested calls get 'parent > child'."""
 
+    installed: list = []  # (owner, attr, original) of every wrapper, for unwrap_all()
+
+    @classmethod
+    def unwrap_all(cls) -> None:
+        """Put every wrapped callable back (main() may run inside another process: the smoke test's)."""
+        while cls.installed:
+            owner, attr, original = cls.installed.pop()
+            if original is None:  # inherited: the wrapper shadowed the base class's
+                delattr(owner, attr)
+            else:
+                setattr(owner, attr, original)
+
+    @classmethod
+    def remember(cls, owner, attr: str) -> None:
+        """Record what owner.attr is before a wrapper replaces it (a class's own entry, so classmethods survive)."""
+        cls.installed.append((owner, attr, owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr)))
+
     def __init__(self) -> None:
         self.enabled = False
         self.stack: list[str] = []
@@ -75,6 +92,7 @@ class StageTimer:
 
     def wrap(self, owner, attr: str, label, *, method: bool = False) -> None:
         """Replace owner.attr by a timed wrapper; label may be a function of the call args."""
+        StageTimer.remember(owner, attr)
         original = getattr(owner, attr)
 
         @functools.wraps(original)
@@ -86,6 +104,7 @@ class StageTimer:
         setattr(owner, attr, timed)
 
     def wrap_contextmanager(self, owner, attr: str, label: str) -> None:
+        StageTimer.remember(owner, attr)
         original = getattr(owner, attr)
 
         @contextlib.contextmanager
@@ -99,6 +118,14 @@ class StageTimer:
 
 
 def main(argv=None) -> int:
+    """run() with every timing wrapper removed afterwards (tests/test_benchmarks_smoke.py calls it in-process)."""
+    try:
+        return run(argv)
+    finally:
+        StageTimer.unwrap_all()
+
+
+def run(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=3, help="timed repetitions after the warm-up (default 3)")
     ap.add_argument("--calib", type=int, default=200, help="generated calibration samples (default 200)")

@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def selftest(tmp_path_factory):
-    """Build (once per module and board/mode) the protocol self-test firmware: selftest(board, mode) -> ELF."""
+    """Build (once per session and board/mode) the protocol self-test firmware: selftest(board, mode) -> ELF.
+    Tests only read the ELF (copy it to change anything)."""
     from edgekit.firmware import boards as B
 
     folder = tmp_path_factory.mktemp("selftest")

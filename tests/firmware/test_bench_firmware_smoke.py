@@ -3,22 +3,17 @@ the same C runtime on this host, bit-exact with LiteRT BUILTIN_REF, with the RAM
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BENCH = REPO / "tests" / "benchmarks" / "bench_firmware_mlperf.py"
+from tests.conftest import run_benchmark_main
 
 
 @pytest.mark.slow
-def test_smoke_mode_prints_every_mode_bit_exact_and_the_ram_targets(tmp_path):
+def test_smoke_mode_prints_every_mode_bit_exact_and_the_ram_targets(tmp_path, monkeypatch, capfd):
     out = tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, str(BENCH), "--smoke", "--json", str(out)], capture_output=True, text=True,
-                          timeout=600, cwd=REPO, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
+    code, stdout, stderr = run_benchmark_main("bench_firmware_mlperf", ["--smoke", "--json", str(out)], monkeypatch, capfd)
+    assert code == 0, stdout + stderr
     result = json.loads(out.read_text())
     rows = {(r["model"], r["mode"]): r for r in result["rows"]}
     assert set(rows) == {(m, o) for m in ("KWS", "AD") for o in ("speed", "balanced", "ram")}
@@ -33,4 +28,4 @@ def test_smoke_mode_prints_every_mode_bit_exact_and_the_ram_targets(tmp_path):
     # ram mode is never larger than speed mode
     for model in ("KWS", "AD"):
         assert rows[(model, "ram")]["ram"]["arena"] <= rows[(model, "speed")]["ram"]["arena"]
-    assert "| KWS | host | balanced |" in done.stdout and (out.with_suffix(".md")).is_file()
+    assert "| KWS | host | balanced |" in stdout and (out.with_suffix(".md")).is_file()

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from edgekit.errors import DoesNotFitError, UnknownNameError, UnsupportedOpError
-from tests.conftest import DEMO_MODEL, DIGITS
+from tests.conftest import DIGITS
 from tests.firmware.opmodels import T, build_graph
 
 needs_gcc = pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
@@ -38,13 +38,10 @@ def c_array_bytes(source: str) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def demo_int8(tmp_path_factory) -> Path:
-    """The demo model quantized once by edgekit quantize (the PyTorch path)."""
-    from edgekit.quantize import QuantizeOptions, quantize
-
-    out = tmp_path_factory.mktemp("demo-q") / "q"
-    quantize(str(DEMO_MODEL), DIGITS / "calib", out, QuantizeOptions(calib_size=80))  # 64 calibrate, 16 held out
-    return out / "model_int8.tflite"
+def demo_int8(demo_quantized_80) -> Path:
+    """The demo model quantized once by edgekit quantize (the PyTorch path; calib_size=80: 64 calibrate, 16 held
+    out; once per session, tests/conftest.py)."""
+    return demo_quantized_80 / "model_int8.tflite"
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import pytest
 from ai_edge_litert import schema_py_generated as schema
 
 from edgekit.firmware import host_runtime as hr
-from tests.conftest import DEMO_MODEL, DIGITS
 from tests.firmware.opmodels import T, build_graph, random_input, reference
 
 MLPERF_MODELS = ["kws_ref_model_int8", "ic_resnet8_int8", "ad_autoencoder_int8"]
@@ -101,12 +100,8 @@ def check_plan(model: bytes, rt: hr.HostRuntime) -> None:
 
 
 @pytest.fixture(scope="module")
-def demo_int8(tmp_path_factory) -> bytes:
-    from edgekit.cli import main
-
-    out = tmp_path_factory.mktemp("demo") / "q"
-    assert main(["quantize", str(DEMO_MODEL), "--calib", str(DIGITS / "calib"), "-o", str(out)]) == 0
-    return (out / "model_int8.tflite").read_bytes()
+def demo_int8(demo_quantized) -> bytes:
+    return (demo_quantized / "model_int8.tflite").read_bytes()  # `edgekit quantize`, once per session (conftest.py)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from edgekit.errors import CalibrationDataError, InvalidModelError, UnsupportedOpError
 from edgekit.firmware import host_runtime as hr
-from tests.conftest import DEMO_MODEL, DIGITS, REPO
+from tests.conftest import REPO
 from tests.firmware.opmodels import T, build_graph, build_model, random_input, reference
 
 sys.path.insert(0, str(REPO / "firmware" / "fuzz"))
@@ -35,13 +35,9 @@ def assert_bit_exact(model: bytes, seed: int, runs: int = 2) -> None:
 
 
 @pytest.fixture(scope="module")
-def demo_int8(tmp_path_factory) -> bytes:
-    """The demo model as `edgekit quantize` produces it."""
-    from edgekit.cli import main
-
-    out = tmp_path_factory.mktemp("demo") / "q"
-    assert main(["quantize", str(DEMO_MODEL), "--calib", str(DIGITS / "calib"), "-o", str(out)]) == 0
-    return (out / "model_int8.tflite").read_bytes()
+def demo_int8(demo_quantized) -> bytes:
+    """The demo model as `edgekit quantize` produces it (quantized once per session, tests/conftest.py)."""
+    return (demo_quantized / "model_int8.tflite").read_bytes()
 
 
 # --- bit-exactness ------------------------------------------------------------------------------------

@@ -63,14 +63,13 @@ def test_camera_model_fed_rgb565_frames_on_qemu(cli, tmp_path, capsys):
     assert "bit-exact with the host reference on 3 of 3 frames" in printed
 
 
-@pytest.mark.slow  # quantizes the demo model, builds the firmware, runs it in QEMU
-def test_demo_digits_model_fed_gray_frames_on_qemu(cli, tmp_path):
+@pytest.mark.slow  # quantizes the demo model (once per session), builds the firmware, runs it in QEMU
+def test_demo_digits_model_fed_gray_frames_on_qemu(cli, tmp_path, demo_quantized_80):
     from PIL import Image
 
-    from edgekit.quantize import QuantizeOptions, quantize
-    from tests.conftest import DEMO_MODEL, DIGITS
+    from tests.conftest import DIGITS
 
-    quantize(str(DEMO_MODEL), DIGITS / "calib", tmp_path / "q", QuantizeOptions(calib_size=80))
+    shutil.copytree(demo_quantized_80, tmp_path / "q")  # quantize(demo, calib_size=80), once per session
     frames = tmp_path / "frames"
     frames.mkdir()
     for path in sorted((DIGITS / "eval").glob("*.png"))[:4]:  # 32x32 "sensor" frames of the 8x8 digits
