@@ -175,6 +175,7 @@ def main(argv=None) -> int:
     ap.add_argument("--large", type=int, default=200_000)
     ap.add_argument("--digits", type=int, default=100_000, help="augmented digits for the demo model (0: skip)")
     ap.add_argument("--chunk", type=int, default=2048)
+    ap.add_argument("--digits-only", action="store_true", help="only the digits runs (1 and 2 workers)")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here (run_all.py turns them into its summary)")
     args = ap.parse_args(argv)
     small, large, chunk = (args.small, args.large, args.chunk) if not args.smoke else (60, 120, 32)
@@ -195,19 +196,20 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="edgekit-bench-ray-"))
     try:
         t0 = time.perf_counter()
-        write_shards(work / "small", small, seed=1)
-        write_shards(work / "large", large, seed=1)
+        if not args.digits_only:
+            write_shards(work / "small", small, seed=1)
+            write_shards(work / "large", large, seed=1)
         if n_digits:
             write_digit_shards(work / "digits", n_digits, seed=2)
             digits_float, digits_int8 = digits_models(work)
-        print(f"data: {small:,} and {large:,} generated KWS inputs, {n_digits:,} augmented digits, as .npy shards of "
+        kws_data = "" if args.digits_only else f"{small:,} and {large:,} generated KWS inputs, "
+        print(f"data: {kws_data}{n_digits:,} augmented digits, as .npy shards of "
               f"{SHARD:,} rows ({time.perf_counter() - t0:.1f} s); chunk {chunk} samples per Ray task; {os.cpu_count()} CPUs")
         runs = {}
         # the memory pair first, then the digits, the 1-worker KWS run last (a full run cut short keeps the first ones)
-        plan = [("small", "small", 2, ref, cand), ("large", "large", 2, ref, cand)]
-        if n_digits:
-            plan += [("digits", "digits", 2, digits_float, digits_int8), ("digits", "digits", 1, digits_float, digits_int8)]
-        plan.append(("small", "small", 1, ref, cand))
+        kws = [] if args.digits_only else [("small", "small", 2, ref, cand), ("large", "large", 2, ref, cand)]
+        plan = kws + ([("digits", "digits", 2, digits_float, digits_int8), ("digits", "digits", 1, digits_float, digits_int8)]
+                      if n_digits else []) + ([("small", "small", 1, ref, cand)] if kws else [])
         for label, folder, workers, reference, candidate in plan:
             source = list_source(work / folder, open_runner(reference).input_specs(), chunk=chunk)
             # a fresh local Ray per run, as `edgekit parity --ray` starts one: every run starts from the same processes
@@ -226,31 +228,40 @@ def main(argv=None) -> int:
                   f"wall {e['wall_time_s']:.1f} s (mean load average {mem.mib()['load_average']}); cosine {out['cosine']:.6f} "
                   f"SQNR {out['sqnr_db']:.2f} dB top-1 {out['top1_agreement']:.4f}; {mem.line()}", flush=True)
             _write_json(args, runs, None, None)
-        one, two = runs[("small", 1)], runs[("small", 2)]
-        efficiency = two[0]["samples_per_s"] / (2 * one[0]["samples_per_s"])
-        same = all(one[1][k] == two[1][k] or abs(one[1][k] - two[1][k]) <= 1e-9 * abs(one[1][k]) for k in one[1] if k != "name")
-        print(f"scaling 1 -> 2 workers: {two[0]['samples_per_s'] / one[0]['samples_per_s']:.2f}x throughput, "
-              f"efficiency {efficiency:.0%} (2 CPUs shared with the driver and Ray's own processes)")
+        same, efficiency = True, None
+        if kws:
+            one, two = runs[("small", 1)], runs[("small", 2)]
+            efficiency = two[0]["samples_per_s"] / (2 * one[0]["samples_per_s"])
+            same = _same(one[1], two[1])
+            print(f"scaling 1 -> 2 workers: {two[0]['samples_per_s'] / one[0]['samples_per_s']:.2f}x throughput, "
+                  f"efficiency {efficiency:.0%} (2 CPUs shared with the driver and Ray's own processes)")
         if n_digits:
             d1, d2 = runs[("digits", 1)], runs[("digits", 2)]
-            same = same and all(d1[1][k] == d2[1][k] or abs(d1[1][k] - d2[1][k]) <= 1e-9 * abs(d1[1][k])
-                                for k in d1[1] if k != "name")
+            same = same and _same(d1[1], d2[1])
             print(f"digits 1 -> 2 workers: {d2[0]['samples_per_s'] / d1[0]['samples_per_s']:.2f}x throughput, efficiency "
                   f"{d2[0]['samples_per_s'] / (2 * d1[0]['samples_per_s']):.0%}")
         print(f"metrics identical across worker counts (floats within 1e-9 relative): {same}")
-        m_small, m_large = runs[("small", 2)][2], runs[("large", 2)][2]
-        for key, what in (("peak_rss_ray_mib", "peak RSS"), ("peak_pss_ray_mib", "peak PSS"), ("peak_uss_ray_mib", "peak USS"),
-                          ("peak_map_actor_uss_mib", "peak USS of one map actor"),
-                          ("peak_driver_rss_mib", "peak RSS of this driver (it also ran the digits quantization)")):
-            print(f"{what}{'' if 'actor' in key or 'driver' in key else ' of Ray processes'}: {m_small[key]:.0f} MiB at "
-                  f"{small:,} samples vs {m_large[key]:.0f} MiB at {large:,} samples (2 workers): "
-                  f"{m_large[key] / m_small[key] - 1:+.1%}")
-        print(f"object store peak: {m_small['peak_object_store_mib']:.2f} MiB at {small:,} vs "
-              f"{m_large['peak_object_store_mib']:.2f} MiB at {large:,} samples")
+        if kws:
+            _print_memory(runs[("small", 2)][2], runs[("large", 2)][2], small, large)
         _write_json(args, runs, efficiency, same)
         return 0 if same else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)  # the shards: 400 MB at 200,000 samples
+
+
+def _same(a: dict, b: dict) -> bool:
+    return all(a[k] == b[k] or abs(a[k] - b[k]) <= 1e-9 * abs(a[k]) for k in a if k != "name")
+
+
+def _print_memory(m_small: dict, m_large: dict, small: int, large: int) -> None:
+    for key, what in (("peak_rss_ray_mib", "peak RSS"), ("peak_pss_ray_mib", "peak PSS"), ("peak_uss_ray_mib", "peak USS"),
+                      ("peak_map_actor_uss_mib", "peak USS of one map actor"),
+                      ("peak_driver_rss_mib", "peak RSS of this driver (it also ran the digits quantization)")):
+        print(f"{what}{'' if 'actor' in key or 'driver' in key else ' of Ray processes'}: {m_small[key]:.0f} MiB at "
+              f"{small:,} samples vs {m_large[key]:.0f} MiB at {large:,} samples (2 workers): "
+              f"{m_large[key] / m_small[key] - 1:+.1%}")
+    print(f"object store peak: {m_small['peak_object_store_mib']:.2f} MiB at {small:,} vs "
+          f"{m_large['peak_object_store_mib']:.2f} MiB at {large:,} samples")
 
 
 def _write_json(args, runs: dict, efficiency, same) -> None:
