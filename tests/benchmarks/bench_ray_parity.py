@@ -214,7 +214,7 @@ def main(argv=None) -> int:
             source = list_source(work / folder, open_runner(reference).input_specs(), chunk=chunk)
             # a fresh local Ray per run, as `edgekit parity --ray` starts one: every run starts from the same processes
             # (in one session, the actors and idle workers a finished run leaves behind count in the next run's peak)
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            _start_ray(ray)
             try:
                 with RayMemory() as mem:
                     report = ray_parity(reference, candidate, source, settings=RaySettings(workers=workers),
@@ -247,6 +247,20 @@ def main(argv=None) -> int:
         return 0 if same else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)  # the shards: 400 MB at 200,000 samples
+
+
+def _start_ray(ray, attempts: int = 3) -> None:
+    """A local Ray with 2 CPUs; retried, because on a heavily loaded machine (load 30+) the raylet sometimes gives up
+    waiting for its metrics agent ("The current node timed out during startup")."""
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            return
+        except Exception as exc:  # ray raises a bare Exception for a startup timeout
+            if attempt == attempts or "timed out during startup" not in str(exc):
+                raise
+            print(f"Ray did not start (attempt {attempt}: {exc}); retrying", flush=True)
+            ray.shutdown()
 
 
 def _same(a: dict, b: dict) -> bool:
