@@ -19,6 +19,7 @@ augmented with seeded gain, offset and noise, clipped to the spec's 0..1 range.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -249,10 +250,16 @@ def main(argv=None) -> int:
         shutil.rmtree(work, ignore_errors=True)  # the shards: 400 MB at 200,000 samples
 
 
-def _start_ray(ray, attempts: int = 3) -> None:
+def _start_ray(ray, attempts: int = 8) -> None:
     """A local Ray with 2 CPUs; retried, because on a heavily loaded machine (load 30+) the raylet sometimes gives up
-    waiting for its metrics agent ("The current node timed out during startup")."""
+    waiting for its agents ("The current node timed out during startup"). A failed start leaves its GCS and agent
+    processes running (ray.shutdown() does not stop them; seen with ray 2.60): they are killed here, else they would
+    count in the next run's memory."""
+    import psutil
+
+    me = psutil.Process()
     for attempt in range(1, attempts + 1):
+        before = {p.pid for p in me.children(recursive=True)}
         try:
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
             return
@@ -261,6 +268,11 @@ def _start_ray(ray, attempts: int = 3) -> None:
                 raise
             print(f"Ray did not start (attempt {attempt}: {exc}); retrying", flush=True)
             ray.shutdown()
+            leftovers = [p for p in me.children(recursive=True) if p.pid not in before]
+            for p in leftovers:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    p.kill()
+            psutil.wait_procs(leftovers, timeout=10)
 
 
 def _same(a: dict, b: dict) -> bool:
