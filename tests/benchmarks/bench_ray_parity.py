@@ -214,14 +214,17 @@ def main(argv=None) -> int:
         for label, folder, workers, reference, candidate in plan:
             source = list_source(work / folder, open_runner(reference).input_specs(), chunk=chunk)
             # a fresh local Ray per run, as `edgekit parity --ray` starts one: every run starts from the same processes
-            # (in one session, the actors and idle workers a finished run leaves behind count in the next run's peak)
-            _start_ray(ray)
+            # (in one session, the actors a finished run leaves behind count in the next run's peak); --smoke keeps one
+            # session for all runs (its memory figures mean nothing, and each start costs 10-60 s on a loaded machine)
+            if not ray.is_initialized():
+                _start_ray(ray)
             try:
                 with RayMemory() as mem:
                     report = ray_parity(reference, candidate, source, settings=RaySettings(workers=workers),
                                         tolerance=Tolerance())
             finally:
-                ray.shutdown()
+                if not args.smoke:
+                    ray.shutdown()
             e = report.data["execution"]
             out = report.outputs[0].metrics()
             runs[(label, workers)] = (e, out, mem.mib())
@@ -247,6 +250,7 @@ def main(argv=None) -> int:
         _write_json(args, runs, efficiency, same)
         return 0 if same else 1
     finally:
+        ray.shutdown()
         shutil.rmtree(work, ignore_errors=True)  # the shards: 400 MB at 200,000 samples
 
 
