@@ -77,9 +77,17 @@ def test_run_all_turns_the_scale_benchmarks_json_into_figures():
 
     ray_rows = {"scaling_efficiency": 0.8, "rows": [{"dataset": "small", "workers": 2, "samples_per_s": 900.0,
                                                      "wall_time_s": 3.0, "samples": 60, "cosine": 0.99,
-                                                     "sqnr_db": 20.0, "peak_rss_ray_mib": 700.0}]}
+                                                     "sqnr_db": 20.0, "peak_rss_ray_mib": 700.0},
+                                                    {"dataset": "large", "workers": 2, "samples_per_s": 950.0,
+                                                     "wall_time_s": 6.0, "samples": 120, "cosine": 0.99, "sqnr_db": 20.0,
+                                                     "peak_rss_ray_mib": 710.0, "peak_pss_ray_mib": 420.0,
+                                                     "peak_uss_ray_mib": 390.0, "peak_object_store_mib": 0.01,
+                                                     "load_average": 3.5}]}
     figures = {f["name"]: f for f in figures_from_raw("bench_ray_parity", ray_rows)}
     assert figures["small (60 samples), 2 worker(s): samples per s"]["value"] == 900.0
+    assert "small (60 samples), 2 worker(s): peak pss ray mib" not in figures  # an older run's row: no PSS
+    assert figures["large (120 samples), 2 worker(s): peak pss ray mib"]["value"] == 420.0
+    assert figures["large (120 samples), 2 worker(s): load average"]["value"] == 3.5
     assert figures["scaling efficiency 1 -> 2 workers"]["value"] == 0.8
     kernels = figures_from_raw("bench_optimized_kernels", {"size": 160, "calib": 64, "quantize_ratio": 1.2,
                                                            "parity_ratio": 1.1, "edgekit_s": 12.0, "parity_s": 2.0})

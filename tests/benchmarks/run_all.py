@@ -105,7 +105,11 @@ def figures_from_raw(name: str, data: Dict[str, Any]) -> List[Dict[str, Any]]:
         for r in data.get("rows", []):
             src = (f"ray_parity {r.get('model', 'KWS')} float vs int8 on {r['samples']} generated inputs, local Ray, "
                    f"{r['workers']} worker(s)")
-            for field, unit in (("samples_per_s", "samples/s"), ("wall_time_s", "s"), ("peak_rss_ray_mib", "MiB")):
+            for field, unit in (("samples_per_s", "samples/s"), ("wall_time_s", "s"), ("peak_rss_ray_mib", "MiB"),
+                                ("peak_pss_ray_mib", "MiB"), ("peak_uss_ray_mib", "MiB"), ("peak_map_actor_uss_mib", "MiB"),
+                                ("peak_object_store_mib", "MiB"), ("load_average", "")):
+                if r.get(field) is None:  # figures of an older run have no PSS/USS/object store/load
+                    continue
                 figures.append({"name": f"{r['dataset']} ({r['samples']} samples), {r['workers']} worker(s): "
                                         f"{field.replace('_', ' ')}", "value": r[field], "unit": unit,
                                 "method": "measured", "source": src})
