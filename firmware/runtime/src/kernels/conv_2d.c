@@ -308,6 +308,12 @@ static inline void conv_run9x3_column(const uint8_t *r0, ptrdiff_t rs, uint32_t 
   dst[49] = ek_sxtb16_ror8(g6);
 }
 
+/* Four columns of three 9-byte runs each, all inside the image on one output row (the first run of column j at
+   r0 + j * step): the block of an RGB first layer's interior pixels without per-pixel window checks. */
+static CONV_NOINLINE void conv_run9x3_block(const uint8_t *r0, ptrdiff_t rs, ptrdiff_t step, uint32_t *block) {
+  for (int32_t col = 0; col < CONV_COLUMNS; ++col, r0 += step) conv_run9x3_column(r0, rs, block + 2 * col);
+}
+
 /* One im2col column (one output pixel) into dst (stride 8 words per group). Raw input values (the input
  * offset is in the fold); taps outside the image hold the input zero point (w * zp + the fold's w * off
  * = 0); the zero padding of a partial last group holds 0. When every window row lies inside the image
@@ -373,6 +379,14 @@ static void conv_im2col_block(const conv_data *d, const ek_op_params *p, const e
   const int run9x3 = f->dims[1] == 3 && f->dims[2] * c == 9 && p->dilation_w == 1;
   const ptrdiff_t rs = (ptrdiff_t)p->dilation_h * w * c;
   int32_t oy = p0 / ow, ox = p0 - oy * ow;
+  if (run9x3 && np == CONV_COLUMNS && ox + CONV_COLUMNS <= ow) { /* one output row: are all four windows inside? */
+    const int32_t iy0 = oy * p->stride_h - d->pad_h, ix0 = ox * p->stride_w - d->pad_w;
+    if (ix0 >= 0 && ix0 + (CONV_COLUMNS - 1) * p->stride_w + f->dims[2] <= w && iy0 >= 0 &&
+        iy0 + 2 * p->dilation_h < h) {
+      conv_run9x3_block((const uint8_t *)x + ((ptrdiff_t)iy0 * w + ix0) * c, rs, (ptrdiff_t)p->stride_w * c, block);
+      return;
+    }
+  }
   for (int32_t col = 0; col < CONV_COLUMNS; ++col) {
     uint32_t *dst = block + 2 * col;
     if (col >= np) {
@@ -780,6 +794,71 @@ __asm__(
     "  .size ek_conv_block4x_dsp, . - ek_conv_block4x_dsp\n"
     "  .text\n");
 #undef CONV_FIRSTX
+
+/* One column of a partial block over expanded weights (np <= 2: cheaper than the four-column block with unused
+ * columns): per output channel 2 * fold + the groups' two SMLADs, the same requantization and clamp, one byte. */
+typedef struct conv_block1x_args { /* offsets used by the assembly below */
+  const uint32_t *col;             /*  0: the column's first word (block + 2 * j; 8 words per group) */
+  int32_t groups;                  /*  4 */
+  const uint32_t *records;         /*  8 */
+  const uint32_t *end;             /* 12 */
+  int8_t *dst;                     /* 16: output of the pixel, current channel */
+  int32_t clamp;                   /* 20 */
+  int32_t lo, hi;                  /* 24, 28 */
+} conv_block1x_args;
+typedef char conv_block1x_args_is_32_bytes[sizeof(conv_block1x_args) == 32 ? 1 : -1];
+void ek_conv_block1x_dsp(conv_block1x_args *args);
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_conv_block1x_dsp, \"ax\", %progbits\n"
+    "  .global ek_conv_block1x_dsp\n"
+    "  .type ek_conv_block1x_dsp, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_conv_block1x_dsp:\n"
+    "  push {r4-r11, lr}\n"
+    "  mov lr, r0\n"
+    "  ldr r11, [lr, #8]\n"
+    ".Lek_cb1_channel:\n"
+    "  ldr r4, [r11], #4\n"                 /* 2 * fold */
+    "  ldmia lr, {r10, r12}\n"              /* column, groups */
+    "  lsrs r12, r12, #1\n"                 /* pairs of groups; C = an odd one first */
+    "  bcc .Lek_cb1_pairs\n"
+    "  ldrd r8, r9, [r11], #8\n"
+    "  ldrd r0, r1, [r10], #32\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    ".Lek_cb1_pairs:\n"
+    "  beq .Lek_cb1_requant\n"              /* Z still from the LSRS */
+    ".Lek_cb1_loop:\n"
+    "  ldrd r8, r9, [r11], #8\n"
+    "  ldrd r0, r1, [r10], #32\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  ldrd r8, r9, [r11], #8\n"
+    "  ldrd r0, r1, [r10], #32\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  subs r12, r12, #1\n"
+    "  bne .Lek_cb1_loop\n"
+    ".Lek_cb1_requant:\n"
+    "  ldmia r11!, {r1, r2, r3}\n"          /* multiplier, half + zp << e, e */
+    CONV_OUTX("r4")
+    "  ldr r0, [lr, #20]\n"
+    "  cbz r0, .Lek_cb1_store\n"
+    "  ldrd r8, r9, [lr, #24]\n"            /* lo, hi */
+    CONV_CLAMP("r4")
+    ".Lek_cb1_store:\n"
+    "  ldr r1, [lr, #16]\n"
+    "  strb r4, [r1], #1\n"
+    "  str r1, [lr, #16]\n"
+    "  ldr r0, [lr, #12]\n"
+    "  cmp r11, r0\n"
+    "  bne .Lek_cb1_channel\n"
+    "  pop {r4-r11, pc}\n"
+    "  .size ek_conv_block1x_dsp, . - ek_conv_block1x_dsp\n"
+    "  .text\n");
 #undef CONV_OUTX
 #undef CONV_GROUPX
 #undef CONV_OUT
@@ -798,6 +877,14 @@ static void conv_block_expanded(const conv_data *d, const uint32_t *block, int32
   {
     static void (*const first[4])(void) = {ek_conv_bx_first0, ek_conv_bx_first1, ek_conv_bx_first2,
                                            ek_conv_bx_first3};
+    if (np <= 2) { /* one column at a time: 4 instructions per group and column instead of 11 for all four */
+      for (int32_t j = 0; j < np; ++j) {
+        conv_block1x_args one = {block + 2 * j, groups, rec, rec + (ptrdiff_t)oc * words, yp + (ptrdiff_t)j * oc,
+                                 lo > -128 || hi < 127, lo, hi};
+        ek_conv_block1x_dsp(&one);
+      }
+      return;
+    }
     const int32_t quads = (groups - 1) >> 2; /* groups >= 1 */
     conv_blockx_args args = {lo > -128 || hi < 127, yp, {np > 1 ? oc : 0, np > 2 ? 2 * oc : 0, np > 3 ? 3 * oc : 0},
                              rec + (ptrdiff_t)oc * words, block, (uintptr_t)first[(groups - 1) & 3], quads,
