@@ -308,11 +308,84 @@ static inline void conv_run9x3_column(const uint8_t *r0, ptrdiff_t rs, uint32_t 
   dst[49] = ek_sxtb16_ror8(g6);
 }
 
+/* A window of three 9-byte runs (see conv_run9x3_column) that leaves the image: gathered into a 27-byte copy (taps
+   outside the image hold the input zero point), then built as an interior one. */
+static CONV_NOINLINE void conv_run9x3_border(const int8_t *x, int32_t h, int32_t w, int32_t c, int32_t dilation_h,
+                                             int32_t iy0, int32_t ix0, int8_t zp, uint32_t *dst) {
+  uint8_t win[28];
+  for (int32_t ky = 0, k = 0; ky < 3; ++ky) {
+    const int32_t iy = iy0 + dilation_h * ky;
+    for (int32_t kx = 0; kx < 9 / c; ++kx) {
+      const int32_t ix = ix0 + kx;
+      const int inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
+      const int8_t *src = inside ? x + ((ptrdiff_t)iy * w + ix) * c : x;
+      for (int32_t i = 0; i < c; ++i, ++k) win[k] = (uint8_t)(inside ? src[i] : zp);
+    }
+  }
+  win[27] = 0;
+  conv_run9x3_column(win, 9, dst);
+}
+
 /* Four columns of three 9-byte runs each, all inside the image on one output row (the first run of column j at
-   r0 + j * step): the block of an RGB first layer's interior pixels without per-pixel window checks. */
+   r0 + j * step): the block of an RGB first layer's interior pixels without per-pixel window checks. On Cortex-M
+   with DSP in assembly (the groups that straddle two runs are one word load and a byte-field insert: the bytes
+   before a run are inside the input tensor, their values are replaced), else the C column builder. */
+#if EK_CONV_DSP && defined(__thumb2__) && !defined(EK_CONV_NO_ASM)
+void ek_conv_run9x3_block_dsp(const uint8_t *r0, ptrdiff_t rs, ptrdiff_t step, uint32_t *block);
+#define CONV_RUN9X3_GROUP(offset) \
+    "  sxtb16 r8, r6\n" \
+    "  sxtb16 r9, r6, ror #8\n" \
+    "  strd r8, r9, [r3, #" offset "]\n"
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_conv_run9x3_block_dsp, \"ax\", %progbits\n"
+    "  .global ek_conv_run9x3_block_dsp\n"
+    "  .type ek_conv_run9x3_block_dsp, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_conv_run9x3_block_dsp:\n"
+    "  push {r4-r9, lr}\n"
+    "  mov r12, #4\n"
+    ".Lek_r9_column:\n"
+    "  add r4, r0, r1\n"                    /* second run */
+    "  add r5, r4, r1\n"                    /* third run */
+    "  ldr r6, [r0]\n"                      /* unaligned: LDR (LDRD would fault) */
+    "  ldr r7, [r0, #4]\n"
+    CONV_RUN9X3_GROUP("0")
+    "  mov r6, r7\n"
+    CONV_RUN9X3_GROUP("32")
+    "  ldr r6, [r4, #-1]\n"                 /* run0[8], run1[0..2] */
+    "  ldrb r7, [r0, #8]\n"
+    "  bfi r6, r7, #0, #8\n"
+    CONV_RUN9X3_GROUP("64")
+    "  ldr r6, [r4, #3]\n"
+    CONV_RUN9X3_GROUP("96")
+    "  ldr r6, [r5, #-2]\n"                 /* run1[7..8], run2[0..1] */
+    "  ldrh r7, [r4, #7]\n"
+    "  bfi r6, r7, #0, #16\n"
+    CONV_RUN9X3_GROUP("128")
+    "  ldr r6, [r5, #2]\n"
+    CONV_RUN9X3_GROUP("160")
+    "  ldr r6, [r5, #5]\n"
+    "  lsrs r6, r6, #8\n"                   /* run2[6..8], 0 */
+    CONV_RUN9X3_GROUP("192")
+    "  add r0, r0, r2\n"
+    "  adds r3, r3, #8\n"
+    "  subs r12, r12, #1\n"
+    "  bne .Lek_r9_column\n"
+    "  pop {r4-r9, pc}\n"
+    "  .size ek_conv_run9x3_block_dsp, . - ek_conv_run9x3_block_dsp\n"
+    "  .text\n");
+#undef CONV_RUN9X3_GROUP
+static inline void conv_run9x3_block(const uint8_t *r0, ptrdiff_t rs, ptrdiff_t step, uint32_t *block) {
+  ek_conv_run9x3_block_dsp(r0, rs, step, block);
+}
+#else
 static CONV_NOINLINE void conv_run9x3_block(const uint8_t *r0, ptrdiff_t rs, ptrdiff_t step, uint32_t *block) {
   for (int32_t col = 0; col < CONV_COLUMNS; ++col, r0 += step) conv_run9x3_column(r0, rs, block + 2 * col);
 }
+#endif
 
 /* One im2col column (one output pixel) into dst (stride 8 words per group). Raw input values (the input
  * offset is in the fold); taps outside the image hold the input zero point (w * zp + the fold's w * off
@@ -396,6 +469,8 @@ static void conv_im2col_block(const conv_data *d, const ek_op_params *p, const e
     const int32_t iy0 = oy * p->stride_h - d->pad_h, ix0 = ox * p->stride_w - d->pad_w;
     if (run9x3 && ix0 >= 0 && ix0 + f->dims[2] <= w && iy0 >= 0 && iy0 + 2 * p->dilation_h < h) {
       conv_run9x3_column((const uint8_t *)x + ((ptrdiff_t)iy0 * w + ix0) * c, rs, dst);
+    } else if (run9x3) {
+      conv_run9x3_border(x, h, w, c, p->dilation_h, iy0, ix0, zp, dst);
     } else {
       conv_im2col(p, in, f, x, iy0, ix0, zp, dst, staging);
     }
