@@ -313,13 +313,25 @@ static inline void conv_run9x3_column(const uint8_t *r0, ptrdiff_t rs, uint32_t 
 static CONV_NOINLINE void conv_run9x3_border(const int8_t *x, int32_t h, int32_t w, int32_t c, int32_t dilation_h,
                                              int32_t iy0, int32_t ix0, int8_t zp, uint32_t *dst) {
   uint8_t win[28];
-  for (int32_t ky = 0, k = 0; ky < 3; ++ky) {
+  const int32_t kw = 9 / c; /* c is 1, 3 or 9 */
+  const int cols_inside = ix0 >= 0 && ix0 + kw <= w;
+  uint8_t *s = win;
+  for (int32_t ky = 0; ky < 3; ++ky) {
     const int32_t iy = iy0 + dilation_h * ky;
-    for (int32_t kx = 0; kx < 9 / c; ++kx) {
+    if (iy < 0 || iy >= h) { /* a row outside the image */
+      for (int32_t i = 0; i < 9; ++i) *s++ = (uint8_t)zp;
+      continue;
+    }
+    const int8_t *row = x + (ptrdiff_t)iy * w * c;
+    if (cols_inside) {
+      for (int32_t i = 0; i < 9; ++i) *s++ = (uint8_t)row[(ptrdiff_t)ix0 * c + i];
+      continue;
+    }
+    for (int32_t kx = 0; kx < kw; ++kx) {
       const int32_t ix = ix0 + kx;
-      const int inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
-      const int8_t *src = inside ? x + ((ptrdiff_t)iy * w + ix) * c : x;
-      for (int32_t i = 0; i < c; ++i, ++k) win[k] = (uint8_t)(inside ? src[i] : zp);
+      const int inside = ix >= 0 && ix < w;
+      const int8_t *src = inside ? row + (ptrdiff_t)ix * c : row;
+      for (int32_t i = 0; i < c; ++i) *s++ = (uint8_t)(inside ? src[i] : zp);
     }
   }
   win[27] = 0;
@@ -980,6 +992,38 @@ static void conv_block_expanded(const conv_data *d, const uint32_t *block, int32
   }
 }
 
+#if CONV_BLOCK_ASM
+/* The expanded path's block loop on Cortex-M: the assembly's arguments built once per call (per block only the
+   im2col and the output address change); partial blocks through conv_block_expanded. */
+static CONV_NOINLINE void conv_expanded_dsp(const conv_data *d, const ek_op_params *p, const ek_tensor *in,
+                                            const ek_tensor *f, ek_tensor *out, uint32_t *block, int32_t row0,
+                                            int32_t row1) {
+  static void (*const first[4])(void) = {ek_conv_bx_first0, ek_conv_bx_first1, ek_conv_bx_first2, ek_conv_bx_first3};
+  const int32_t n = in->dims[0], oc = d->channels, ow = out->dims[2], pixels = out->dims[1] * ow;
+  const int32_t groups = (f->dims[1] * f->dims[2] * f->dims[3] + 3) >> 2, quads = (groups - 1) >> 2;
+  const int32_t lo = d->act_min, hi = d->act_max;
+  const uint32_t *rec = conv_records(d);
+  int8_t *staging = (int8_t *)(block + 2 * CONV_COLUMNS * groups);
+  int8_t *y = (int8_t *)out->data;
+  conv_blockx_args args = {lo > -128 || hi < 127, y, {oc, 2 * oc, 3 * oc}, rec + (ptrdiff_t)oc * CONV_RECORD_WORDS(groups),
+                           block, (uintptr_t)first[(groups - 1) & 3], quads,
+                           quads ? (uintptr_t)ek_conv_bx_quads : (uintptr_t)ek_conv_bx_requant, lo, hi, rec};
+  for (int32_t b = 0; b < n; ++b) {
+    for (int32_t p0 = row0 * ow, end = row1 * ow; p0 < end; p0 += CONV_COLUMNS) {
+      const int32_t np = end - p0 < CONV_COLUMNS ? end - p0 : CONV_COLUMNS;
+      conv_im2col_block(d, p, in, f, b, p0, np, ow, block, staging);
+      int8_t *yp = y + ((int64_t)b * pixels + p0) * oc;
+      if (np == CONV_COLUMNS) {
+        args.dst = yp;
+        ek_conv_block4x_dsp(&args);
+      } else {
+        conv_block_expanded(d, block, groups, np, yp);
+      }
+    }
+  }
+}
+#endif
+
 /* Four output pixels (consecutive in row-major order, across row ends) per pass.
  * Block layout, int16: for each group g of 4 depth elements, 16 values: column j at [16g + 4j, 16g + 4j + 3]
  * holding the raw inputs (x0, x2, x1, x3), so one SMLAD pairs with SXTB16 of 4 weights (x0,x2 . w0,w2) and
@@ -987,6 +1031,12 @@ static void conv_block_expanded(const conv_data *d, const uint32_t *block, int32
  * loop reads one weight word and the four columns' 8 words in sequence. Accumulators start at the fold. */
 static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
                          const ek_tensor *f, ek_tensor *out, uint32_t *block, int32_t row0, int32_t row1) {
+#if CONV_BLOCK_ASM
+  if (d->expanded) {
+    conv_expanded_dsp(d, p, in, f, out, block, row0, row1);
+    return;
+  }
+#endif
   const int32_t n = in->dims[0];
   const int32_t oc = f->dims[0], depth = f->dims[1] * f->dims[2] * f->dims[3];
   const int32_t oh = out->dims[1], ow = out->dims[2];
