@@ -1008,10 +1008,31 @@ static CONV_NOINLINE void conv_expanded_dsp(const conv_data *d, const ek_op_para
   conv_blockx_args args = {lo > -128 || hi < 127, y, {oc, 2 * oc, 3 * oc}, rec + (ptrdiff_t)oc * CONV_RECORD_WORDS(groups),
                            block, (uintptr_t)first[(groups - 1) & 3], quads,
                            quads ? (uintptr_t)ek_conv_bx_quads : (uintptr_t)ek_conv_bx_requant, lo, hi, rec};
+  /* the two common full-block im2col cases, their invariants hoisted (else conv_im2col_block) */
+  const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3], kw = f->dims[2];
+  const int pointwise = f->dims[1] == 1 && kw == 1 && p->stride_h == 1 && p->stride_w == 1 && d->pad_h == 0 &&
+                        d->pad_w == 0 && ow == w && (c & 3) == 0;
+  const int run9x3 = f->dims[1] == 3 && kw * c == 9 && p->dilation_w == 1;
+  const int32_t iy_max = h - 1 - 2 * p->dilation_h, ix_max = w - (CONV_COLUMNS - 1) * p->stride_w - kw;
+  const ptrdiff_t rs = (ptrdiff_t)p->dilation_h * w * c, step = (ptrdiff_t)p->stride_w * c;
   for (int32_t b = 0; b < n; ++b) {
+    const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c;
     for (int32_t p0 = row0 * ow, end = row1 * ow; p0 < end; p0 += CONV_COLUMNS) {
       const int32_t np = end - p0 < CONV_COLUMNS ? end - p0 : CONV_COLUMNS;
-      conv_im2col_block(d, p, in, f, b, p0, np, ow, block, staging);
+      int done = 0;
+      if (np == CONV_COLUMNS && pointwise) { /* output pixel q reads input pixel q */
+        for (int32_t col = 0; col < CONV_COLUMNS; ++col)
+          conv_expand_run(x + (ptrdiff_t)(p0 + col) * c, block + 2 * col, c >> 2);
+        done = 1;
+      } else if (np == CONV_COLUMNS && run9x3) {
+        const int32_t oy = p0 / ow, ox = p0 - oy * ow;
+        const int32_t iy0 = oy * p->stride_h - d->pad_h, ix0 = ox * p->stride_w - d->pad_w;
+        if (ox + CONV_COLUMNS <= ow && ix0 >= 0 && ix0 <= ix_max && iy0 >= 0 && iy0 <= iy_max) {
+          conv_run9x3_block((const uint8_t *)x + ((ptrdiff_t)iy0 * w + ix0) * c, rs, step, block);
+          done = 1;
+        }
+      }
+      if (!done) conv_im2col_block(d, p, in, f, b, p0, np, ow, block, staging);
       int8_t *yp = y + ((int64_t)b * pixels + p0) * oc;
       if (np == CONV_COLUMNS) {
         args.dst = yp;
