@@ -284,6 +284,121 @@ static inline void conv_expand_run(const int8_t *src, uint32_t *dst, int32_t gro
 }
 #endif
 
+/* A window of three 9-byte runs (kh = 3, kw * c = 9, dilation_w = 1: a 3x3 window on 3 channels, an RGB first layer)
+ * inside the image, r0 = its first run, rs = bytes between the runs: the 7 groups straight from the runs (the 28th
+ * byte is 0; its weight is 0), unrolled (one LDR or LDR + byte merge per group, two SXTB16, one STRD). */
+static inline void conv_run9x3_column(const uint8_t *r0, ptrdiff_t rs, uint32_t *dst) {
+  const uint8_t *r1 = r0 + rs, *r2 = r1 + rs;
+  const uint32_t g0 = ek_load32(r0), g1 = ek_load32(r0 + 4), g2 = (uint32_t)r0[8] | ek_load32(r1) << 8;
+  const uint32_t g3 = ek_load32(r1 + 3), g4 = (uint32_t)r1[7] | (uint32_t)r1[8] << 8 | ek_load32(r2) << 16;
+  const uint32_t g5 = ek_load32(r2 + 2), g6 = ek_load32(r2 + 5) >> 8;
+  dst[0] = ek_sxtb16(g0);
+  dst[1] = ek_sxtb16_ror8(g0);
+  dst[8] = ek_sxtb16(g1);
+  dst[9] = ek_sxtb16_ror8(g1);
+  dst[16] = ek_sxtb16(g2);
+  dst[17] = ek_sxtb16_ror8(g2);
+  dst[24] = ek_sxtb16(g3);
+  dst[25] = ek_sxtb16_ror8(g3);
+  dst[32] = ek_sxtb16(g4);
+  dst[33] = ek_sxtb16_ror8(g4);
+  dst[40] = ek_sxtb16(g5);
+  dst[41] = ek_sxtb16_ror8(g5);
+  dst[48] = ek_sxtb16(g6);
+  dst[49] = ek_sxtb16_ror8(g6);
+}
+
+/* A window of three 9-byte runs (see conv_run9x3_column) that leaves the image: gathered into a 27-byte copy (taps
+   outside the image hold the input zero point), then built as an interior one. */
+static CONV_NOINLINE void conv_run9x3_border(const int8_t *x, int32_t h, int32_t w, int32_t c, int32_t dilation_h,
+                                             int32_t iy0, int32_t ix0, int8_t zp, uint32_t *dst) {
+  uint8_t win[28];
+  const int32_t kw = 9 / c; /* c is 1, 3 or 9 */
+  const int cols_inside = ix0 >= 0 && ix0 + kw <= w;
+  uint8_t *s = win;
+  for (int32_t ky = 0; ky < 3; ++ky) {
+    const int32_t iy = iy0 + dilation_h * ky;
+    if (iy < 0 || iy >= h) { /* a row outside the image */
+      for (int32_t i = 0; i < 9; ++i) *s++ = (uint8_t)zp;
+      continue;
+    }
+    const int8_t *row = x + (ptrdiff_t)iy * w * c;
+    if (cols_inside) {
+      for (int32_t i = 0; i < 9; ++i) *s++ = (uint8_t)row[(ptrdiff_t)ix0 * c + i];
+      continue;
+    }
+    for (int32_t kx = 0; kx < kw; ++kx) {
+      const int32_t ix = ix0 + kx;
+      const int inside = ix >= 0 && ix < w;
+      const int8_t *src = inside ? row + (ptrdiff_t)ix * c : row;
+      for (int32_t i = 0; i < c; ++i) *s++ = (uint8_t)(inside ? src[i] : zp);
+    }
+  }
+  win[27] = 0;
+  conv_run9x3_column(win, 9, dst);
+}
+
+/* Four columns of three 9-byte runs each, all inside the image on one output row (the first run of column j at
+   r0 + j * step): the block of an RGB first layer's interior pixels without per-pixel window checks. On Cortex-M
+   with DSP in assembly (the groups that straddle two runs are one word load and a byte-field insert: the bytes
+   before a run are inside the input tensor, their values are replaced), else the C column builder. */
+#if EK_CONV_DSP && defined(__thumb2__) && !defined(EK_CONV_NO_ASM)
+void ek_conv_run9x3_block_dsp(const uint8_t *r0, ptrdiff_t rs, ptrdiff_t step, uint32_t *block);
+#define CONV_RUN9X3_GROUP(offset) \
+    "  sxtb16 r8, r6\n" \
+    "  sxtb16 r9, r6, ror #8\n" \
+    "  strd r8, r9, [r3, #" offset "]\n"
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_conv_run9x3_block_dsp, \"ax\", %progbits\n"
+    "  .global ek_conv_run9x3_block_dsp\n"
+    "  .type ek_conv_run9x3_block_dsp, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_conv_run9x3_block_dsp:\n"
+    "  push {r4-r9, lr}\n"
+    "  mov r12, #4\n"
+    ".Lek_r9_column:\n"
+    "  add r4, r0, r1\n"                    /* second run */
+    "  add r5, r4, r1\n"                    /* third run */
+    "  ldr r6, [r0]\n"                      /* unaligned: LDR (LDRD would fault) */
+    "  ldr r7, [r0, #4]\n"
+    CONV_RUN9X3_GROUP("0")
+    "  mov r6, r7\n"
+    CONV_RUN9X3_GROUP("32")
+    "  ldr r6, [r4, #-1]\n"                 /* run0[8], run1[0..2] */
+    "  ldrb r7, [r0, #8]\n"
+    "  bfi r6, r7, #0, #8\n"
+    CONV_RUN9X3_GROUP("64")
+    "  ldr r6, [r4, #3]\n"
+    CONV_RUN9X3_GROUP("96")
+    "  ldr r6, [r5, #-2]\n"                 /* run1[7..8], run2[0..1] */
+    "  ldrh r7, [r4, #7]\n"
+    "  bfi r6, r7, #0, #16\n"
+    CONV_RUN9X3_GROUP("128")
+    "  ldr r6, [r5, #2]\n"
+    CONV_RUN9X3_GROUP("160")
+    "  ldr r6, [r5, #5]\n"
+    "  lsrs r6, r6, #8\n"                   /* run2[6..8], 0 */
+    CONV_RUN9X3_GROUP("192")
+    "  add r0, r0, r2\n"
+    "  adds r3, r3, #8\n"
+    "  subs r12, r12, #1\n"
+    "  bne .Lek_r9_column\n"
+    "  pop {r4-r9, pc}\n"
+    "  .size ek_conv_run9x3_block_dsp, . - ek_conv_run9x3_block_dsp\n"
+    "  .text\n");
+#undef CONV_RUN9X3_GROUP
+static inline void conv_run9x3_block(const uint8_t *r0, ptrdiff_t rs, ptrdiff_t step, uint32_t *block) {
+  ek_conv_run9x3_block_dsp(r0, rs, step, block);
+}
+#else
+static CONV_NOINLINE void conv_run9x3_block(const uint8_t *r0, ptrdiff_t rs, ptrdiff_t step, uint32_t *block) {
+  for (int32_t col = 0; col < CONV_COLUMNS; ++col, r0 += step) conv_run9x3_column(r0, rs, block + 2 * col);
+}
+#endif
+
 /* One im2col column (one output pixel) into dst (stride 8 words per group). Raw input values (the input
  * offset is in the fold); taps outside the image hold the input zero point (w * zp + the fold's w * off
  * = 0); the zero padding of a partial last group holds 0. When every window row lies inside the image
@@ -296,20 +411,6 @@ static CONV_NOINLINE void conv_im2col(const ek_op_params *p, const ek_tensor *in
   const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3];
   const int32_t kh = f->dims[1], kw = f->dims[2];
   const int32_t row_len = kw * c;
-  if (row_len == 9 && kh == 3 && p->dilation_w == 1 && ix0 >= 0 && ix0 + kw <= w && iy0 >= 0 &&
-      iy0 + 2 * p->dilation_h < h) { /* a 3x3 window on 3 channels inside the image (the first layer on RGB): the 7
-                                        groups straight from the three 9-byte runs (byte 28 is 0; its weight is 0) */
-    const uint8_t *r0 = (const uint8_t *)x + ((ptrdiff_t)iy0 * w + ix0) * 3;
-    const uint8_t *r1 = r0 + (ptrdiff_t)p->dilation_h * w * 3, *r2 = r1 + (ptrdiff_t)p->dilation_h * w * 3;
-    const uint32_t g[7] = {ek_load32(r0), ek_load32(r0 + 4), (uint32_t)r0[8] | ek_load32(r1) << 8, ek_load32(r1 + 3),
-                           (uint32_t)r1[7] | (uint32_t)r1[8] << 8 | ek_load32(r2) << 16, ek_load32(r2 + 2),
-                           ek_load32(r2 + 5) >> 8};
-    for (int32_t i = 0; i < 7; ++i, dst += 8) {
-      dst[0] = ek_sxtb16(g[i]);
-      dst[1] = ek_sxtb16_ror8(g[i]);
-    }
-    return;
-  }
   if ((row_len & 3) == 0 && p->dilation_w == 1 && ix0 >= 0 && ix0 + kw <= w) {
     const uint32_t zp_word = ek_sxtb16((uint32_t)(uint8_t)zp * 0x01010101u);
     for (int32_t ky = 0; ky < kh; ++ky, dst += 2 * row_len) { /* 8 words per group of 4 */
@@ -360,14 +461,31 @@ static void conv_im2col_block(const conv_data *d, const ek_op_params *p, const e
     for (int32_t col = 0; col < CONV_COLUMNS; ++col) conv_expand_run(x + (ptrdiff_t)(p0 + col) * c, block + 2 * col, c >> 2);
     return;
   }
+  const int run9x3 = f->dims[1] == 3 && f->dims[2] * c == 9 && p->dilation_w == 1;
+  const ptrdiff_t rs = (ptrdiff_t)p->dilation_h * w * c;
   int32_t oy = p0 / ow, ox = p0 - oy * ow;
+  if (run9x3 && np == CONV_COLUMNS && ox + CONV_COLUMNS <= ow) { /* one output row: are all four windows inside? */
+    const int32_t iy0 = oy * p->stride_h - d->pad_h, ix0 = ox * p->stride_w - d->pad_w;
+    if (ix0 >= 0 && ix0 + (CONV_COLUMNS - 1) * p->stride_w + f->dims[2] <= w && iy0 >= 0 &&
+        iy0 + 2 * p->dilation_h < h) {
+      conv_run9x3_block((const uint8_t *)x + ((ptrdiff_t)iy0 * w + ix0) * c, rs, (ptrdiff_t)p->stride_w * c, block);
+      return;
+    }
+  }
   for (int32_t col = 0; col < CONV_COLUMNS; ++col) {
     uint32_t *dst = block + 2 * col;
     if (col >= np) {
       for (int32_t g = 0; g < groups; ++g) dst[8 * g] = dst[8 * g + 1] = 0;
       continue;
     }
-    conv_im2col(p, in, f, x, oy * p->stride_h - d->pad_h, ox * p->stride_w - d->pad_w, zp, dst, staging);
+    const int32_t iy0 = oy * p->stride_h - d->pad_h, ix0 = ox * p->stride_w - d->pad_w;
+    if (run9x3 && ix0 >= 0 && ix0 + f->dims[2] <= w && iy0 >= 0 && iy0 + 2 * p->dilation_h < h) {
+      conv_run9x3_column((const uint8_t *)x + ((ptrdiff_t)iy0 * w + ix0) * c, rs, dst);
+    } else if (run9x3) {
+      conv_run9x3_border(x, h, w, c, p->dilation_h, iy0, ix0, zp, dst);
+    } else {
+      conv_im2col(p, in, f, x, iy0, ix0, zp, dst, staging);
+    }
     if (++ox == ow) {
       ox = 0;
       ++oy;
@@ -659,22 +777,49 @@ __asm__(
     "  smlad r7, r2, r8, r7\n" \
     "  smlad r7, r3, r9, r7\n" \
 
+#define CONV_FIRSTX \
+    "  ldrd r8, r9, [r11], #8\n" \
+    "  ldmia r10!, {r0-r3}\n" \
+    "  smlad r4, r0, r8, r12\n" \
+    "  smlad r4, r1, r9, r4\n" \
+    "  smlad r5, r2, r8, r12\n" \
+    "  smlad r5, r3, r9, r5\n" \
+    "  ldmia r10!, {r0-r3}\n" \
+    "  smlad r6, r0, r8, r12\n" \
+    "  smlad r6, r1, r9, r6\n" \
+    "  smlad r7, r2, r8, r12\n" \
+    "  smlad r7, r3, r9, r7\n"
+
 /* The same block over expanded weights (conv_data.expanded): per output channel one record of
  * CONV_RECORD_WORDS(groups) words, [2 * fold, the groups' doubled int16 weight pairs, multiplier, half + zp * 2^e,
  * exponent], read in one pass: one LDRD per group instead of LDR + 2 SXTB16, the accumulators already hold 2 * acc
- * (no doubling before SMMLAR), and no per-channel table look-ups. */
-typedef struct conv_blockx_args { /* offsets used by the assembly below */
+ * (no doubling before SMMLAR), and no per-channel table look-ups.
+ * Per-channel overhead is kept small for layers with few groups (1x1 convolutions on 8-32 channels): the group
+ * count's dispatch is decided once per call (`entry`: the first group, which starts the four accumulators from
+ * 2 * fold, followed by (groups - 1) % 4 groups; `cont`: the loop of four groups or straight to the
+ * requantization), and one LDMDB reads the store state. The four output bytes are stored last pixel first
+ * at dst + off[j]: a partial block (np < 4) sets off[j] = 0 for j >= np, so its unused columns' values are
+ * overwritten by pixel 0's at once (nothing outside the block's pixels is written). */
+typedef struct conv_blockx_args { /* offsets used by the assembly below (relative to &cols, the LR base) */
+  int32_t clamp;                  /* -24: nonzero when [lo, hi] is narrower than [-128, 127] */
+  int8_t *dst;                    /* -20: output of pixel 0, current channel */
+  int32_t off[3];                 /* -16, -12, -8: bytes from pixel 0's output to pixels 1, 2, 3's (0: unused) */
+  const uint32_t *end;            /* -4: end of the last channel's record */
   const uint32_t *cols;           /*  0 */
-  const uint32_t *records;        /*  4 */
-  int32_t groups;                 /*  8 */
-  const uint32_t *end;            /* 12: end of the last channel's record */
-  int8_t *dst;                    /* 16: output of pixel 0, current channel */
-  int32_t stride;                 /* 20: bytes between the pixels' outputs */
-  int32_t lo, hi;                 /* 24, 28 */
-  int32_t clamp;                  /* 32: nonzero when [lo, hi] is narrower than [-128, 127] */
+  uintptr_t entry;                /*  4: code address (Thumb bit set) of the first-groups sequence */
+  int32_t quads;                  /*  8: (groups - 1) >> 2 */
+  uintptr_t cont;                 /* 12: ek_conv_bx_quads or ek_conv_bx_requant */
+  int32_t lo, hi;                 /* 16, 20 */
+  const uint32_t *records;        /* 24 */
 } conv_blockx_args;
-typedef char conv_blockx_args_is_36_bytes[sizeof(conv_blockx_args) == 36 ? 1 : -1];
+typedef char conv_blockx_args_is_52_bytes[sizeof(conv_blockx_args) == 52 ? 1 : -1];
 void ek_conv_block4x_dsp(conv_blockx_args *args);
+void ek_conv_bx_first0(void); /* code labels inside ek_conv_block4x_dsp, never called from C */
+void ek_conv_bx_first1(void);
+void ek_conv_bx_first2(void);
+void ek_conv_bx_first3(void);
+void ek_conv_bx_quads(void);
+void ek_conv_bx_requant(void);
 __asm__(
     "  .syntax unified\n"
     "  .thumb\n"
@@ -685,26 +830,30 @@ __asm__(
     "  .balign 4\n"
     "ek_conv_block4x_dsp:\n"
     "  push {r4-r11, lr}\n"
-    "  mov lr, r0\n"
-    "  ldr r11, [lr, #4]\n"                 /* records are contiguous */
+    "  add lr, r0, #24\n"
+    "  ldr r11, [lr, #24]\n"                /* records are contiguous */
     ".Lek_cbx_channel:\n"
-    "  ldr r4, [r11], #4\n"                 /* acc = 2 * fold */
-    "  mov r5, r4\n"
-    "  mov r6, r4\n"
-    "  mov r7, r4\n"
-    "  ldr r10, [lr, #0]\n"
+    "  ldr r12, [r11], #4\n"                /* 2 * fold: the first group's accumulator start */
+    "  ldmia lr, {r10, pc}\n"               /* cols; jump to the entry for this group count */
+    "  .global ek_conv_bx_first3\n  .type ek_conv_bx_first3, %function\n  .thumb_func\n"
+    "ek_conv_bx_first3:\n"
+    CONV_FIRSTX CONV_GROUPX CONV_GROUPX CONV_GROUPX
+    "  ldr pc, [lr, #12]\n"
+    "  .global ek_conv_bx_first2\n  .type ek_conv_bx_first2, %function\n  .thumb_func\n"
+    "ek_conv_bx_first2:\n"
+    CONV_FIRSTX CONV_GROUPX CONV_GROUPX
+    "  ldr pc, [lr, #12]\n"
+    "  .global ek_conv_bx_first1\n  .type ek_conv_bx_first1, %function\n  .thumb_func\n"
+    "ek_conv_bx_first1:\n"
+    CONV_FIRSTX CONV_GROUPX
+    "  ldr pc, [lr, #12]\n"
+    "  .global ek_conv_bx_first0\n  .type ek_conv_bx_first0, %function\n  .thumb_func\n"
+    "ek_conv_bx_first0:\n"
+    CONV_FIRSTX
+    "  ldr pc, [lr, #12]\n"
+    "  .global ek_conv_bx_quads\n  .type ek_conv_bx_quads, %function\n  .thumb_func\n"
+    "ek_conv_bx_quads:\n"
     "  ldr r12, [lr, #8]\n"
-    "  tst r12, #1\n"                      /* groups % 4 single groups first, then four per pass */
-    "  beq .Lek_cbx_two\n"
-    CONV_GROUPX
-    ".Lek_cbx_two:\n"
-    "  tst r12, #2\n"
-    "  beq .Lek_cbx_quads\n"
-    CONV_GROUPX
-    CONV_GROUPX
-    ".Lek_cbx_quads:\n"
-    "  lsrs r12, r12, #2\n"
-    "  beq .Lek_cbx_requant\n"
     ".Lek_cbx_loop:\n"
     CONV_GROUPX
     CONV_GROUPX
@@ -712,28 +861,90 @@ __asm__(
     CONV_GROUPX
     "  subs r12, r12, #1\n"
     "  bne .Lek_cbx_loop\n"
-    ".Lek_cbx_requant:\n"
+    "  .global ek_conv_bx_requant\n  .type ek_conv_bx_requant, %function\n  .thumb_func\n"
+    "ek_conv_bx_requant:\n"
     "  ldmia r11!, {r1, r2, r3}\n"          /* multiplier, half + zp << e, e */
-    "  ldr r10, [lr, #16]\n"                /* dst */
-    "  ldr r12, [lr, #20]\n"                /* stride */
     CONV_OUTX("r4") CONV_OUTX("r5") CONV_OUTX("r6") CONV_OUTX("r7")
-    "  ldr r0, [lr, #32]\n"                 /* activation clamp only when narrower than int8 */
-    "  cbz r0, .Lek_cbx_store\n"
-    "  ldrd r8, r9, [lr, #24]\n"            /* lo, hi */
+    "  ldmdb lr, {r0, r1, r2, r3, r10, r12}\n" /* clamp, dst, off1, off2, off3, end */
+    "  cbz r0, .Lek_cbx_store\n"            /* activation clamp only when narrower than int8 */
+    "  ldrd r8, r9, [lr, #16]\n"            /* lo, hi */
     CONV_CLAMP("r4") CONV_CLAMP("r5") CONV_CLAMP("r6") CONV_CLAMP("r7")
-    ".Lek_cbx_store:\n"
-    "  strb r4, [r10]\n"
-    "  strb r5, [r10, r12]\n"
-    "  add r0, r10, r12, lsl #1\n"
-    "  strb r6, [r0]\n"
-    "  strb r7, [r0, r12]\n"
-    "  adds r10, r10, #1\n"
-    "  str r10, [lr, #16]\n"
-    "  ldr r0, [lr, #12]\n"
-    "  cmp r11, r0\n"
+    ".Lek_cbx_store:\n"                     /* last pixel first: unused columns (off 0) are overwritten by pixel 0 */
+    "  strb r7, [r1, r10]\n"
+    "  strb r6, [r1, r3]\n"
+    "  strb r5, [r1, r2]\n"
+    "  strb r4, [r1], #1\n"
+    "  str r1, [lr, #-20]\n"
+    "  cmp r11, r12\n"
     "  bne .Lek_cbx_channel\n"
     "  pop {r4-r11, pc}\n"
     "  .size ek_conv_block4x_dsp, . - ek_conv_block4x_dsp\n"
+    "  .text\n");
+#undef CONV_FIRSTX
+
+/* One column of a partial block over expanded weights (np <= 2: cheaper than the four-column block with unused
+ * columns): per output channel 2 * fold + the groups' two SMLADs, the same requantization and clamp, one byte. */
+typedef struct conv_block1x_args { /* offsets used by the assembly below */
+  const uint32_t *col;             /*  0: the column's first word (block + 2 * j; 8 words per group) */
+  int32_t groups;                  /*  4 */
+  const uint32_t *records;         /*  8 */
+  const uint32_t *end;             /* 12 */
+  int8_t *dst;                     /* 16: output of the pixel, current channel */
+  int32_t clamp;                   /* 20 */
+  int32_t lo, hi;                  /* 24, 28 */
+} conv_block1x_args;
+typedef char conv_block1x_args_is_32_bytes[sizeof(conv_block1x_args) == 32 ? 1 : -1];
+void ek_conv_block1x_dsp(conv_block1x_args *args);
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_conv_block1x_dsp, \"ax\", %progbits\n"
+    "  .global ek_conv_block1x_dsp\n"
+    "  .type ek_conv_block1x_dsp, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_conv_block1x_dsp:\n"
+    "  push {r4-r11, lr}\n"
+    "  mov lr, r0\n"
+    "  ldr r11, [lr, #8]\n"
+    ".Lek_cb1_channel:\n"
+    "  ldr r4, [r11], #4\n"                 /* 2 * fold */
+    "  ldmia lr, {r10, r12}\n"              /* column, groups */
+    "  lsrs r12, r12, #1\n"                 /* pairs of groups; C = an odd one first */
+    "  bcc .Lek_cb1_pairs\n"
+    "  ldrd r8, r9, [r11], #8\n"
+    "  ldrd r0, r1, [r10], #32\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    ".Lek_cb1_pairs:\n"
+    "  beq .Lek_cb1_requant\n"              /* Z still from the LSRS */
+    ".Lek_cb1_loop:\n"
+    "  ldrd r8, r9, [r11], #8\n"
+    "  ldrd r0, r1, [r10], #32\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  ldrd r8, r9, [r11], #8\n"
+    "  ldrd r0, r1, [r10], #32\n"
+    "  smlad r4, r0, r8, r4\n"
+    "  smlad r4, r1, r9, r4\n"
+    "  subs r12, r12, #1\n"
+    "  bne .Lek_cb1_loop\n"
+    ".Lek_cb1_requant:\n"
+    "  ldmia r11!, {r1, r2, r3}\n"          /* multiplier, half + zp << e, e */
+    CONV_OUTX("r4")
+    "  ldr r0, [lr, #20]\n"
+    "  cbz r0, .Lek_cb1_store\n"
+    "  ldrd r8, r9, [lr, #24]\n"            /* lo, hi */
+    CONV_CLAMP("r4")
+    ".Lek_cb1_store:\n"
+    "  ldr r1, [lr, #16]\n"
+    "  strb r4, [r1], #1\n"
+    "  str r1, [lr, #16]\n"
+    "  ldr r0, [lr, #12]\n"
+    "  cmp r11, r0\n"
+    "  bne .Lek_cb1_channel\n"
+    "  pop {r4-r11, pc}\n"
+    "  .size ek_conv_block1x_dsp, . - ek_conv_block1x_dsp\n"
     "  .text\n");
 #undef CONV_OUTX
 #undef CONV_GROUPX
@@ -744,14 +955,27 @@ __asm__(
 #endif
 
 /* One block over expanded weights (conv_data.expanded: fast requantization with the zero point folded, doubled
-   int16 weights, two words per group): the assembly for a full block on Cortex-M with DSP, else the same steps in
-   C (what the host build runs, so the layout is tested there). */
+   int16 weights, two words per group): the assembly on Cortex-M with DSP (partial blocks too: see
+   conv_blockx_args), else the same steps in C (what the host build runs, so the layout is tested there). */
 static void conv_block_expanded(const conv_data *d, const uint32_t *block, int32_t groups, int32_t np, int8_t *yp) {
   const int32_t oc = d->channels, lo = d->act_min, hi = d->act_max, words = CONV_RECORD_WORDS(groups);
   const uint32_t *rec = conv_records(d);
 #if CONV_BLOCK_ASM
-  if (np == CONV_COLUMNS) {
-    conv_blockx_args args = {block, rec, groups, rec + (ptrdiff_t)oc * words, yp, oc, lo, hi, lo > -128 || hi < 127};
+  {
+    static void (*const first[4])(void) = {ek_conv_bx_first0, ek_conv_bx_first1, ek_conv_bx_first2,
+                                           ek_conv_bx_first3};
+    if (np <= 2) { /* one column at a time: 4 instructions per group and column instead of 11 for all four */
+      for (int32_t j = 0; j < np; ++j) {
+        conv_block1x_args one = {block + 2 * j, groups, rec, rec + (ptrdiff_t)oc * words, yp + (ptrdiff_t)j * oc,
+                                 lo > -128 || hi < 127, lo, hi};
+        ek_conv_block1x_dsp(&one);
+      }
+      return;
+    }
+    const int32_t quads = (groups - 1) >> 2; /* groups >= 1 */
+    conv_blockx_args args = {lo > -128 || hi < 127, yp, {np > 1 ? oc : 0, np > 2 ? 2 * oc : 0, np > 3 ? 3 * oc : 0},
+                             rec + (ptrdiff_t)oc * words, block, (uintptr_t)first[(groups - 1) & 3], quads,
+                             quads ? (uintptr_t)ek_conv_bx_quads : (uintptr_t)ek_conv_bx_requant, lo, hi, rec};
     ek_conv_block4x_dsp(&args);
     return;
   }
@@ -768,6 +992,59 @@ static void conv_block_expanded(const conv_data *d, const uint32_t *block, int32
   }
 }
 
+#if CONV_BLOCK_ASM
+/* The expanded path's block loop on Cortex-M: the assembly's arguments built once per call (per block only the
+   im2col and the output address change); partial blocks through conv_block_expanded. */
+static CONV_NOINLINE void conv_expanded_dsp(const conv_data *d, const ek_op_params *p, const ek_tensor *in,
+                                            const ek_tensor *f, ek_tensor *out, uint32_t *block, int32_t row0,
+                                            int32_t row1) {
+  static void (*const first[4])(void) = {ek_conv_bx_first0, ek_conv_bx_first1, ek_conv_bx_first2, ek_conv_bx_first3};
+  const int32_t n = in->dims[0], oc = d->channels, ow = out->dims[2], pixels = out->dims[1] * ow;
+  const int32_t groups = (f->dims[1] * f->dims[2] * f->dims[3] + 3) >> 2, quads = (groups - 1) >> 2;
+  const int32_t lo = d->act_min, hi = d->act_max;
+  const uint32_t *rec = conv_records(d);
+  int8_t *staging = (int8_t *)(block + 2 * CONV_COLUMNS * groups);
+  int8_t *y = (int8_t *)out->data;
+  conv_blockx_args args = {lo > -128 || hi < 127, y, {oc, 2 * oc, 3 * oc}, rec + (ptrdiff_t)oc * CONV_RECORD_WORDS(groups),
+                           block, (uintptr_t)first[(groups - 1) & 3], quads,
+                           quads ? (uintptr_t)ek_conv_bx_quads : (uintptr_t)ek_conv_bx_requant, lo, hi, rec};
+  /* the two common full-block im2col cases, their invariants hoisted (else conv_im2col_block) */
+  const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3], kw = f->dims[2];
+  const int pointwise = f->dims[1] == 1 && kw == 1 && p->stride_h == 1 && p->stride_w == 1 && d->pad_h == 0 &&
+                        d->pad_w == 0 && ow == w && (c & 3) == 0;
+  const int run9x3 = f->dims[1] == 3 && kw * c == 9 && p->dilation_w == 1;
+  const int32_t iy_max = h - 1 - 2 * p->dilation_h, ix_max = w - (CONV_COLUMNS - 1) * p->stride_w - kw;
+  const ptrdiff_t rs = (ptrdiff_t)p->dilation_h * w * c, step = (ptrdiff_t)p->stride_w * c;
+  for (int32_t b = 0; b < n; ++b) {
+    const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * h * w * c;
+    for (int32_t p0 = row0 * ow, end = row1 * ow; p0 < end; p0 += CONV_COLUMNS) {
+      const int32_t np = end - p0 < CONV_COLUMNS ? end - p0 : CONV_COLUMNS;
+      int done = 0;
+      if (np == CONV_COLUMNS && pointwise) { /* output pixel q reads input pixel q */
+        for (int32_t col = 0; col < CONV_COLUMNS; ++col)
+          conv_expand_run(x + (ptrdiff_t)(p0 + col) * c, block + 2 * col, c >> 2);
+        done = 1;
+      } else if (np == CONV_COLUMNS && run9x3) {
+        const int32_t oy = p0 / ow, ox = p0 - oy * ow;
+        const int32_t iy0 = oy * p->stride_h - d->pad_h, ix0 = ox * p->stride_w - d->pad_w;
+        if (ox + CONV_COLUMNS <= ow && ix0 >= 0 && ix0 <= ix_max && iy0 >= 0 && iy0 <= iy_max) {
+          conv_run9x3_block((const uint8_t *)x + ((ptrdiff_t)iy0 * w + ix0) * c, rs, step, block);
+          done = 1;
+        }
+      }
+      if (!done) conv_im2col_block(d, p, in, f, b, p0, np, ow, block, staging);
+      int8_t *yp = y + ((int64_t)b * pixels + p0) * oc;
+      if (np == CONV_COLUMNS) {
+        args.dst = yp;
+        ek_conv_block4x_dsp(&args);
+      } else {
+        conv_block_expanded(d, block, groups, np, yp);
+      }
+    }
+  }
+}
+#endif
+
 /* Four output pixels (consecutive in row-major order, across row ends) per pass.
  * Block layout, int16: for each group g of 4 depth elements, 16 values: column j at [16g + 4j, 16g + 4j + 3]
  * holding the raw inputs (x0, x2, x1, x3), so one SMLAD pairs with SXTB16 of 4 weights (x0,x2 . w0,w2) and
@@ -775,6 +1052,12 @@ static void conv_block_expanded(const conv_data *d, const uint32_t *block, int32
  * loop reads one weight word and the four columns' 8 words in sequence. Accumulators start at the fold. */
 static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
                          const ek_tensor *f, ek_tensor *out, uint32_t *block, int32_t row0, int32_t row1) {
+#if CONV_BLOCK_ASM
+  if (d->expanded) {
+    conv_expanded_dsp(d, p, in, f, out, block, row0, row1);
+    return;
+  }
+#endif
   const int32_t n = in->dims[0];
   const int32_t oc = f->dims[0], depth = f->dims[1] * f->dims[2] * f->dims[3];
   const int32_t oh = out->dims[1], ow = out->dims[2];

@@ -1,0 +1,88 @@
+"""CONV_2D's Cortex-M4 assembly paths on the device (QEMU mps2-an386), bit-exact against LiteRT BUILTIN_REF.
+
+The host tests (test_kernels_conv.py) run the portable C of these paths; the assembly (the expanded-weight block
+with its group-count entries, the one-column block of partial blocks, the RGB 3x3 block im2col and its border
+copy) only runs on the device. One seeded graph of convolutions covers, in a single firmware build: input channels
+1, 2, 3, 4, 5 and 8 (group counts 1, 2, 3, 5, 12: every entry of the dispatch, with and without the four-group
+loop), strides 1 and 2, SAME and VALID padding, dilation, 3x3 windows inside and across the image border, full
+and partial 4-pixel blocks (1, 2 and 3 pixels left), clamps narrower than int8, and per-channel multipliers of
+every shift kind (right shifts, shift 0, left shifts, exponents too large for the zero-point fold) that move a
+layer off the fast requantization path.
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.firmware.opmodels import T, build_graph
+
+needs_qemu = pytest.mark.skipif(shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
+                                reason="qemu-system-arm or arm-none-eabi-gcc is not installed")
+
+
+def conv_graph(seed: int = 12) -> bytes:
+    """The test graph: X (13x11x3) feeding chains of CONV_2D layers; five outputs."""
+    rng = np.random.default_rng(seed)
+    tensors = [T((1, 13, 11, 3), scale=0.05, zero_point=-7)]
+    ops, shapes = [], {0: (13, 11, 3)}
+
+    def conv(src, oc, k, stride=1, padding="SAME", dilation=1, act="RELU", out_zp=-128, eff=None):
+        h, w, c = shapes[src]
+        eff_k = (k - 1) * dilation + 1
+        oh = (h + stride - 1) // stride if padding == "SAME" else (h + stride - eff_k) // stride
+        ow = (w + stride - 1) // stride if padding == "SAME" else (w + stride - eff_k) // stride
+        in_scale = tensors[src].scale
+        ws = [float(v) for v in 10 ** rng.uniform(-2.5, -1.5, size=oc)]
+        out_scale = in_scale * float(np.mean(ws)) * 127 * math.sqrt(k * k * c) / 12
+        if eff is not None:  # per-channel effective scales chosen directly (shift kinds)
+            ws = [e * out_scale / in_scale for e in eff]
+        wt = rng.integers(-127, 128, size=(oc, k, k, c)).astype(np.int8)
+        bias = rng.integers(-3000, 3000, size=(oc,)).astype(np.int32)
+        base = len(tensors)
+        tensors.extend([T((oc, k, k, c), scale=ws, data=wt), T((oc,), "int32", scale=[in_scale * s for s in ws],
+                                                                  data=bias),
+                        T((1, oh, ow, oc), scale=out_scale, zero_point=out_zp)])
+        ops.append(("CONV_2D", [src, base, base + 1], [base + 2],
+                    {"padding": padding, "stride_h": stride, "stride_w": stride, "dilation_h_factor": dilation,
+                     "dilation_w_factor": dilation, "fused_activation_function": act}))
+        shapes[base + 2] = (oh, ow, oc)
+        return base + 2
+
+    a = conv(0, 8, 3, stride=2, act="RELU6", out_zp=9)              # RGB first layer: interior + border, clamp
+    b = conv(a, 12, 1, act="NONE", out_zp=-5)                       # 1x1 on 8: 2 groups, 42 pixels (2 left)
+    c5 = conv(0, 5, 1)                                              # 1x1 on 3: 1 group, 143 pixels (3 left)
+    d = conv(c5, 6, 3, padding="VALID", act="RELU6", out_zp=3)      # 3x3 on 5: 12 groups (4-group loop)
+    e1 = conv(c5, 1, 1, act="NONE", out_zp=2)
+    f = conv(e1, 7, 3, stride=2)                                    # 3x3 on 1: 3 groups (runs of 3 bytes)
+    g2 = conv(c5, 2, 1)
+    h = conv(g2, 9, 3, dilation=2, act="RELU_N1_TO_1", out_zp=0)    # 3x3 on 2, dilation 2: 5 groups, clamp
+    i4 = conv(c5, 4, 1, act="NONE", out_zp=1)
+    j = conv(i4, 16, 3, stride=2, padding="VALID", act="NONE", out_zp=-3,
+             eff=[2.5, 0.7, 1e-3, 3e-9] * 4)                        # every shift kind: off the fast path
+    k = conv(i4, 16, 3, stride=2, padding="VALID", act="NONE", out_zp=-3)  # the same layer on the fast path
+    return build_graph(tensors, ops, [0], [b, d, f, h, j, k])
+
+
+@pytest.mark.slow
+@needs_qemu
+def test_conv_2d_cortex_m4_paths_are_bit_exact(tmp_path, cli):
+    model = tmp_path / "convs.tflite"
+    model.write_bytes(conv_graph())
+    out = tmp_path / "run"
+    assert cli("run", model, "--device", "qemu:mps2-an386", "-n", "2", "-o", out) == 0
+    exact = json.loads((out / "run.json").read_text())["outputs_bit_exact"]
+    assert exact["bit_exact"] is True and exact["differing_elements"] == 0
+    assert exact["total_elements"] > 0
+
+
+def test_conv_graph_is_bit_exact_on_the_host():
+    """The same graph through the host build (portable C of the same paths, in-place and prepared)."""
+    from tests.firmware.test_kernels_conv import assert_bit_exact
+    from tests.firmware.opmodels import random_input
+
+    model = conv_graph()
+    assert_bit_exact(model, random_input(model, np.random.default_rng(1)), "conv graph")
