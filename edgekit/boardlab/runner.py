@@ -51,21 +51,38 @@ def environment_config(place: str, coordinator: str, board, bootstrap: str) -> E
             "options": {"coordinator_address": coordinator}}
 
 
+# the SIGTERM (or SIGINT) a running lab session received; kept because the handler's KeyboardInterrupt can be swallowed when the
+# signal arrives inside a __del__ (labgrid's Step.__del__: "Exception ignored in ..."), so infer() raises it again
+_pending_signal: List[int] = []
+
+
+def raise_pending_signal() -> None:
+    """Raise KeyboardInterrupt if a SIGTERM arrived whose interrupt was swallowed (see ``_pending_signal``)."""
+    if _pending_signal:
+        raise KeyboardInterrupt(f"signal {_pending_signal[-1]}")
+
+
 @contextmanager
 def _sigterm_as_interrupt():
-    """SIGTERM raises KeyboardInterrupt while the place is held, so the lock is released on a plain kill too."""
+    """SIGTERM raises KeyboardInterrupt while the place is held, so the lock is released on a plain kill too; SIGINT
+    (when Python's default Ctrl-C handler is in place) is recorded the same way, so neither can be lost."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
+        _pending_signal.append(signum)
         raise KeyboardInterrupt(f"signal {signum}")
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    _pending_signal.clear()
+    signals = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) is signal.default_int_handler else [])
+    previous = {signum: signal.signal(signum, handler) for signum in signals}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, before in previous.items():
+            signal.signal(signum, before)
+        _pending_signal.clear()
 
 
 class LabgridSession:
@@ -112,6 +129,7 @@ class LabgridSession:
         from edgekit.firmware.qemu import CountedResult
         from edgekit.run.faults import HUNG, fault_of, with_fault
 
+        raise_pending_signal()
         lost = self._lost()
         if lost is not None:
             raise lost

@@ -86,3 +86,25 @@ def test_unreachable_coordinator_fails_in_seconds_with_the_address(cli, capsys, 
     assert f"the labgrid coordinator at {address} cannot be reached" in err and "LG_COORDINATOR" in err
     assert time.monotonic() - started < 30
     assert not (tmp_path / "out").exists()
+
+
+def test_a_sigterm_swallowed_inside_a_destructor_is_raised_again_before_the_next_inference():
+    """The handler's KeyboardInterrupt is lost when SIGTERM lands inside a __del__ ("Exception ignored in ...", as
+    labgrid's Step.__del__ showed in CI: the client then ran on); the recorded signal is raised again by infer()."""
+    import os
+    import signal
+
+    from edgekit.boardlab.runner import _sigterm_as_interrupt, raise_pending_signal
+
+    class KilledInDestructor:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs at the next bytecode boundary, still inside __del__
+                pass
+
+    with _sigterm_as_interrupt():
+        obj = KilledInDestructor()
+        del obj  # the KeyboardInterrupt raised by the handler is swallowed by the interpreter here
+        with pytest.raises(KeyboardInterrupt, match="signal 15"):
+            raise_pending_signal()
+    raise_pending_signal()  # cleared on leaving the context: nothing pending
