@@ -38,7 +38,7 @@ demo: install
 	  --board mps2-an386 -o out/demo
 
 test: install
-	$(PY) -m pytest -q -ra tests
+	$(PY) -m pytest -q -ra --durations=15 tests
 
 test-fast: install  # everything except the end-to-end tests marked slow
 	$(PY) -m pytest -q -ra -m "not slow" tests

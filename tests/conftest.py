@@ -2,6 +2,7 @@ import importlib
 import logging
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ DEMO_MODEL = REPO / "edgekit" / "demo" / "digits_cnn.pt2"
 DIGITS = REPO / "calibration_data" / "digits"
 # committed fixtures (tests/fixtures/mlperf_tiny/README.md: upstream, commit, license, SHA256SUMS)
 MLPERF = Path(os.environ.get("EDGEKIT_MLPERF_DIR", REPO / "tests" / "fixtures" / "mlperf_tiny"))
+SMOKE_TIMEOUT_S = 600  # one benchmark smoke run in-process (tests/test_benchmarks_smoke.py, tests/firmware/...)
 
 
 @pytest.fixture(autouse=True)
@@ -110,11 +112,17 @@ def run_cli(*args: str) -> int:
     return main([str(a) for a in args])
 
 
-def run_benchmark_main(name: str, args, monkeypatch, capfd):
+class BenchmarkTimeout(Exception):
+    """A benchmark's smoke run took longer than its limit."""
+
+
+def run_benchmark_main(name: str, args, monkeypatch, capfd, timeout_s: int = SMOKE_TIMEOUT_S):
     """``python tests/benchmarks/NAME.py ARGS`` as its main() in this process (TensorFlow and edgekit are imported
     once, not once per benchmark), with the subprocess's cwd and environment; what the script changes in
     os.environ, sys.path and loggers (level, handlers, propagate) is undone after. Returns (exit code, stdout,
-    stderr), captured at the file-descriptor level (QEMU, gcc and Ray print there too)."""
+    stderr), captured at the file-descriptor level (QEMU, gcc and Ray print there too). A run longer than
+    ``timeout_s`` is stopped by SIGALRM (raised in main(), so its own cleanup runs) and fails the test, as the
+    subprocess's timeout did before the smokes ran in-process."""
     saved_env, saved_path = dict(os.environ), list(sys.path)
     loggers = [logging.getLogger()] + [v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)]
     saved_logging = [(logger, logger.level, list(logger.handlers), logger.propagate) for logger in loggers]
@@ -122,12 +130,20 @@ def run_benchmark_main(name: str, args, monkeypatch, capfd):
     monkeypatch.setattr(sys, "argv", [str(REPO / "tests" / "benchmarks" / f"{name}.py"), *args])
     os.environ.update({"PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "TF_CPP_MIN_LOG_LEVEL": "3"})
     capfd.readouterr()
+
+    def too_long(signum, frame):
+        raise BenchmarkTimeout(f"{name} {' '.join(map(str, args))} ran longer than {timeout_s} s")
+
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(timeout_s)
     try:
         try:
             code = importlib.import_module(f"tests.benchmarks.{name}").main()
         except SystemExit as exit_:
             code = exit_.code
     finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
         os.environ.clear()
         os.environ.update(saved_env)
         sys.path[:] = saved_path

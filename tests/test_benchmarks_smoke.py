@@ -93,3 +93,30 @@ def test_run_all_turns_the_scale_benchmarks_json_into_figures():
                                                            "parity_ratio": 1.1, "edgekit_s": 12.0, "parity_s": 2.0})
     assert {f["name"] for f in kernels} >= {"edgekit quantize / bare converter", "parity / bare LiteRT invoke loop"}
     assert all(f["method"] == "measured" and f["source"] for f in [*figures.values(), *kernels])
+
+
+def test_a_smoke_run_that_hangs_is_stopped_at_its_limit(monkeypatch, capfd):
+    """The in-process smokes have the limit their subprocesses had: a hanging main() fails the test, and the
+    alarm and the previous SIGALRM handler are restored."""
+    import signal
+    import sys
+    import time
+    import types
+
+    from tests.conftest import BenchmarkTimeout
+
+    cleaned = []
+
+    def main():
+        try:
+            time.sleep(30)
+        finally:
+            cleaned.append(True)   # the benchmark's own cleanup still runs
+
+    monkeypatch.setitem(sys.modules, "tests.benchmarks._hanging", types.SimpleNamespace(main=main))
+    before = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    with pytest.raises(BenchmarkTimeout, match="_hanging --smoke ran longer than 1 s"):
+        run_benchmark_main("_hanging", ["--smoke"], monkeypatch, capfd, timeout_s=1)
+    assert time.monotonic() - started < 10 and cleaned == [True]
+    assert signal.getsignal(signal.SIGALRM) is before and signal.alarm(0) == 0

@@ -372,21 +372,3 @@ class TflmResolver(TypedDict):
 
     size: int
     methods: List[str]
-
-
-@with_config(STRICT)
-class TflmArenaFigures(TypedDict):
-    """How kTensorArenaSize was found (edgekit.firmware.tflm.TflmArena); every figure is bytes."""
-
-    recorded_total: int
-    recorded_head: int
-    recorded_tail: int
-    categories: Dict[str, int]
-    min_working_64bit: int
-    pointer_correction: int
-    estimated_32bit: int
-    margin: int
-    arena_size: int
-    tflm_version: str
-    notes: List[str]
-    method: str

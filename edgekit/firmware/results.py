@@ -14,7 +14,7 @@ from pydantic import ConfigDict
 from edgekit.compile.result import CpuOperator
 from edgekit.firmware.ethosu_types import NpuArena, NpuConfig, NpuEstimate, PlacementCheck, VelaModelPlacement
 from edgekit.firmware.plan_types import (BuildRecord, DeployRuntimeRam, FlashFigures, FlashSplit, HarnessApp, OpRow,
-                                         OverlapRow, PlanReport, RamFigures, StreamedGroupRow, TflmArenaFigures,
+                                         OverlapRow, PlanReport, RamFigures, StreamedGroupRow,
                                          TflmResolver, VsTflm)
 from edgekit.results import Figure, Result, Section
 from edgekit.run.results import BitExactness, InstructionCount, Json, OpInstructions, RunMemory, Signature
@@ -77,6 +77,23 @@ class Fits(Section):
         return self.flash.fits and self.ram.fits
 
 
+class TflmArena(Section):
+    """How kTensorArenaSize was found (edgekit.firmware.tflm.measure_tflm_arena); every figure is bytes."""
+
+    recorded_total: int
+    recorded_head: int
+    recorded_tail: int
+    categories: Dict[str, int]
+    min_working_64bit: int
+    pointer_correction: int
+    estimated_32bit: int
+    margin: int
+    arena_size: int
+    tflm_version: str
+    notes: List[str]
+    method: str
+
+
 class FirmwareInfo(Result):
     """a generated firmware project: model, board, memory fit, ops, build"""
 
@@ -109,7 +126,7 @@ class FirmwareInfo(Result):
     app: Optional[HarnessApp] = None              # the application built around the runtime
     # the tflm runtime
     resolver: Optional[TflmResolver] = None
-    tflm_arena: Optional[TflmArenaFigures] = None
+    tflm_arena: Optional[TflmArena] = None
     # the ethos-u runtime (placement only)
     runnable_here: Optional[bool] = None
     not_runnable_reason: Optional[str] = None

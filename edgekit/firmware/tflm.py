@@ -24,17 +24,18 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import asdict, dataclass, field
 from typing import Dict, List
 
 import numpy as np
 
-from edgekit.firmware.plan_types import TflmArenaFigures
-from edgekit.firmware.results import FirmwareInfo
+from edgekit.firmware.results import FirmwareInfo, TflmArena
 from edgekit.errors import InvalidModelError, ToolMissingError
 from edgekit.quiet import captured_output
 
 log = logging.getLogger(__name__)
+
+# The method text every firmware.json carries in tflm_arena.method: the module docstring from "Arena size" on.
+ARENA_METHOD = __doc__.split("Arena size", 1)[1].strip() if __doc__ else ""
 
 ALIGN = 16
 # Recorded categories made only of pointers and ints (size halves from LP64 to ILP32).
@@ -44,26 +45,6 @@ POINTER_STRUCTS = {"TfLiteEvalTensor data": "TfLiteEvalTensor (24 -> 12 B)",
 
 def _align(n: int, a: int = ALIGN) -> int:
     return (n + a - 1) // a * a
-
-
-@dataclass
-class TflmArena:
-    """How kTensorArenaSize was found; every figure is bytes."""
-
-    recorded_total: int
-    recorded_head: int
-    recorded_tail: int
-    categories: Dict[str, int]
-    min_working_64bit: int
-    pointer_correction: int
-    estimated_32bit: int
-    margin: int
-    arena_size: int
-    tflm_version: str
-    notes: List[str] = field(default_factory=list)
-
-    def to_json(self) -> TflmArenaFigures:
-        return {**asdict(self), "method": __doc__.split("Arena size", 1)[1].strip() if __doc__ else ""}
 
 
 def _fd_captured(fds: tuple = (2,)):
@@ -185,8 +166,10 @@ def measure_tflm_arena(model: bytes) -> TflmArena:
     if min_working > total:
         notes.append(f"RecordingMicroAllocator reported {total} B but the smallest working arena is {min_working} B "
                      "(planner scratch is not recorded): the bisection figure is used")
-    result = TflmArena(total, head, tail, categories, min_working, correction, estimated_32, margin, arena,
-                       tflm_version(), notes)
+    result = TflmArena(recorded_total=total, recorded_head=head, recorded_tail=tail, categories=categories,
+                       min_working_64bit=min_working, pointer_correction=correction, estimated_32bit=estimated_32,
+                       margin=margin, arena_size=arena, tflm_version=tflm_version(), notes=notes,
+                       method=ARENA_METHOD)
     log.info("TFLM arena: recorded %d, min working %d (64-bit), 32-bit estimate %d, kTensorArenaSize %d",
              total, min_working, estimated_32, arena)
     return result
@@ -265,7 +248,7 @@ def generate_tflm_project(data: bytes, graph, board, outdir, *, source: str, bui
                       "cpu_flags": board.gcc_flags()},
             "ops": gen.describe_ops(graph), "resolver": {"size": len(methods), "methods": methods},
             "macs": sum(graph.macs().values()),
-            "arena_bytes": arena.arena_size, "tflm_arena": arena.to_json(),
+            "arena_bytes": arena.arena_size, "tflm_arena": arena.to_dict(),
             "flash_bytes": None, "ram_bytes": None,
             "fits": {"flash": {"used": len(data), "available": board.flash.bytes, "fits": len(data) <= board.flash.bytes,
                                "method": "lower bound: the model array only (TFLM is not built here; its core + reference "

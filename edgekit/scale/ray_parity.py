@@ -25,6 +25,7 @@ from edgekit.parity.compare import check_compatible, is_classification
 from edgekit.parity.result import Accuracy, OutputMetrics, ParityReport
 from edgekit.parity.streaming import TOP_K, ParitySums
 from edgekit.parity.tolerance import Tolerance
+from edgekit.scale.ray_start import start_local_ray
 from edgekit.scale.sources import Decoding, ScaleSource, read_chunk
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ def connect(settings: RaySettings) -> bool:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     common = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
     if settings.address is None:
-        ray.init(num_cpus=max(settings.workers, 1), **common)
+        start_local_ray(ray, num_cpus=max(settings.workers, 1), **common)
         return True
     try:
         ray.init(address=settings.address, **{k: v for k, v in common.items() if k != "include_dashboard"})

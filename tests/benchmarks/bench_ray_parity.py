@@ -19,7 +19,6 @@ augmented with seeded gain, offset and noise, clipped to the spec's 0..1 range.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -191,6 +190,7 @@ def main(argv=None) -> int:
     from edgekit.parity.tolerance import Tolerance
     from edgekit.scale.ray_parity import RaySettings, ray_parity
     from edgekit.scale.sources import list_source
+    from edgekit.scale.ray_start import start_local_ray
 
     ref, cand = mlperf / "kws_ref_model_float32.tflite", mlperf / "kws_ref_model_int8.tflite"
     inputs = open_runner(ref).input_specs()
@@ -217,7 +217,9 @@ def main(argv=None) -> int:
             # (in one session, the actors a finished run leaves behind count in the next run's peak); --smoke keeps one
             # session for all runs (its memory figures mean nothing, and each start costs 10-60 s on a loaded machine)
             if not ray.is_initialized():
-                _start_ray(ray)
+                # 8 attempts: on a machine at load 30+ the raylet sometimes gives up waiting for its agents
+                start_local_ray(ray, num_cpus=2, attempts=8, include_dashboard=False, log_to_driver=False,
+                                configure_logging=False)
             try:
                 with RayMemory() as mem:
                     report = ray_parity(reference, candidate, source, settings=RaySettings(workers=workers),
@@ -252,31 +254,6 @@ def main(argv=None) -> int:
     finally:
         ray.shutdown()
         shutil.rmtree(work, ignore_errors=True)  # the shards: 400 MB at 200,000 samples
-
-
-def _start_ray(ray, attempts: int = 8) -> None:
-    """A local Ray with 2 CPUs; retried, because on a heavily loaded machine (load 30+) the raylet sometimes gives up
-    waiting for its agents ("The current node timed out during startup"). A failed start leaves its GCS and agent
-    processes running (ray.shutdown() does not stop them; seen with ray 2.60): they are killed here, else they would
-    count in the next run's memory."""
-    import psutil
-
-    me = psutil.Process()
-    for attempt in range(1, attempts + 1):
-        before = {p.pid for p in me.children(recursive=True)}
-        try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-            return
-        except Exception as exc:  # ray raises a bare Exception for a startup timeout
-            if attempt == attempts or "timed out during startup" not in str(exc):
-                raise
-            print(f"Ray did not start (attempt {attempt}: {exc}); retrying", flush=True)
-            ray.shutdown()
-            leftovers = [p for p in me.children(recursive=True) if p.pid not in before]
-            for p in leftovers:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    p.kill()
-            psutil.wait_procs(leftovers, timeout=10)
 
 
 def _same(a: dict, b: dict) -> bool:

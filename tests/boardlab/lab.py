@@ -90,7 +90,41 @@ class Lab:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
 
+    def place_qemus(self, place: Optional[str] = None) -> list:
+        """The QEMU processes (psutil) serving the UART of ``place``, or of every emulated place of this lab."""
+        import psutil
+
+        ports = [self.serial_ports[place]] if place else list(self.serial_ports.values())
+        found = []
+        for proc in psutil.process_iter(["name", "cmdline"]):
+            cmdline = proc.info["cmdline"] or ()
+            if (proc.info["name"] or "").startswith("qemu-system") and any(
+                    f"port={port}," in part for part in cmdline for port in ports):
+                found.append(proc)
+        return found
+
+    def qemu_count_file(self, place: str) -> Optional[Path]:
+        """The instruction-count file of the QEMU serving ``place`` (None when no such QEMU runs)."""
+        for proc in self.place_qemus(place):
+            plugin = next((part for part in proc.info["cmdline"] if "ekcount" in part), "")
+            return Path(plugin.split("out=")[1].split(",")[0]) if "out=" in plugin else None
+        return None
+
+    def kill_place_qemus(self) -> None:
+        """Kill the QEMU of every emulated place of this lab: a client killed by a failed test cannot close the QEMU
+        its bootstrap driver started (QEMU runs in its own session, as a powered board would), and a leaked one
+        burns a CPU for the rest of the suite."""
+        import psutil
+
+        for proc in self.place_qemus():
+            try:
+                proc.kill()
+                proc.wait(timeout=10)
+            except psutil.NoSuchProcess:
+                pass
+
     def stop(self) -> None:
+        self.kill_place_qemus()
         for proc in [*self.exporters.values(), self.coordinator]:
             if proc.poll() is None:
                 proc.terminate()

@@ -10,11 +10,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List
+from typing import TYPE_CHECKING, List, Tuple
 
 import pytest
 
 from tests.conftest import MLPERF
+
+if TYPE_CHECKING:
+    from tests.boardlab.lab import Lab
 
 labgrid = pytest.importorskip("labgrid", reason="labgrid is pinned in requirements.lock (make install)")
 
@@ -37,7 +40,7 @@ def lab(tmp_path_factory):
         lab.stop()
 
 
-_CLIENTS: List[subprocess.Popen] = []
+_CLIENTS: List[Tuple[subprocess.Popen, "Lab"]] = []
 
 
 def _as_foreground_job() -> None:
@@ -53,7 +56,7 @@ def edgekit_run(lab, place: str, out: Path, *extra: str) -> subprocess.Popen:
     log = open(out.with_suffix(".log"), "wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ),
                             preexec_fn=_as_foreground_job)
-    _CLIENTS.append(proc)
+    _CLIENTS.append((proc, lab))
     return proc
 
 
@@ -62,10 +65,11 @@ def no_client_outlives_its_test():
     """A failed test must not leave a client holding a place for the next ones."""
     yield
     while _CLIENTS:
-        proc = _CLIENTS.pop()
+        proc, lab = _CLIENTS.pop()
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
+            lab.kill_place_qemus()  # its QEMU runs in its own session and outlives it: stop it now, not at module end
 
 
 def finish(proc: subprocess.Popen, out: Path, timeout_s: float = 300) -> str:
@@ -155,17 +159,8 @@ def test_exporter_killed_mid_run_leaves_an_incomplete_run_and_a_released_place(l
     proc = edgekit_run(lab, "bench-2", out, "-n", "100000", "--timeout", "5")
 
     def counted() -> int:   # inferences the emulated board has finished (its QEMU's instruction-count file)
-        port = f"port={lab.serial_ports['bench-2']},"
-        for pid in os.listdir("/proc"):
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-            except OSError:
-                continue
-            if any(port in part for part in cmd):
-                plugin = next((part for part in cmd if "ekcount" in part), "")
-                counts = Path(plugin.split("out=")[1].split(",")[0]) if "out=" in plugin else None
-                return len(parse_counts(counts).inferences) if counts and counts.exists() else 0
-        return 0
+        counts = lab.qemu_count_file("bench-2")
+        return len(parse_counts(counts).inferences) if counts is not None and counts.exists() else 0
 
     wait_until(lambda: counted() >= 3 or proc.poll() is not None, 180, "three inferences on the lab board")
     assert proc.poll() is None, out.with_suffix(".log").read_text()
@@ -180,20 +175,7 @@ def test_exporter_killed_mid_run_leaves_an_incomplete_run_and_a_released_place(l
     assert run["instructions"]["inferences"] == run["fault"]["inferences_completed"]
     assert run["outputs_bit_exact"]["value"] is True
     assert lab.holder("bench-2") is None   # released even though its exporter is gone
-    wait_until(lambda: counted() == 0, 20, "the emulated board's QEMU to stop")
-
-
-def _qemu_count_file(port: int):
-    """The instruction-count file of the QEMU serving ``port`` (None when no such QEMU runs)."""
-    for pid in os.listdir("/proc"):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if any(f"port={port}," in part for part in cmd):
-            plugin = next((part for part in cmd if "ekcount" in part), "")
-            return Path(plugin.split("out=")[1].split(",")[0]) if "out=" in plugin else None
-    return None
+    wait_until(lambda: not lab.place_qemus("bench-2"), 20, "the emulated board's QEMU to stop")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM], ids=["sigterm"])   # SIGINT (Ctrl-C): the waiting-client test
@@ -202,10 +184,9 @@ def test_interrupted_run_releases_the_place_and_stops_the_board(lab, tmp_path, s
 
     out = tmp_path / "interrupted"
     proc = edgekit_run(lab, "bench-1", out, "-n", "100000")
-    port = lab.serial_ports["bench-1"]
 
     def answered() -> int:
-        counts = _qemu_count_file(port)
+        counts = lab.qemu_count_file("bench-1")
         return len(parse_counts(counts).inferences) if counts is not None and counts.exists() else 0
 
     wait_until(lambda: answered() >= 2 or proc.poll() is not None, 180, "two inferences on the lab board")
@@ -215,4 +196,4 @@ def test_interrupted_run_releases_the_place_and_stops_the_board(lab, tmp_path, s
     assert proc.returncode == 130, log
     assert "Traceback" not in log
     assert lab.holder("bench-1") is None            # released on the way out
-    wait_until(lambda: _qemu_count_file(port) is None, 20, "the emulated board's QEMU to stop")
+    wait_until(lambda: not lab.place_qemus("bench-1"), 20, "the emulated board's QEMU to stop")

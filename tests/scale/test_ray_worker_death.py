@@ -18,7 +18,7 @@ from edgekit.scale.sources import list_source
 from tests.conftest import MLPERF
 
 ray = pytest.importorskip("ray", reason="ray is pinned in requirements.lock (make install)")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_ray")]  # the package's shared local Ray
 
 KWS_FLOAT = MLPERF / "kws_ref_model_float32.tflite"
 KWS_INT8 = MLPERF / "kws_ref_model_int8.tflite"
@@ -53,13 +53,8 @@ def test_a_worker_killed_mid_run_is_retried_and_the_result_is_unchanged(tmp_path
     np.save(data, x)
     marker = tmp_path / "died.pid"
     monkeypatch.setattr(ray_parity_module, "ParityActor", dying_once_actor(marker))
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        report = ray_parity(KWS_FLOAT, KWS_INT8, list_source(data, inputs, chunk=6), settings=RaySettings(workers=1),
-                            tolerance=tol, top_k=3)
-    finally:
-        ray.shutdown()
+    report = ray_parity(KWS_FLOAT, KWS_INT8, list_source(data, inputs, chunk=6), settings=RaySettings(workers=1),
+                        tolerance=tol, top_k=3)
     dead = int(marker.read_text())
     with pytest.raises(ProcessLookupError):   # the actor process really died
         os.kill(dead, 0)
