@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -74,12 +75,24 @@ def _sigterm_as_interrupt():
         _pending_signal.append(signum)
         raise KeyboardInterrupt(f"signal {signum}")
 
+    default_hook = sys.unraisablehook
+
+    def quiet_swallowed_interrupt(unraisable) -> None:
+        """Our interrupt, raised inside a __del__ and swallowed there, is re-raised by raise_pending_signal(): Python's
+        "Exception ignored in ... Traceback" print of it would only look like a crash. Everything else is printed."""
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _pending_signal:
+            log.debug("interrupt swallowed in %r; raised again before the next step", unraisable.object)
+            return
+        default_hook(unraisable)
+
     _pending_signal.clear()
     signals = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) is signal.default_int_handler else [])
     previous = {signum: signal.signal(signum, handler) for signum in signals}
+    sys.unraisablehook = quiet_swallowed_interrupt
     try:
         yield
     finally:
+        sys.unraisablehook = default_hook
         for signum, before in previous.items():
             signal.signal(signum, before)
         _pending_signal.clear()
