@@ -591,21 +591,25 @@ typedef struct conv_block_args { /* offsets used by the assembly below (32-bit t
 typedef char conv_block_args_is_48_bytes[sizeof(conv_block_args) == 48 ? 1 : -1];
 typedef char conv_channel_is_16_bytes[sizeof(ek_conv_channel) == 16 ? 1 : -1];
 void ek_conv_block4_dsp(conv_block_args *args);
-/* One group of 4 input channels for the 4 pixels: 4 int8 weights sign-extended in pairs, 8 SMLADs. */
+/* The 8 SMLADs of one group of 4 input channels for the 4 pixels (weight pairs in r8/r9, two columns per LDMIA
+ * in r0-r3): pixel p's first SMLAD adds to ``ap`` (its accumulator, or a fold register for the first group). */
+#define CONV_MAC8(a4, a5, a6, a7)              \
+    "  smlad r4, r0, r8, " a4 "\n"              \
+    "  smlad r4, r1, r9, r4\n"                   \
+    "  smlad r5, r2, r8, " a5 "\n"              \
+    "  smlad r5, r3, r9, r5\n"                   \
+    "  ldmia r10!, {r0-r3}\n"                    \
+    "  smlad r6, r0, r8, " a6 "\n"              \
+    "  smlad r6, r1, r9, r6\n"                   \
+    "  smlad r7, r2, r8, " a7 "\n"              \
+    "  smlad r7, r3, r9, r7\n"
+/* One group: 4 int8 weights sign-extended in pairs. */
 #define CONV_GROUP                     \
     "  ldr r8, [r11], #4\n"            \
     "  ldmia r10!, {r0-r3}\n"          \
     "  sxtb16 r9, r8, ror #8\n"        \
     "  sxtb16 r8, r8\n"                \
-    "  smlad r4, r0, r8, r4\n"         \
-    "  smlad r4, r1, r9, r4\n"         \
-    "  smlad r5, r2, r8, r5\n"         \
-    "  smlad r5, r3, r9, r5\n"         \
-    "  ldmia r10!, {r0-r3}\n"          \
-    "  smlad r6, r0, r8, r6\n"         \
-    "  smlad r6, r1, r9, r6\n"         \
-    "  smlad r7, r2, r8, r7\n"         \
-    "  smlad r7, r3, r9, r7\n"
+    CONV_MAC8("r4", "r5", "r6", "r7")
 __asm__(
     "  .syntax unified\n"
     "  .thumb\n"
@@ -692,31 +696,16 @@ __asm__(
     "  smmlar " ra ", " ra ", r1, r0\n" \
     "  asr " ra ", " ra ", r3\n"        \
     "  ssat " ra ", #8, " ra "\n"
+/* One group of expanded weights: the doubled int16 pairs, one LDRD. */
 #define CONV_GROUPX \
     "  ldrd r8, r9, [r11], #8\n" \
     "  ldmia r10!, {r0-r3}\n" \
-    "  smlad r4, r0, r8, r4\n" \
-    "  smlad r4, r1, r9, r4\n" \
-    "  smlad r5, r2, r8, r5\n" \
-    "  smlad r5, r3, r9, r5\n" \
-    "  ldmia r10!, {r0-r3}\n" \
-    "  smlad r6, r0, r8, r6\n" \
-    "  smlad r6, r1, r9, r6\n" \
-    "  smlad r7, r2, r8, r7\n" \
-    "  smlad r7, r3, r9, r7\n" \
-
+    CONV_MAC8("r4", "r5", "r6", "r7")
+/* The first group: every accumulator starts from 2 * fold (r12). */
 #define CONV_FIRSTX \
     "  ldrd r8, r9, [r11], #8\n" \
     "  ldmia r10!, {r0-r3}\n" \
-    "  smlad r4, r0, r8, r12\n" \
-    "  smlad r4, r1, r9, r4\n" \
-    "  smlad r5, r2, r8, r12\n" \
-    "  smlad r5, r3, r9, r5\n" \
-    "  ldmia r10!, {r0-r3}\n" \
-    "  smlad r6, r0, r8, r12\n" \
-    "  smlad r6, r1, r9, r6\n" \
-    "  smlad r7, r2, r8, r12\n" \
-    "  smlad r7, r3, r9, r7\n"
+    CONV_MAC8("r12", "r12", "r12", "r12")
 
 /* The same block over expanded weights (conv_data.expanded): per output channel one record of
  * CONV_RECORD_WORDS(groups) words, [2 * fold, the groups' doubled int16 weight pairs, multiplier, half + zp * 2^e,
