@@ -57,8 +57,7 @@ def start_local_ray(ray: Any, num_cpus: int, attempts: int = START_ATTEMPTS,
                         attempt, attempts, first_line(exc), len(killed))
             if attempt < attempts and _is_startup_timeout(exc):
                 continue
-            raise UserError(f"could not start a local Ray ({attempts if _is_startup_timeout(exc) else attempt} "
-                            f"attempt(s)): {first_line(exc)}",
+            raise UserError(f"could not start a local Ray ({attempt} attempt(s)): {first_line(exc)}",
                             fix="the machine may be overloaded or out of memory/disk (/tmp/ray): retry when it is "
                                 "quieter, stop stray Ray processes (`ray stop`), or join a running cluster with "
                                 "--ray-address") from exc
