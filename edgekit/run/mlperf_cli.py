@@ -56,7 +56,7 @@ def cmd_run_harness(args) -> int:
     s = run.summary
     if run.mode == "performance":
         say(f"median throughput {s.median_throughput_inf_per_s:.3f} inf./sec. over {s.inputs} inputs, latency "
-              f"{s.latency_ms:.3f} ms (measured from the device's m-lap-us: {run.app.timer_source})")
+              f"{s.latency_ms:.3f} ms (measured from the device's m-lap-us: {run.app['timer_source']})")
         if s.instructions_per_inference:
             say(f"instructions per inference: {s.instructions_per_inference.median:,} (exact, QEMU plugin)")
         if not s.mlperf_runtime_met:

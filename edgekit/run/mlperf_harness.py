@@ -29,8 +29,9 @@ import numpy as np
 from edgekit.errors import DeviceError, UserError
 from edgekit.firmware.mlperf import HARNESS, TASKS, Task
 from edgekit.firmware.results import FirmwareInfo, TensorInfo
-from edgekit.run.mlperf_results import (HarnessApp, HarnessFile, HarnessFirmware, HarnessSummary, HarnessWindow,
-                                        MlperfRun, Timestamps)
+from edgekit.firmware.plan_types import HarnessApp
+from edgekit.run.mlperf_results import (HarnessFile, HarnessFirmware, HarnessSummary, HarnessWindow, MlperfRun,
+                                        Timestamps)
 from edgekit.run.results import BitExactness, InstructionCount, updated
 from edgekit import schemas
 
@@ -353,7 +354,7 @@ def results_text(run: HarnessRun) -> str:
             add(f"AUC: {run.summary.auc:.2f}")
         else:
             add("AUC: n/a (the labels hold one class only)")
-    source = run.app.timer_source or "the board's timer"
+    source = run.app["timer_source"]
     add(f"timestamps: {source}", who="edgekit")
     if run.mode == "accuracy" and run.summary.labels_note:
         add(run.summary.labels_note, who="edgekit")
@@ -362,11 +363,11 @@ def results_text(run: HarnessRun) -> str:
 
 def run_json(run: HarnessRun) -> MlperfRun:
     """run.json of the run (schema mlperf-run)."""
-    emulated = "emulated" in str(run.app.timer_source)
+    emulated = "emulated" in run.app["timer_source"]
     return MlperfRun(
         edgekit_run=1, harness=HARNESS, mode=run.mode, task=run.task.name, model_id=run.task.model_id,
         device=run.device, dut=run.dut, firmware=run.firmware, harness_firmware=run.app,
-        timestamps=Timestamps(source=run.app.timer_source, method="measured" + (" in emulated time" if emulated else ""),
+        timestamps=Timestamps(source=run.app["timer_source"], method="measured" + (" in emulated time" if emulated else ""),
                               note="QEMU runs the guest as fast as the host allows: emulated-time figures are not the "
                                    "board's real speed" if emulated else None),
         summary=run.summary, windows=run.windows, files=run.files,
@@ -409,15 +410,15 @@ def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset
     firmware = resolve_firmware(Path(artifact), target if kind == "qemu" else "mps2-an386")
     try:
         info = firmware.info
-        app = HarnessApp.model_validate((info.to_dict().get("app") if info else None) or {})
-        if app.harness != HARNESS:
+        app = info.app if info else None
+        if not app or app.get("harness") != HARNESS:
             raise UserError(f"{artifact} is not MLPerf Tiny harness firmware (its firmware.json has no app.harness)",
                             fix="build it with `edgekit firmware MODEL --harness mlperf-tiny --task TASK --build`")
-        if app.mode == "energy":
+        if app["mode"] == "energy":
             raise UserError(f"{artifact} is energy-mode firmware: its timestamps are GPIO pulses for the EEMBC "
                             "interface board, which edgekit cannot read", fix="build --harness-mode performance")
-        task = TASKS[app.task]
-        dataset = read_dataset(dataset_dir, task, input_bytes=app.input_bytes) if dataset_dir else None
+        task = TASKS[app["task"]]
+        dataset = read_dataset(dataset_dir, task, input_bytes=app["input_bytes"]) if dataset_dir else None
         built_for = info.board.board if info else None
         if kind == "qemu" and built_for and built_for != target:
             raise UserError(f"the firmware was built for {built_for}, not {target}", fix=f"use --device qemu:{built_for}")
@@ -430,7 +431,7 @@ def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset
             if run.dut["model"] != task.model_id:
                 raise DeviceError(f"the device reports model {run.dut['model']}, the firmware.json {task.model_id}")
             if mode == "performance":
-                inputs = _performance_inputs(task, dataset, app.input_bytes)
+                inputs = _performance_inputs(task, dataset, app["input_bytes"])
                 run_performance(link, run, inputs, min_runtime_s=min_runtime_s, progress=progress)
             else:
                 in_q = _quantization(info.model.inputs)
@@ -488,7 +489,7 @@ class _connect:
         else:
             from edgekit.firmware.transport import SerialTransport
 
-            self.transport = SerialTransport(self.target, int(self.app.uart_baud or 115200))
+            self.transport = SerialTransport(self.target, self.app["uart_baud"])
         return self.transport
 
     def instructions(self) -> InstructionCount:

@@ -3,25 +3,11 @@ from __future__ import annotations
 
 from typing import ClassVar, Dict, List, Literal, Optional
 
-from pydantic import ConfigDict
-
+from edgekit.firmware.plan_types import HarnessApp
 from edgekit.firmware.results import BoardSummary, FirmwareModel
 from edgekit.results import JsonObject, Result, Section
 from edgekit.results.number import Number
 from edgekit.run.results import BitExactness, InstructionCount
-
-
-class HarnessApp(Section):
-    """The ``app`` section of the harness firmware's firmware.json, as the host side reads it."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")  # the rest of what firmware.json records is kept as written
-
-    harness: Optional[str] = None
-    task: Optional[str] = None
-    mode: Optional[str] = None
-    input_bytes: Optional[int] = None
-    uart_baud: Optional[int] = None
-    timer_source: Optional[str] = None
 
 
 class HarnessFirmware(Section):

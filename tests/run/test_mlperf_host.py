@@ -9,7 +9,7 @@ from edgekit.errors import UserError
 from edgekit.firmware.mlperf import TASKS
 from edgekit.run import mlperf_dataset as D
 from edgekit.run.mlperf_harness import HarnessRun, auc, classification_auc, results_text
-from edgekit.run.mlperf_results import HarnessApp, HarnessSummary, HarnessWindow
+from edgekit.run.mlperf_results import HarnessSummary, HarnessWindow
 from tests.conftest import MLPERF
 
 
@@ -44,7 +44,7 @@ def test_ad_windows_follow_the_stride():
 
 
 def _run(mode, task="kws"):
-    run = HarnessRun(mode, TASKS[task], "qemu:mps2-an386", HarnessApp(timer_source="emulated time (test)"))
+    run = HarnessRun(mode, TASKS[task], "qemu:mps2-an386", {"timer_source": "emulated time (test)"})  # type: ignore[typeddict-item]
     if mode == "performance":
         run.windows = [HarnessWindow(input=f"in{i}", iterations=40 + i, warmups=1, elapsed_us=10_500_000, runtime_s=10.5,
                                      throughput_inf_per_s=4.0 + i, latency_ms=10_500.0 / (40 + i), results=[0.5],
