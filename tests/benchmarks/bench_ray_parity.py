@@ -229,9 +229,10 @@ def main(argv=None) -> int:
                     ray.shutdown()
             e = report.data["execution"]
             out = report.outputs[0].metrics()
-            runs[(label, workers)] = (e, out, mem.mib())
+            memory = mem.mib()
+            runs[(label, workers)] = (e, out, memory)
             print(f"{label:6s} {source.samples:>8,} samples, {workers} worker(s): {e['samples_per_s']:>9.1f} samples/s, "
-                  f"wall {e['wall_time_s']:.1f} s (mean load average {mem.mib()['load_average']}); cosine {out['cosine']:.6f} "
+                  f"wall {e['wall_time_s']:.1f} s (mean load average {memory['load_average']}); cosine {out['cosine']:.6f} "
                   f"SQNR {out['sqnr_db']:.2f} dB top-1 {out['top1_agreement']:.4f}; {mem.line()}", flush=True)
             _write_json(args, runs, None, None)
         same, efficiency = True, None
