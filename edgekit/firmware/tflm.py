@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 ARENA_METHOD = __doc__.split("Arena size", 1)[1].strip() if __doc__ else ""
 
 ALIGN = 16
+PROBE_TIMEOUT_S = 120.0  # one arena probe (allocate + invoke) in its child; a hung probe counts as too small
 # Recorded categories made only of pointers and ints (size halves from LP64 to ILP32).
 POINTER_STRUCTS = {"TfLiteEvalTensor data": "TfLiteEvalTensor (24 -> 12 B)",
                    "NodeAndRegistration struct": "NodeAndRegistration (64 -> 32 B)"}
@@ -80,6 +81,32 @@ def make_interpreter(model: bytes, arena_size: int):
             pass
     log.debug("TFLM refused arena %d: %s", arena_size, " | ".join(log_lines[-3:]))
     return None
+
+
+def arena_works(model: bytes, arena_size: int) -> bool:
+    """Whether TFLM allocates AND invokes ``model`` with this arena, probed in an isolated child.
+
+    The tflite-micro python runtime crashes (SIGSEGV) at some too-small arena sizes instead of refusing them
+    (every MLPerf Tiny model below 512 B, measured); in-process that killed `edgekit firmware --runtime tflm`
+    with exit 139. A probe whose child dies by a signal counts as "too small", like a refusal.
+    """
+    from edgekit.native import ChildError, NativeCrashError, run_isolated
+
+    def probe() -> bool:
+        interp = make_interpreter(model, arena_size)
+        if interp is None:
+            return False
+        invoke(interp, zero_inputs(interp))
+        return True
+
+    try:
+        return run_isolated(f"TFLM arena probe ({arena_size} B)", probe, timeout_s=PROBE_TIMEOUT_S)
+    except NativeCrashError as exc:
+        log.debug("TFLM crashed with a %d B arena (counted as too small): %s", arena_size, exc)
+        return False
+    except ChildError as exc:  # e.g. invoke() refused after a successful allocation
+        log.debug("TFLM failed with a %d B arena (counted as too small): %s: %s", arena_size, exc.type_name, exc)
+        return False
 
 
 def invoke(interp, inputs: List[np.ndarray]) -> List[np.ndarray]:
@@ -129,6 +156,22 @@ def _parse_recording(lines: List[str]) -> tuple[int, int, int, Dict[str, int]]:
     return total, head, tail, categories
 
 
+def smallest_working_arena(model: bytes, *, start: int, works_at: int) -> int:
+    """The smallest arena TFLM allocates and invokes ``model`` with: doubling from ``start`` (capped at ``works_at``,
+    a size known to work), then bisection. Every probe runs isolated (arena_works): too-small arenas can crash TFLM.
+    """
+    lo, hi = 0, max(1, min(start, works_at))
+    while hi < works_at and not arena_works(model, hi):
+        lo, hi = hi, min(hi * 2, works_at)
+    while hi - lo > 1:  # invariant: lo fails (or is 0), hi allocates and invokes
+        mid = (lo + hi) // 2
+        if arena_works(model, mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def measure_tflm_arena(model: bytes) -> TflmArena:
     """Measure the arena TFLM needs for ``model`` (see the module docstring for the method)."""
     generous = max(1 << 16, len(model) * 10)
@@ -144,18 +187,7 @@ def measure_tflm_arena(model: bytes) -> TflmArena:
         interp.print_allocations()
     total, head, tail, categories = _parse_recording(lines)
 
-    lo, hi = 0, max(total, 1)
-    while make_interpreter(model, hi) is None:
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:  # invariant: lo fails (or is 0), hi works
-        mid = (lo + hi) // 2
-        if make_interpreter(model, mid) is None:
-            lo = mid
-        else:
-            hi = mid
-    min_working = hi
-    check = make_interpreter(model, min_working)
-    invoke(check, zero_inputs(check))  # allocation alone is not the whole story: it must really run
+    min_working = smallest_working_arena(model, start=max(total, 1), works_at=generous)
 
     requirement = max(total, min_working)
     correction = sum(categories.get(k, 0) // 2 for k in POINTER_STRUCTS)

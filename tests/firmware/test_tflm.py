@@ -122,6 +122,23 @@ def test_c_parts_compile_for_the_board(kws_tflm, tmp_path):
         assert done.returncode == 0, f"{src}: {done.stderr}"
 
 
+def test_make_own_builds_every_generated_part_without_tflm(kws_tflm, tmp_path):
+    """The project's own Makefile compiles all of edgekit's parts (everything but main.cc) with no TFLM checkout."""
+    if shutil.which("arm-none-eabi-gcc") is None:
+        pytest.skip("arm-none-eabi-gcc is not installed")
+    out, _, _ = kws_tflm
+    project = tmp_path / "project"
+    shutil.copytree(out, project)
+    done = subprocess.run(["make", "-C", str(project), "own"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    built = sorted(p.relative_to(project / "build").as_posix() for p in (project / "build").rglob("*.o"))
+    assert "main.cc.o" not in built and "model/model_data.c.o" in built and "app/ek_serve.c.o" in built
+    assert any(b.startswith("board/") for b in built) and any(b.startswith("protocol/") for b in built)
+    readme = (out / "README.md").read_text()
+    for needed in ("micro_interpreter.h", "micro_mutable_op_resolver.h", "libtensorflow-microlite.a", "make own"):
+        assert needed in readme, needed
+
+
 def test_make_without_tflm_dir_says_what_to_set(kws_tflm):
     out, _, _ = kws_tflm
     done = subprocess.run(["make", "-C", str(out)], capture_output=True, text=True, timeout=60)
@@ -157,3 +174,25 @@ def test_custom_op_is_rejected_for_tflm_with_its_location(tmp_path):
     (rejected,) = err.value.report.rejected
     assert rejected.location == "op #0 -> tensor 'y'" and "AddCustom" in rejected.reason
     assert not (tmp_path / "out").exists()
+
+
+def test_a_crashing_arena_probe_counts_as_too_small(mlperf, tmp_path):
+    """The tflite-micro python runtime segfaults at small arenas (every MLPerf Tiny model below 512 B): in-process
+    that killed `edgekit firmware --runtime tflm` with exit 139. Probes run isolated; a crash means "too small"."""
+    import subprocess
+    import sys
+
+    from edgekit.firmware import tflm
+
+    model_path = mlperf / KWS
+    crash = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                            "from edgekit.firmware import tflm; "
+                            "tflm.make_interpreter(Path(sys.argv[1]).read_bytes(), 256)", str(model_path)],
+                           capture_output=True, timeout=120)
+    assert crash.returncode == -11, (crash.returncode, crash.stderr[-500:])  # the hazard is real: SIGSEGV
+    model = model_path.read_bytes()
+    assert tflm.arena_works(model, 256) is False
+    # a bisection that starts low walks through crashing sizes (64, 128, 256) and still finds the minimum
+    found = tflm.smallest_working_arena(model, start=64, works_at=1 << 16)
+    assert tflm.arena_works(model, found) and not tflm.arena_works(model, found - 1)
+    assert found == tflm.measure_tflm_arena(model).min_working_64bit
