@@ -52,6 +52,30 @@ ONNX2TF = (
 )
 
 
+# onnx2tf prints this advice after EVERY failure, whatever the cause: matching it said "input dimension not fixed"
+# for static models too. Only the lines before it (the real error) are read.
+ONNX2TF_BOILERPLATE = re.compile(
+    r"The trace log is below|Read this and deal with it|Alternatively, if the input OP has a dynamic dimension|"
+    r"If the input OP of ONNX before conversion is NHWC|for models that include NonMaxSuppression|"
+    r"input_onnx_file_path:|^Traceback|^File \"|^\^+$", re.I)
+
+
+def onnx2tf_causes(lines: Sequence[str], *, keep: int = 3) -> List[str]:
+    """onnx2tf's own error lines (its generic advice and tracebacks left out), the last ``keep`` of them;
+    else the last exception line of a Python traceback it printed."""
+    cleaned = clean_lines(lines)
+    errors = [re.sub(r"^ERROR:\s*", "", line) for line in cleaned
+              if line.startswith("ERROR:") and not ONNX2TF_BOILERPLATE.search(line[6:].strip())]
+    if not errors:
+        errors = [line for line in cleaned if re.match(r"^[A-Za-z_.]*(Error|Exception): ", line)]
+    unique: List[str] = []
+    for line in errors:
+        line = re.sub(r"^[A-Za-z_.]*(Error|Exception): (ERROR: )?", "", line)
+        if line not in unique:
+            unique.append(line)
+    return unique[-keep:]
+
+
 def translate(lines: Sequence[str], table: Sequence[Translation]) -> Optional[Translation]:
     """The first translation whose pattern occurs in the tool's output."""
     text = "\n".join(clean_lines(lines))

@@ -4,14 +4,15 @@ calibration download only happens for its own int8 output, which we do not ask f
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from edgekit.errors import ConversionError, InvalidModelError, ToolMissingError, UnsupportedOpError, first_line
 from edgekit.quiet import captured_output
 from edgekit.support import OpSupport, SupportReport
-from edgekit.tool_messages import ONNX2TF, summarize, translate, wrap
+from edgekit.tool_messages import ONNX2TF, onnx2tf_causes, summarize, translate, wrap
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +33,86 @@ def load_onnx(path: Path):
     return model
 
 
+# Names TF accepts as scopes (onnx2tf builds Keras layers named after ONNX tensors); others are renamed first.
+_TF_SCOPE_NAME = re.compile(r"^[A-Za-z0-9_.\\/>-]*$")
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def foreign_domain_ops(model) -> SupportReport:
+    """Nodes outside the default ONNX domain (ONNX-ML LinearClassifier/ZipMap, com.microsoft contrib ops):
+    onnx2tf and TFLite have no equivalent, so each is rejected with its location."""
+    report = SupportReport("TFLite (via onnx2tf)")
+    for index, node in enumerate(model.graph.node):
+        if node.domain in _DEFAULT_DOMAINS:
+            continue
+        kind = "ONNX-ML operator" if node.domain == "ai.onnx.ml" else f"operator of domain '{node.domain}'"
+        report.ops.append(OpSupport(f"{node.domain}::{node.op_type}", f"node #{index} '{node.name or '?'}'", False,
+                                    f"{kind}: TFLite has no equivalent (a classic-ML head, not a network layer); "
+                                    "cut the model before it (onnx.utils.extract_model) or quantize with "
+                                    "--format onnx, which keeps it in float"))
+    return report
+
+
+def sanitize_names(model) -> List[str]:
+    """Rename every node and tensor whose name TF rejects as a scope (e.g. containing '@' or ':') in place;
+    returns the renamed originals. Names stay unique; graph inputs/outputs are renamed consistently."""
+    used = {n for n in _all_names(model)}
+    mapping: Dict[str, str] = {}
+
+    def fixed(name: str) -> str:
+        if not name or _TF_SCOPE_NAME.match(name):
+            return name
+        if name not in mapping:
+            base = re.sub(r"[^A-Za-z0-9_.\\/>-]", "_", name)
+            candidate, n = base, 1
+            while candidate in used:
+                candidate, n = f"{base}_{n}", n + 1
+            used.add(candidate)
+            mapping[name] = candidate
+        return mapping[name]
+
+    graph = model.graph
+    for node in graph.node:
+        node.name = fixed(node.name)
+        for i, name in enumerate(node.input):
+            node.input[i] = fixed(name)
+        for i, name in enumerate(node.output):
+            node.output[i] = fixed(name)
+    for collection in (graph.input, graph.output, graph.value_info, graph.initializer):
+        for item in collection:
+            item.name = fixed(item.name)
+    for sparse in graph.sparse_initializer:
+        sparse.values.name = fixed(sparse.values.name)
+    return sorted(mapping)
+
+
+def _all_names(model) -> List[str]:
+    graph = model.graph
+    names = [n.name for n in graph.node] + [x for n in graph.node for x in (*n.input, *n.output)]
+    names += [i.name for c in (graph.input, graph.output, graph.value_info, graph.initializer) for i in c]
+    return names
+
+
+def _rank(value_info) -> int:
+    return len(value_info.type.tensor_type.shape.dim)
+
+
 def float_tflite_from_onnx(path: Path, input_shape: Optional[Tuple[int, ...]] = None) -> bytes:
     """onnx2tf on the model with static inputs: --input-shape, else a dynamic batch fixed to 1 (as the ONNX route)."""
     from edgekit.converters.onnx.export import fix_input_shapes
 
     model = load_onnx(path)
-    inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    foreign = foreign_domain_ops(model)
+    if not foreign.ok:
+        raise UnsupportedOpError(foreign, target="TFLite")
+    renamed = sanitize_names(model)
+    if renamed:
+        log.info("renamed %d ONNX name(s) TensorFlow rejects (e.g. %r): characters outside [A-Za-z0-9_./>-]",
+                 len(renamed), renamed[0])
+    initializers = {t.name for t in model.graph.initializer}
+    graph_inputs = [i for i in model.graph.input if i.name not in initializers]
+    # onnx2tf keeps the NCHW-style layout only for 3-5-D inputs (and fails on others, e.g. a [1, 16000] audio input)
+    inputs = [i.name for i in graph_inputs if 3 <= _rank(i) <= 5]
     note = fix_input_shapes(model, input_shape)
     try:
         import onnx2tf
@@ -45,10 +120,11 @@ def float_tflite_from_onnx(path: Path, input_shape: Optional[Tuple[int, ...]] = 
         raise ToolMissingError("onnx2tf", "pip install onnx2tf==1.28.8 onnx-graphsurgeon sng4onnx sne4onnx onnxsim (or run `make install`)") from None
     with tempfile.TemporaryDirectory(prefix="edgekit-onnx2tf-") as work:
         source = path
-        if note:
+        if note or renamed:
             import onnx
 
-            log.info("%s", note)
+            if note:
+                log.info("%s", note)
             source = Path(work) / "static_input.onnx"
             onnx.save(model, str(source))
         try:
@@ -83,8 +159,18 @@ def _conversion_failure(path: Path, model, output: list[str]) -> Exception:
             if node.op_type in {n.op_type for n in failing}:
                 report.ops.append(OpSupport(f"onnx::{node.op_type}", f"node '{node.name}'", False, "onnx2tf cannot convert it"))
         return UnsupportedOpError(report, target="TFLite")
-    known = translate(output, ONNX2TF)
+    causes = onnx2tf_causes(output)
+    known = translate(causes, ONNX2TF)
     if known is not None:
-        return ConversionError(wrap(f"onnx2tf could not convert {path}: {known.problem}"), fix=known.fix)
+        return ConversionError(wrap(f"onnx2tf could not convert {path}: {known.problem}") + _said(causes),
+                               fix=known.fix)
+    if causes:
+        return ConversionError(wrap(f"onnx2tf could not convert {path}: {causes[-1]}") + _said(causes[:-1]),
+                               fix="run with --verbose for the converter log, or quantize with --format onnx "
+                                   "(onnxruntime runs the ONNX model as it is)")
     return ConversionError(f"onnx2tf could not convert {path}; its last messages:\n{summarize(output)}",
                            fix="run with --verbose for the converter log, or quantize with --format onnx")
+
+
+def _said(lines: List[str]) -> str:
+    return ("\n" + summarize(lines)) if lines else ""
