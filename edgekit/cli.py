@@ -29,6 +29,11 @@ def _add_tolerance(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--min-cosine", type=float, help=f"minimum cosine similarity per output ({default})")
     p.add_argument("--min-top1", type=float, help=f"minimum top-1 agreement for classification outputs ({default})")
     p.add_argument("--min-sqnr-db", type=float, help=f"minimum SQNR in dB per output ({default})")
+    p.add_argument("--min-topk", type=float, help="minimum share of the top-10 anchors kept, detection-score outputs")
+    p.add_argument("--min-iou", type=float, help="minimum foreground IoU, mask outputs")
+    p.add_argument("--output-kind", action="append", metavar="NAME=KIND", default=None,
+                   help="how output NAME is judged: class_scores, regression, boxes, detection_scores, mask or "
+                        "scalar (default: detected from its shape and values; the report says which)")
 
 
 def _add_mobile_quantize_options(parser: argparse.ArgumentParser) -> None:
@@ -125,10 +130,15 @@ def _command_modules():
 def _tolerance(args, default):
     from edgekit.parity.tolerance import Tolerance
 
-    given = {"min_cosine": args.min_cosine, "min_top1": args.min_top1, "min_sqnr_db": args.min_sqnr_db}
-    if all(v is None for v in given.values()):
-        return default
-    return Tolerance(**given)
+    from dataclasses import replace
+
+    from edgekit.parity.output_kind import parse_output_kinds
+
+    given = {"min_cosine": args.min_cosine, "min_top1": args.min_top1, "min_sqnr_db": args.min_sqnr_db,
+             "min_topk": getattr(args, "min_topk", None), "min_iou": getattr(args, "min_iou", None)}
+    kinds = parse_output_kinds(getattr(args, "output_kind", None))
+    tolerance = default if all(v is None for v in given.values()) else Tolerance(**given)
+    return replace(tolerance, output_kinds=kinds) if kinds else tolerance
 
 
 def cmd_quantize(args) -> int:
@@ -228,9 +238,9 @@ def _print_parity(report) -> None:
 
     for o in report.outputs:
         values = o.metrics()
-        parts = [f"{k}={values[k]:.4f}" for k in ("top1_agreement", "cosine", "sqnr_db", "max_abs", "bit_exact_fraction")
-                 if k in values]
-        say(f"{o.name}: {' '.join(parts)}")
+        parts = [f"{k}={values[k]:.4f}" for k in ("top1_agreement", "topk_agreement", "mask_iou", "cosine", "sqnr_db",
+                                                  "max_abs", "bit_exact_fraction") if k in values]
+        say(f"{o.name}{f' ({o.kind})' if o.kind else ''}: {' '.join(parts)}")
     if report.accuracy:
         a = report.accuracy
         say(f"accuracy: reference {a.reference_top1:.4f}, candidate {a.candidate_top1:.4f} on {a.labels} labelled samples")

@@ -47,13 +47,17 @@ def parity_section(parity) -> list[str]:
     for failure in parity.failures:
         lines.append(f"- FAILED {failure}")
     lines.append("")
-    keys = ["top1_agreement", "cosine", "sqnr_db", "rmse", "mae", "rel_l2", "max_abs", "bit_exact_fraction"]
-    rows = [(o.name, o.metrics()) for o in parity.outputs]
+    keys = ["top1_agreement", "topk_agreement", "mask_iou", "cosine", "sqnr_db", "rmse", "mae", "rel_l2", "max_abs",
+            "bit_exact_fraction"]
+    rows = [(o, o.metrics()) for o in parity.outputs]
     present = [k for k in keys if any(k in values for _, values in rows)]
-    lines.append("| output | " + " | ".join(present) + " |")
-    lines.append("|---|" + "---|" * len(present))
-    for name, values in rows:
-        lines.append(f"| {name} | " + " | ".join(fmt(values.get(k, '–')) for k in present) + " |")
+    lines.append("| output | kind | " + " | ".join(present) + " |")
+    lines.append("|---|---|" + "---|" * len(present))
+    for o, values in rows:
+        lines.append(f"| {o.name} | {o.kind or '–'} | " + " | ".join(fmt(values.get(k, '–')) for k in present) + " |")
+    reasons = [f"- {o.name}: {o.kind} ({o.kind_reason})" for o, _ in rows if o.kind]
+    if reasons:
+        lines += ["", "How each output is judged (kind: why; change it with `--output-kind NAME=KIND`):", *reasons]
     if parity.accuracy:
         a = parity.accuracy
         lines += [

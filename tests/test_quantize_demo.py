@@ -45,7 +45,9 @@ def test_demo_parity_json_reports_accuracy_on_held_out_digits(demo_run):
     assert output["top1_agreement"] >= 0.97 and output["cosine"] > 0.99
     acc = parity["accuracy"]
     assert acc["labels"] == 400 and acc["reference_top1"] > 0.96 and acc["candidate_top1"] > 0.95
-    assert parity["thresholds"] == {"min_cosine": 0.98, "min_top1": 0.95, "min_sqnr_db": None}
+    assert parity["thresholds"] == {"min_cosine": 0.98, "min_top1": 0.95, "min_sqnr_db": None, "min_topk": None,
+                                    "min_iou": None, "output_kinds": []}
+    assert output["kind"] == "class_scores" and output["kind_reason"] == "the data's labels index this output"
 
 
 def test_manifest_records_lineage_hashes_tools_and_host(demo_run):

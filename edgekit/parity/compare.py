@@ -9,6 +9,7 @@ import numpy as np
 from edgekit.calibration.dataset import InputSpec, Sample
 from edgekit.errors import UserError
 from edgekit.parity.metrics import accuracy, output_metrics
+from edgekit.parity.output_kind import OutputKind, detect_kind, overrides_for
 from edgekit.parity.result import Accuracy, OutputMetrics, ParityReport
 from edgekit.parity.runners import ModelRunner
 from edgekit.parity.tolerance import Tolerance
@@ -57,22 +58,27 @@ def compare(
     outputs: List[OutputMetrics] = []
     failures: List[str] = []
     names = candidate.output_names()
+    overrides = overrides_for(names, tolerance.output_kinds)
     input_sizes = [int(np.prod(spec.shape[1:])) for spec in reference.input_specs()]
+    kinds = []
     for k, name in enumerate(names):
         ref = np.stack([o[k] for o in ref_out])
         cand = np.stack([o[k] for o in cand_out])
         if ref.shape != cand.shape:
             raise UserError(f"output {name!r} shapes differ: reference {ref.shape[1:]} vs candidate {cand.shape[1:]}")
+        choice = detect_kind(ref, input_sizes=input_sizes, labelled=labels is not None and k == 0,
+                             override=overrides.get(name))
+        kinds.append(choice.kind)
         metrics = output_metrics(
             ref, cand,
-            classification=is_classification(ref, input_sizes),
+            kind=choice.kind,
             reference_raw=np.stack([o[k] for o in ref_raw]),
             candidate_raw=np.stack([o[k] for o in cand_raw]),
         )
-        outputs.append(OutputMetrics(name=name, **metrics))
-        failures.extend(tolerance.failures(name, metrics))
+        outputs.append(OutputMetrics(name=name, kind=choice.kind.value, kind_reason=choice.reason, **metrics))
+        failures.extend(tolerance.failures(name, metrics, choice.kind.value))
     top1 = None
-    if labels is not None and names and is_classification(np.stack([o[0] for o in ref_out]), input_sizes):
+    if labels is not None and names and kinds[0] is OutputKind.CLASS_SCORES:
         from edgekit.calibration.labels import check_label_range
 
         y = np.asarray(labels)

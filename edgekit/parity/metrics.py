@@ -6,6 +6,8 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from edgekit.parity.output_kind import OutputKind, mask_overlap, topk_hits
+
 
 def sqnr_db(reference: np.ndarray, candidate: np.ndarray) -> float:
     """Signal-to-quantization-noise ratio in dB (inf when identical)."""
@@ -34,14 +36,20 @@ def output_metrics(
     reference: np.ndarray,
     candidate: np.ndarray,
     *,
-    classification: bool,
+    classification: bool = False,
+    kind: Optional[OutputKind] = None,
     reference_raw: Optional[np.ndarray] = None,
     candidate_raw: Optional[np.ndarray] = None,
 ) -> Dict[str, float]:
     """Metrics over all samples of one output; arrays are (samples, ...) in float terms.
 
-    ``*_raw`` are the stored integer values; when both are integer, bit_exact_fraction is added.
+    ``kind`` (edgekit.parity.output_kind) adds the kind's own metric: top1_agreement for class scores,
+    topk_agreement for detection scores, mask_iou for masks; without it ``classification`` says whether
+    top1_agreement is computed. ``*_raw`` are the stored integer values; when both are integer,
+    bit_exact_fraction is added.
     """
+    if kind is not None:
+        classification = kind is OutputKind.CLASS_SCORES
     ref = np.asarray(reference, np.float64)
     cand = np.asarray(candidate, np.float64)
     diff = ref - cand
@@ -58,6 +66,12 @@ def output_metrics(
         r = ref.reshape(len(ref), -1).argmax(axis=1)
         c = cand.reshape(len(cand), -1).argmax(axis=1)
         metrics["top1_agreement"] = float(np.mean(r == c))
+    if kind is OutputKind.DETECTION_SCORES:
+        hits, total = topk_hits(ref, cand)
+        metrics["topk_agreement"] = hits / total if total else 1.0
+    if kind is OutputKind.MASK:
+        inter, union = mask_overlap(ref, cand)
+        metrics["mask_iou"] = inter / union if union else 1.0
     if (
         reference_raw is not None
         and candidate_raw is not None

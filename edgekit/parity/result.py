@@ -20,7 +20,11 @@ class OutputMetrics(Section):
     mae: Number
     rel_l2: Number
     max_abs: Number
-    top1_agreement: Optional[Number] = Field(None, description="classification outputs only")
+    kind: Optional[str] = Field(None, description="how the output is judged (edgekit.parity.output_kind)")
+    kind_reason: Optional[str] = Field(None, description="why that kind was chosen (detected, or --output-kind)")
+    top1_agreement: Optional[Number] = Field(None, description="class_scores outputs only")
+    topk_agreement: Optional[Number] = Field(None, description="detection_scores: share of the top-10 anchors kept")
+    mask_iou: Optional[Number] = Field(None, description="mask outputs: foreground intersection over union")
     bit_exact_fraction: Optional[Number] = Field(None, description="both sides integer tensors only")
     differing_elements: Optional[int] = Field(None, description="both sides integer tensors only")
 
@@ -30,7 +34,7 @@ class OutputMetrics(Section):
 
     def metrics(self) -> Dict[str, float]:
         """The computed metrics by name (what ``Tolerance.failures`` checks)."""
-        return {k: v for k, v in self.model_dump(exclude={"name"}).items() if v is not None}
+        return {k: v for k, v in self.model_dump(exclude={"name", "kind", "kind_reason"}).items() if v is not None}
 
 
 class Accuracy(Section):

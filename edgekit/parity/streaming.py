@@ -11,9 +11,11 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+
+from edgekit.parity.output_kind import KindChoice, OutputKind, mask_overlap, topk_hits
 
 TOP_K = 20
 MAX_CORRUPT_NAMES = 100
@@ -35,9 +37,30 @@ class OutputSums:
     bit_equal: int = 0
     bit_elements: int = 0
     integer: Optional[bool] = None  # both raw outputs integer (bit-exactness is defined)
+    topk_hits: int = 0
+    topk_total: int = 0
+    mask_inter: int = 0
+    mask_union: int = 0
+    kind: Optional[str] = None        # the output kind the samples were judged as (edgekit.parity.output_kind)
+    kind_reason: Optional[str] = None
 
-    def add(self, ref: np.ndarray, cand: np.ndarray, ref_raw: np.ndarray, cand_raw: np.ndarray, classification: bool) -> None:
-        """One sample (batch of 1) of this output."""
+    def add(self, ref: np.ndarray, cand: np.ndarray, ref_raw: np.ndarray, cand_raw: np.ndarray,
+            classification: Union[bool, KindChoice]) -> None:
+        """One sample (batch of 1) of this output; ``classification`` is its KindChoice (or, from callers that only
+        know classification, a bool)."""
+        kind = classification.kind if isinstance(classification, KindChoice) else (
+            OutputKind.CLASS_SCORES if classification else None)
+        if isinstance(classification, KindChoice) and self.kind is None:
+            self.kind, self.kind_reason = classification.kind.value, classification.reason
+        classification = kind is OutputKind.CLASS_SCORES
+        if kind is OutputKind.DETECTION_SCORES:
+            hits, total = topk_hits(np.asarray(ref)[None], np.asarray(cand)[None])
+            self.topk_hits += hits
+            self.topk_total += total
+        elif kind is OutputKind.MASK:
+            inter, union = mask_overlap(np.asarray(ref)[None], np.asarray(cand)[None])
+            self.mask_inter += inter
+            self.mask_union += union
         r = np.asarray(ref, np.float64).ravel()
         c = np.asarray(cand, np.float64).ravel()
         d = r - c
@@ -61,8 +84,11 @@ class OutputSums:
 
     def merge(self, other: "OutputSums") -> None:
         for name in ("elements", "sum_sq_diff", "sum_abs_diff", "sum_ref_sq", "sum_cand_sq", "sum_dot",
-                     "top1_equal", "top1_samples", "bit_equal", "bit_elements"):
+                     "top1_equal", "top1_samples", "bit_equal", "bit_elements", "topk_hits", "topk_total",
+                     "mask_inter", "mask_union"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        if self.kind is None:
+            self.kind, self.kind_reason = other.kind, other.kind_reason
         self.max_abs = max(self.max_abs, other.max_abs)
         if other.integer is not None:
             self.integer = other.integer if self.integer is None else (self.integer and other.integer)
@@ -90,6 +116,10 @@ class OutputSums:
         }
         if classification and self.top1_samples:
             out["top1_agreement"] = self.top1_equal / self.top1_samples
+        if self.kind == OutputKind.DETECTION_SCORES.value:
+            out["topk_agreement"] = self.topk_hits / self.topk_total if self.topk_total else 1.0
+        if self.kind == OutputKind.MASK.value:
+            out["mask_iou"] = self.mask_inter / self.mask_union if self.mask_union else 1.0
         if self.integer:
             out["bit_exact_fraction"] = self.bit_equal / self.bit_elements if self.bit_elements else 1.0
             out["differing_elements"] = int(self.bit_elements - self.bit_equal)
@@ -116,7 +146,8 @@ class ParitySums:
         return cls([OutputSums() for _ in range(n_outputs)], top_k=top_k)
 
     def add_sample(self, name: str, ref: Sequence[np.ndarray], cand: Sequence[np.ndarray], ref_raw: Sequence[np.ndarray],
-                   cand_raw: Sequence[np.ndarray], classification: Sequence[bool], label: Optional[int] = None) -> None:
+                   cand_raw: Sequence[np.ndarray], classification: Sequence[Union[bool, KindChoice]],
+                   label: Optional[int] = None) -> None:
         self.samples += 1
         for k, sums in enumerate(self.outputs):
             sums.add(ref[k], cand[k], ref_raw[k], cand_raw[k], classification[k])
@@ -125,7 +156,8 @@ class ParitySums:
         noise, signal = float(np.sum((r0 - c0) ** 2)), float(np.sum(r0 ** 2))
         sqnr = math.inf if noise == 0 else (-math.inf if signal == 0 else 10.0 * math.log10(signal / noise))
         entry: dict = {"sample": name, "sqnr_db": sqnr, "max_abs": float(np.max(np.abs(r0 - c0))) if r0.size else 0.0}
-        if classification[0]:
+        first = classification[0]
+        if (first.kind is OutputKind.CLASS_SCORES) if isinstance(first, KindChoice) else first:
             entry["reference_top1"], entry["candidate_top1"] = int(r0.argmax()), int(c0.argmax())
             if label is not None:
                 self.labelled += 1

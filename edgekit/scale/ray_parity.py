@@ -16,12 +16,13 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
 from edgekit.errors import ToolMissingError, UserError, first_line
-from edgekit.parity.compare import check_compatible, is_classification
+from edgekit.parity.compare import check_compatible
+from edgekit.parity.output_kind import detect_kind, overrides_for
 from edgekit.parity.result import Accuracy, OutputMetrics, ParityReport
 from edgekit.parity.streaming import TOP_K, ParitySums
 from edgekit.parity.tolerance import Tolerance
@@ -98,13 +99,15 @@ def _unreachable(address: str, why: str) -> UserError:
 class ParityActor:
     """One reference and one candidate runner per actor; ``__call__`` turns a batch of chunks into their statistics."""
 
-    def __init__(self, reference: str, candidate: str, decoding: Decoding, top_k: int = TOP_K) -> None:
+    def __init__(self, reference: str, candidate: str, decoding: Decoding, top_k: int = TOP_K,
+                 output_kinds: Tuple[Tuple[str, str], ...] = ()) -> None:
         from edgekit.parity.runners import open_runner
 
         self.reference, self.candidate = open_runner(Path(reference)), open_runner(Path(candidate))
         self.inputs = self.reference.input_specs()
         self.decoding = decoding
         self.top_k = top_k
+        self.overrides = dict(output_kinds)
 
     def __call__(self, batch: dict) -> dict:
         out = []
@@ -121,8 +124,10 @@ class ParityActor:
                 if sums is None:
                     sums = ParitySums.empty(len(r), self.top_k)
                 sizes = [int(np.prod(s.shape[1:])) for s in self.inputs]
-                flags = [is_classification(np.asarray(o)[None], sizes) for o in r]
-                sums.add_sample(row.name, r, c, rr, cr, flags, row.label)
+                names = self.candidate.output_names()
+                kinds = [detect_kind(np.asarray(o)[None], input_sizes=sizes, labelled=row.label is not None and k == 0,
+                                     override=self.overrides.get(names[k])) for k, o in enumerate(r)]
+                sums.add_sample(row.name, r, c, rr, cr, kinds, row.label)
             out.append(pickle.dumps(sums))
         return {"sums": np.array(out, dtype=object)}
 
@@ -136,6 +141,7 @@ def ray_parity(
 
     ref_runner, cand_runner = open_runner(Path(reference)), open_runner(Path(candidate))  # fail early, describe
     check_compatible(ref_runner.input_specs(), cand_runner.input_specs())
+    overrides_for(cand_runner.output_names(), tolerance.output_kinds)  # an unknown name fails before Ray starts
     ray = _ray()
     started = connect(settings)
     t0 = time.perf_counter()
@@ -150,7 +156,8 @@ def ray_parity(
         with warnings.catch_warnings():  # Ray 2.60 warns that max_restarts & co. will become named parameters
             warnings.simplefilter("ignore")
             stats = ds.map_batches(
-                ParityActor, fn_constructor_args=(str(reference), str(candidate), source.decoding, top_k),
+                ParityActor, fn_constructor_args=(str(reference), str(candidate), source.decoding, top_k,
+                                                  tolerance.output_kinds),
                 batch_size=1, compute=ray.data.ActorPoolStrategy(size=settings.workers), num_cpus=1,
                 max_restarts=-1, max_task_retries=-1,  # a dying worker is restarted and its chunk retried by Ray
             )
@@ -188,8 +195,8 @@ def report_from_sums(reference, candidate, sums: ParitySums, tolerance: Toleranc
     classification = [out.top1_samples > 0 for out in sums.outputs]  # decided per sample, like compare()
     for name, out, flag in zip(candidate.output_names(), sums.outputs, classification):
         metrics = out.metrics(flag)
-        outputs.append(OutputMetrics(name=name, **metrics))
-        failures.extend(tolerance.failures(name, metrics))
+        outputs.append(OutputMetrics(name=name, kind=out.kind, kind_reason=out.kind_reason, **metrics))
+        failures.extend(tolerance.failures(name, metrics, out.kind))
     if sums.labelled and sums.labelled == sums.samples and classification and classification[0]:
         top1 = Accuracy.of(sums.labelled, sums.reference_correct / sums.labelled,
                            sums.candidate_correct / sums.labelled)
