@@ -25,6 +25,13 @@ def _shape(text: str) -> Tuple[int, ...]:
     return dims
 
 
+def _add_batch_axis(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batch-axis", action="append", metavar="INPUT=AXIS", default=None,
+                   help="where input INPUT has its batch (an axis of size 1 or dynamic; 'none': the data holds the "
+                        "whole input). Default: axis 0 if it is 1, else the first axis of size 1 (a state [2, 1, 128] "
+                        "-> 1); the data always has samples on its first axis")
+
+
 def _add_tolerance(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--min-cosine", type=float, help=f"minimum cosine similarity per output ({default})")
     p.add_argument("--min-top1", type=float, help=f"minimum top-1 agreement for classification outputs ({default})")
@@ -69,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--input-shape", type=_shape, help="input shape, e.g. 1,3,224,224 (TorchScript / factories)")
     q.add_argument("-o", "--outdir", type=Path, default=Path("out/quantize"), help="output folder (default out/quantize)")
     _add_tolerance(q, "defaults: cosine 0.98, top-1 0.95")
+    _add_batch_axis(q)
     from edgekit.scale.cli import add_ray_arguments
 
     add_ray_arguments(q)
@@ -99,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--outdir", type=Path, help="write parity.json and report.md here")
     p.add_argument("--per-layer", action="store_true", help="also compare every intermediate tensor (two .tflite, two .onnx or two .mlpackage models; needs -o)")
     _add_tolerance(p, "default: not checked")
+    _add_batch_axis(p)
     add_ray_arguments(p)
 
     for module in _command_modules():
@@ -144,6 +153,7 @@ def _tolerance(args, default):
 def cmd_quantize(args) -> int:
     from edgekit.calibration.ranges import RangeOptions
     from edgekit.parity.tolerance import QUANTIZE_DEFAULT
+    from edgekit.calibration.dataset import parse_batch_axes
     from edgekit.quantize import QuantizeOptions, quantize
     from edgekit.scale.cli import ray_settings
 
@@ -153,7 +163,8 @@ def cmd_quantize(args) -> int:
         eval_data=args.eval_data, tolerance=_tolerance(args, QUANTIZE_DEFAULT),
         weights=args.weights, activations=args.activations, engine=args.engine, deployment_target=args.deployment_target,
         compute_units=args.compute_units, debug=args.debug, fallback=args.fallback, fallback_to=args.fallback_to,
-        keep_float=tuple(args.keep_float), scale=ray_settings(args), scale_chunk=args.chunk,
+        keep_float=tuple(args.keep_float), batch_axes=parse_batch_axes(args.batch_axis),
+        scale=ray_settings(args), scale_chunk=args.chunk,
         scale_column=args.column,
         io=args.io, labels=args.labels, model_info=_model_info(args),
     )
@@ -189,12 +200,15 @@ def cmd_parity(args) -> int:
     from edgekit.scale.report import execution_lines
 
     scale = ray_settings(args)
+    if scale is not None and args.batch_axis:
+        raise UserError("--batch-axis applies to in-process data only: Ray shards are read batch-first",
+                        fix="drop --ray, or store the data with each input's batch axis first")
     if scale is not None:
         with _progress_bars(sys.stderr.isatty()) as progress:
             report, described = parity_on_ray(args, tolerance, scale, progress)
     else:
         reference, candidate = open_runner(args.reference), open_runner(args.candidate)
-        inputs = reference.input_specs()
+        inputs = data.with_batch_axes(reference.input_specs(), data.parse_batch_axes(args.batch_axis))
         spec = PreprocessSpec.load(args.preprocess) if args.preprocess else None
         dataset = data.whole(data.open_source(args.data, [i.name for i in inputs], spec), limit=args.limit, seed=args.seed)
         samples = dataset.samples(inputs)

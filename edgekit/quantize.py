@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 from edgekit.artifact import Artifact, Manifest
 from edgekit.atomic import atomic_output_dir, check_output_dir
 from edgekit.calibration import dataset as data
+from edgekit.parity.output_kind import overrides_for
 from edgekit.calibration.ranges import RANGE_METHODS, RangeOptions
 from edgekit.converters import load_backends
 from edgekit.errors import UnknownNameError, UserError
@@ -52,6 +53,7 @@ class QuantizeOptions:
     fallback: str = "none"                    # none | auto: keep sensitive layers out of int8 until tolerance is met
     fallback_to: str = "float"                # float | int16 (16x8) for the layers --fallback picks
     keep_float: Tuple[str, ...] = ()          # op names or op types kept in float
+    batch_axes: Tuple[Tuple[str, str], ...] = ()  # --batch-axis INPUT=AXIS|none (default: detected per input)
     # dataset scale: parity on --eval-data runs on Ray Data (edgekit.scale); None = in this process
     scale: Optional["RaySettings"] = None
     scale_chunk: int = 256
@@ -145,7 +147,8 @@ def _export_quantize_compare_write(backend, model: str, calib: Path, outdir: Pat
     exported = progress("exporting", 1)  # the export (a Keras/PyTorch conversion) can take tens of seconds
     reference = backend.export(model, options, workdir)
     exported(1)
-    inputs = reference.runner.input_specs()
+    inputs = data.with_batch_axes(reference.runner.input_specs(), options.batch_axes)
+    overrides_for(reference.runner.output_names(), options.tolerance.output_kinds)  # before the long work
     names = [i.name for i in inputs]
 
     source = data.open_source(Path(calib), names, spec)
@@ -189,11 +192,14 @@ def _quantize_with_ray_parity(backend, reference, model: str, source, outdir: Pa
         problems.append("--ray needs --eval-data (the held-out data at scale)")
     if options.fallback != "none" or options.debug:
         problems.append("--fallback auto and --debug evaluate candidates in this process; they do not run on Ray")
+    if options.batch_axes:
+        problems.append("--batch-axis applies to in-process data only: Ray shards are read batch-first")
     if problems:
         raise UserError("; ".join(problems), fix="pass --eval-data DATA and drop --fallback/--debug, or drop --ray")
     if options.scale.address is not None:
         check_reachable(options.scale.address)
-    inputs = reference.runner.input_specs()
+    inputs = data.with_batch_axes(reference.runner.input_specs(), options.batch_axes)
+    overrides_for(reference.runner.output_names(), options.tolerance.output_kinds)  # before the long work
     eval_source = list_source(Path(options.eval_data), inputs, spec, chunk=options.scale_chunk,
                               column=options.scale_column)  # listed, not loaded
     calib_set = data.whole(source, limit=options.calib_size, seed=options.seed)

@@ -24,13 +24,90 @@ LABEL_KEYS = ("labels", "label", "y")
 Sample = List[np.ndarray]  # one array per model input, batch dimension included
 
 
+AUTO_BATCH_AXIS = -1  # InputSpec.batch_axis: detect it from the shape (batch_axis_of)
+
+
 @dataclass(frozen=True)
 class InputSpec:
-    """One model input: name, shape (batch included) and numpy dtype."""
+    """One model input: name, shape (batch included), numpy dtype, and where its batch axis is (an axis index,
+    None for an input without one, e.g. a sample-rate scalar, or AUTO_BATCH_AXIS to detect it)."""
 
     name: str
     shape: Tuple[int, ...]
     dtype: np.dtype
+    batch_axis: Optional[int] = AUTO_BATCH_AXIS
+
+
+def batch_axis_of(spec: InputSpec) -> Optional[int]:
+    """The input's batch axis: the one given, else axis 0 when it is 1 or dynamic, else the first axis of size 1
+    or dynamic (a recurrent state [2, batch, 128] has it at 1), else None (the data holds whole inputs)."""
+    if spec.batch_axis != AUTO_BATCH_AXIS:
+        return spec.batch_axis
+    for axis, dim in enumerate(spec.shape):
+        if dim <= 1:
+            return axis
+    return None
+
+
+def with_batch_axes(inputs: Sequence[InputSpec], given: Sequence[Tuple[str, str]]) -> List[InputSpec]:
+    """``--batch-axis NAME=AXIS|none`` applied to the model's inputs; every bad value is reported at once."""
+    from dataclasses import replace
+
+    by_name = {spec.name: spec for spec in inputs}
+    chosen: dict = {}
+    problems = []
+    for name, value in given:
+        spec = by_name.get(name)
+        if spec is None:
+            problems.append(f"{name!r} is not a model input (inputs: {', '.join(by_name)})")
+            continue
+        if value == "none":
+            chosen[name] = None
+            continue
+        try:
+            axis = int(value)
+        except ValueError:
+            problems.append(f"{name}={value}: the axis must be an integer or 'none'")
+            continue
+        axis = axis + len(spec.shape) if axis < 0 else axis
+        if not 0 <= axis < len(spec.shape) or spec.shape[axis] > 1:
+            problems.append(f"{name}={value}: input {name!r} {tuple(spec.shape)} has no batch-sized axis (1 or "
+                            "dynamic) there")
+            continue
+        chosen[name] = axis
+    if problems:
+        raise CalibrationDataError(problems, fix="give --batch-axis INPUT=AXIS (the axis of size 1 or dynamic) or "
+                                                 "INPUT=none for an input the data holds whole")
+    return [replace(spec, batch_axis=chosen[spec.name]) if spec.name in chosen else spec for spec in inputs]
+
+
+def parse_batch_axes(values: Optional[Sequence[str]]) -> Tuple[Tuple[str, str], ...]:
+    """``--batch-axis NAME=AXIS`` values -> ((name, axis text), ...)."""
+    pairs, problems = [], []
+    for value in values or ():
+        name, sep, axis = str(value).partition("=")
+        if not sep or not name.strip() or not axis.strip():
+            problems.append(f"{value!r} is not NAME=AXIS")
+        else:
+            pairs.append((name.strip(), axis.strip()))
+    if problems:
+        raise CalibrationDataError(problems, fix="give --batch-axis INPUT=AXIS, e.g. --batch-axis state=1")
+    return tuple(pairs)
+
+
+def _as_model_input(array: np.ndarray, spec: InputSpec) -> np.ndarray:
+    """One sample as the sources give it (a leading axis of 1 added to the stored item) placed in the model
+    input's layout: the batch axis moved to where the input has it, dropped for an input without one.
+    An item stored with the model's whole shape (batch included) is taken as it is."""
+    item = array[0] if array.ndim and array.shape[0] == 1 else array
+    axis = batch_axis_of(spec)
+    if item.ndim == len(spec.shape):
+        return item
+    if axis is None:
+        return item
+    if item.ndim + 1 == len(spec.shape):
+        return np.expand_dims(item, axis)
+    return array
 
 
 class SampleSource:
@@ -294,8 +371,10 @@ def _load_and_validate(source: SampleSource, indices: Sequence[int], inputs: Seq
                 if array.dtype != spec.dtype:
                     shape_issues.setdefault(("dtype", str(array.dtype), spec.name, str(spec.dtype)), []).append(source.name(i))
                     continue
-            if not _shape_matches(array.shape, spec.shape):
-                shape_issues.setdefault(("shape", tuple(array.shape[1:]), spec.name, spec.shape), []).append(source.name(i))
+            array = _as_model_input(array, spec)
+            if not _shape_matches(array.shape, spec):
+                shape_issues.setdefault(("shape", _per_sample(array.shape, spec), spec.name, spec), []).append(
+                    source.name(i))
                 continue
             array = array.astype(spec.dtype, copy=False)
             if np.issubdtype(array.dtype, np.floating) and not np.all(np.isfinite(array)):
@@ -308,9 +387,13 @@ def _load_and_validate(source: SampleSource, indices: Sequence[int], inputs: Seq
         if what == "dtype":
             problems.append(f"dtype {got} does not match model input {name!r} dtype {expected} ({where})")
         else:
+            axis = batch_axis_of(expected)
+            where_batch = "no batch axis" if axis is None else f"batch axis {axis}"
             problems.append(
-                f"sample shape {got} does not match model input {name!r} shape {tuple(expected)} "
-                f"(expected {tuple(expected[1:])} per sample; {where})"
+                f"one sample of input {name!r} is {got}, the model needs {_per_sample(expected.shape, expected)} per "
+                f"sample (input shape {tuple(expected.shape)}, {where_batch}; {where})"
+                + ("" if axis in (0, None) else "; if the batch is elsewhere, say --batch-axis "
+                   f"{name}=AXIS")
             )
     if bad_values:
         shown = ", ".join(bad_values[:5]) + (f" and {len(bad_values) - 5} more" if len(bad_values) > 5 else "")
@@ -322,9 +405,19 @@ def _load_and_validate(source: SampleSource, indices: Sequence[int], inputs: Seq
     return samples
 
 
-def _shape_matches(got: Tuple[int, ...], expected: Tuple[int, ...]) -> bool:
-    """``got`` has a leading batch of 1; model dims <= 0 are dynamic."""
+def _per_sample(shape: Tuple[int, ...], spec: InputSpec) -> Tuple[int, ...]:
+    """A shape without the input's batch axis (what one sample of the data holds)."""
+    axis = batch_axis_of(spec)
+    if axis is None or len(shape) != len(spec.shape):
+        return tuple(shape)
+    return tuple(d for k, d in enumerate(shape) if k != axis)
+
+
+def _shape_matches(got: Tuple[int, ...], spec: InputSpec) -> bool:
+    """``got`` is in the model's layout with a batch of 1 at the batch axis; model dims <= 0 are dynamic."""
+    expected = spec.shape
     if len(got) != len(expected):
         return False
-    return all(e <= 0 or g == e for g, e in zip(got[1:], expected[1:]))
+    axis = batch_axis_of(spec)
+    return all(e <= 0 or g == e or (k == axis and g == 1) for k, (g, e) in enumerate(zip(got, expected)))
 

@@ -45,6 +45,8 @@ def compare(
     progress: Optional[Callable[[int], None]] = None,
 ) -> ParityReport:
     check_compatible(reference.input_specs(), candidate.input_specs())
+    names = candidate.output_names()
+    overrides = overrides_for(names, tolerance.output_kinds)  # a wrong name fails before any inference
     ref_out: List[List[np.ndarray]] = []
     cand_out: List[List[np.ndarray]] = []
     ref_raw: List[List[np.ndarray]] = []
@@ -57,8 +59,6 @@ def compare(
             progress(1)
     outputs: List[OutputMetrics] = []
     failures: List[str] = []
-    names = candidate.output_names()
-    overrides = overrides_for(names, tolerance.output_kinds)
     input_sizes = [int(np.prod(spec.shape[1:])) for spec in reference.input_specs()]
     kinds = []
     for k, name in enumerate(names):
