@@ -15,6 +15,7 @@ EXPECTED_OUTPUT = {
                                 "ms per inference: float BUILTIN_REF"),
     "bench_ray_parity": ("1 worker(s):", "2 worker(s):", "scaling 1 -> 2 workers", "peak RSS", "digits 1 -> 2 workers",
                          "metrics identical across worker counts (floats within 1e-9 relative): True"),
+    "bench_cycle_estimates": ("est. ms @120MHz", "published ms", "estimate vs measurement"),
     "bench_lab_matrix": ("1 parallel place(s): run", "2 parallel place(s): run", "speed-up 1 -> 2 parallel places",
                          "same instructions and bit-exactness per cell with 1 and 2 parallel places: True"),
 }

@@ -206,7 +206,8 @@ def deploy_report(model: str, quantized, fw: FirmwareInfo, run, board, *,
         instructions_per_mac=work.instructions_per_mac, macs_per_inference=work.macs_per_inference,
         per_op_instructions=work.per_op_instructions or [], memory=memory, **({"inputs": inputs} if inputs else {}))
     estimates = Estimates(latency_ms=work.latency_ms_estimated or unavailable("no instruction count from the device"),
-                          energy_uj=run.energy or unavailable("no latency estimate", "uJ"))
+                          energy_uj=run.energy or unavailable("no latency estimate", "uJ"),
+                          cycles=work.cycles_estimated)
     firmware = DeployFirmware(
         arena_bytes=fw.arena_bytes, state_bytes=fw.state_bytes, state_used_on_device_bytes=memory.state_used_bytes,
         flash_bytes=fw.flash_bytes, flash=fw.flash or {},
@@ -360,6 +361,13 @@ def markdown(report: DeployReport, parity) -> str:
         lines.append(f"- energy per inference: **{en.value:.4g} µJ (estimated)** = {en.source}")
     else:
         lines.append(f"- energy: unavailable ({en.reason})")
+    if e.cycles is not None:
+        lines += ["", f"Estimated cycles per instruction class ({e.cycles.core}, {e.cycles.memory}):", "",
+                  "| class | executed | cycles each | cycles |", "|---|---|---|---|"]
+        lines += [f"| {name} | {row.count:,} | {row.cycles_each:g} | {row.cycles:,.0f} |"
+                  for name, row in e.cycles.classes.items() if row.count]
+        lines.append(f"| all | {e.cycles.instructions:,} instructions | {e.cycles.cycles_per_instruction:.3f} "
+                     f"per instruction | {e.cycles.cycles:,.0f} |")
     lines += ["", "QEMU is not cycle-accurate: only the instruction counts above are exact.", "",
               "Device run details: `run/run.json`, `run/report.md`. Machine-readable summary: `deploy.json`."]
     return "\n".join(lines) + "\n"

@@ -97,10 +97,17 @@ def plugin_argument(plugin: Path, out_file: Path, addresses: Dict[str, int], mod
     return ",".join(parts)
 
 
+# ekcount's tallies that are not instruction classes (every instruction is in exactly one of the others)
+EXTRA_TALLIES = ("load_multiple_registers", "store_multiple_registers", "load_multiple_pc", "branch_conditional_taken")
+
+
 @dataclass
 class InferenceCount:
     instructions: int                                   # from the begin marker to the end marker
     op_instructions: List[int] = field(default_factory=list)  # per operator, in execution order
+    # executed instructions per class (ekcount's "# classes" names; *_registers count transferred registers,
+    # branch_conditional_taken the conditional branches taken) from the begin marker to the end marker
+    classes: Optional[Dict[str, int]] = None
 
 
 @dataclass
@@ -120,17 +127,37 @@ def parse_counts(path: Path) -> PluginCounts:
     total = None
     begin = op_begin = None
     ops: List[int] = []
-    for number, line in enumerate(text.splitlines(), 1):
+    class_names: List[str] = []
+    classes_at: List[int] = []      # the class counters written right after the last B or E
+    classes_begin: Optional[List[int]] = None
+    lines = text.splitlines()
+    for number, line in enumerate(lines, 1):
+        if line.startswith("# classes "):
+            class_names = line.split()[2:]
+            continue
         if not line or line.startswith("#"):
             continue
         kind, _, value = line.partition(" ")
+        if kind == "C":
+            fields = value.split()
+            if len(fields) != len(class_names) or not all(f.isdigit() for f in fields):
+                if number == len(lines):
+                    break  # last line still being written
+                raise DeviceError(f"{path}:{number}: unreadable plugin class counts {line!r}")
+            classes_at = [int(f) for f in fields]
+            if begin is not None and classes_begin is None:
+                classes_begin = classes_at
+            elif inferences and inferences[-1].classes is None and classes_begin is not None:
+                inferences[-1].classes = {n: b - a for n, a, b in zip(class_names, classes_begin, classes_at)}
+                classes_begin = None
+            continue
         if not value.strip().isdigit():
             if number == len(text.splitlines()):
                 break  # last line still being written
             raise DeviceError(f"{path}:{number}: unreadable plugin output line {line!r}")
         count = int(value)
         if kind == "B":
-            begin, ops, op_begin = count, [], None
+            begin, ops, op_begin, classes_begin = count, [], None, None
         elif kind == "b" and begin is not None:
             op_begin = count
         elif kind == "e" and op_begin is not None:

@@ -25,7 +25,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -189,6 +189,7 @@ class CountedResult(InferResult):
 
     instructions: Optional[int] = None
     op_instructions: Optional[List[int]] = None
+    instruction_classes: Optional[Dict[str, int]] = None  # per class (edgekit.firmware.plugin.InferenceCount)
 
 
 class QemuSession:
@@ -261,6 +262,7 @@ class QemuSession:
             self._counted = len(inferences)
             counted.instructions = current.instructions
             counted.op_instructions = current.op_instructions
+            counted.instruction_classes = current.classes
         return counted
 
     def explain(self, exc: DeviceError, timeout_s: float) -> DeviceError:

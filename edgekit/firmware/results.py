@@ -11,6 +11,7 @@ from typing import ClassVar, Dict, List, Literal, Mapping, Optional
 
 from pydantic import ConfigDict
 
+from edgekit.firmware.cycle_model import CycleEstimate
 from edgekit.compile.result import CpuOperator
 from edgekit.firmware.ethosu_types import NpuArena, NpuConfig, NpuEstimate, PlacementCheck, VelaModelPlacement
 from edgekit.firmware.plan_types import (BuildRecord, DeployRuntimeRam, FlashFigures, FlashSplit, HarnessApp, OpRow,
@@ -210,6 +211,7 @@ class DeployDevice(Section):
 class Estimates(Section):
     latency_ms: Figure
     energy_uj: Figure
+    cycles: Optional[CycleEstimate] = None  # per instruction class x the core's timing (edgekit.firmware.cycle_model)
 
 
 class DeployReport(Result):

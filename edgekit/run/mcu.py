@@ -32,6 +32,7 @@ from edgekit.profiles import Profile
 from edgekit.progress import step_progress
 from pydantic import ValidationError
 
+from edgekit.firmware.cycle_model import CycleEstimate, estimate_cycles
 from edgekit.firmware.results import FirmwareInfo, read_firmware_info
 from edgekit.results import Figure, estimated, unavailable
 from edgekit.run.base import RUNNERS, DeviceTarget, RunRequest, RunResult, Runner
@@ -209,21 +210,39 @@ def bit_exactness(model: Optional[bytes], samples: List[List[np.ndarray]], outpu
 
 # --- estimates -----------------------------------------------------------------------------------------------
 
-def estimate_latency_energy(instructions: float, profile: Profile) -> Tuple[Figure, Figure]:
-    """(latency ms, energy uJ) per inference at the board's real clock, from instructions (labelled estimates);
+def cycle_estimate(classes: Optional[Mapping[str, int]], profile: Profile) -> Optional[CycleEstimate]:
+    """The per-class cycle estimate of one inference at the board's clock, or None without class counts."""
+    if not classes:
+        return None
+    clock = profile.get("clock_hz")
+    memory = (profile.get("cycle_model") or {}).get("memory")
+    return estimate_cycles(classes, str(profile.get("cpu") or "cortex-m4"), memory=memory,
+                           clock_hz=int(clock) if clock else None)
+
+
+def estimate_latency_energy(instructions: float, profile: Profile,
+                            cycles: Optional[CycleEstimate] = None) -> Tuple[Figure, Figure]:
+    """(latency ms, energy uJ) per inference at the board's real clock (labelled estimates): from the per-class
+    cycle estimate when the plugin counted classes, else from instructions x the profile's flat cycles/instruction;
     ``profile`` is the board's parsed profile YAML."""
     cycle_model = profile.get("cycle_model") or {}
     power_model = profile.get("power_model") or {}
     cpi, clock = cycle_model.get("cycles_per_instruction"), profile.get("clock_hz")
-    if not cpi or not clock:
+    if cycles is not None and clock:
+        seconds = cycles.cycles / float(clock)
+        latency = estimated(seconds * 1e3, "ms", f"{cycles.cycles:,.0f} cycles ({cycles.source}) / "
+                            f"{clock / 1e6:g} MHz (profile clock_hz)", cycles=cycles.cycles,
+                            cycles_per_instruction=cycles.cycles_per_instruction, clock_hz=int(clock))
+    elif not cpi or not clock:
         return (unavailable("the board profile has no cycle_model.cycles_per_instruction or clock_hz"),
                 unavailable("no latency estimate", "uJ"))
-    cycles = instructions * float(cpi)
-    seconds = cycles / float(clock)
-    latency = estimated(seconds * 1e3, "ms",
-                        f"{instructions:,.0f} instructions (exact, QEMU plugin) x {cpi} cycles/instruction "
-                        f"(profile cycle_model: {cycle_model.get('source', 'no source')}) / {clock / 1e6:g} MHz "
-                        "(profile clock_hz)", cycles=cycles, cycles_per_instruction=float(cpi), clock_hz=int(clock))
+    else:
+        flat = instructions * float(cpi)
+        seconds = flat / float(clock)
+        latency = estimated(seconds * 1e3, "ms",
+                            f"{instructions:,.0f} instructions (exact, QEMU plugin) x {cpi} cycles/instruction "
+                            f"(profile cycle_model: {cycle_model.get('source', 'no source')}) / {clock / 1e6:g} MHz "
+                            "(profile clock_hz)", cycles=flat, cycles_per_instruction=float(cpi), clock_hz=int(clock))
     active_mw = power_model.get("active_mw")
     if not active_mw:
         return latency, unavailable("the board profile has no power_model.active_mw", "uJ")
@@ -348,6 +367,7 @@ class McuRunner(Runner):
         outputs: List[List[np.ndarray]] = []
         counts: List[int] = []
         op_counts: Optional[List[int]] = None
+        classes: List[Mapping[str, int]] = []  # per counted inference, when the plugin counted classes
         cycles: List[int] = []
         stack_used = 0
         done = 0
@@ -372,6 +392,8 @@ class McuRunner(Runner):
                         result.outputs.append({f"output_{k}": o for k, o in enumerate(answer.outputs)})
                     if answer.instructions is not None:
                         counts.append(int(answer.instructions))
+                        if getattr(answer, "instruction_classes", None):
+                            classes.append(answer.instruction_classes)
                         if op_counts is None and answer.op_instructions:
                             op_counts = list(answer.op_instructions)
                     if answer.cycles is not None:
@@ -382,13 +404,13 @@ class McuRunner(Runner):
         except DeviceError as exc:
             from edgekit.run.faults import fault_record
 
-            self._finish(result, firmware, board, samples, outputs, counts, op_counts, cycles, stack_used)
+            self._finish(result, firmware, board, samples, outputs, counts, op_counts, cycles, stack_used, classes)
             result.complete = False
             result.incomplete_reason = exc.message.splitlines()[0]
             result.fault = fault_record(exc, done)
             exc.partial = result  # type: ignore[attr-defined]
             raise
-        self._finish(result, firmware, board, samples, outputs, counts, op_counts, cycles, stack_used)
+        self._finish(result, firmware, board, samples, outputs, counts, op_counts, cycles, stack_used, classes)
         result.complete = True
         return result
 
@@ -402,7 +424,7 @@ class McuRunner(Runner):
                          state_used_bytes=info.state_used, stack_bytes=info.stack_bytes, flash_bytes=flash)
 
     def _finish(self, result: RunResult, firmware: Firmware, board, samples, outputs, counts, op_counts, cycles,
-                stack_used: int) -> None:
+                stack_used: int, classes: Sequence[Mapping[str, int]] = ()) -> None:
         result.memory = updated(result.memory, stack_used_bytes=stack_used)
         ram = (firmware.info.ram if firmware.info else None) or {}
         if ram.get("bytes") is not None and (ram.get("stack") or {}).get("bytes") is not None and stack_used:
@@ -413,8 +435,13 @@ class McuRunner(Runner):
                        flash_bytes=result.memory.flash_bytes)  # the other fields filled as measured
         if counts:
             per_inference = int(np.median(counts))
-            latency, result.energy = estimate_latency_energy(per_inference, result.device.profile or board.profile)
+            profile = result.device.profile or board.profile
+            # the class counts of an inference with the median instruction count (inferences are deterministic)
+            median_classes = next((c for n, c in zip(counts, classes) if n == per_inference), None)
+            cycles_est = cycle_estimate(median_classes, profile)
+            latency, result.energy = estimate_latency_energy(per_inference, profile, cycles_est)
             work = updated(work, instructions_per_inference=per_inference, latency_ms_estimated=latency,
+                           cycles_estimated=cycles_est,
                            instructions=InstructionCount(
                                median=per_inference, min=min(counts), max=max(counts), inferences=len(counts),
                                method="exact: QEMU TCG plugin (ekcount) between the firmware's inference markers"))

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Dict, List, Literal, Mapping, Optional, TypeVa
 
 from pydantic import ConfigDict
 
+from edgekit.firmware.cycle_model import CycleEstimate
 from edgekit.results import Figure, Result, Section
 from edgekit.run.thermal_results import Thermal
 
@@ -129,6 +130,8 @@ class RunWork(Section):
     instructions_per_mac: Optional[float] = None
     per_op_instructions: Optional[List[OpInstructions]] = None
     latency_ms_estimated: Optional[Figure] = None
+    # cycles of one inference from its instruction classes and the core's timing (edgekit.firmware.cycle_model)
+    cycles_estimated: Optional[CycleEstimate] = None
     cycles_per_inference: Optional[int] = None
     latency_method: Optional[str] = None
     outputs_bit_exact: Optional[BitExactness] = None
@@ -271,6 +274,8 @@ class RunReport(Result):
     instructions_per_mac: Optional[float] = None
     per_op_instructions: Optional[List[OpInstructions]] = None
     latency_ms_estimated: Optional[Figure] = None
+    # cycles of one inference from its instruction classes and the core's timing (edgekit.firmware.cycle_model)
+    cycles_estimated: Optional[CycleEstimate] = None
     cycles_per_inference: Optional[int] = None
     latency_method: Optional[str] = None
     outputs_bit_exact: Optional[BitExactness] = None

@@ -33,6 +33,11 @@ def _check_report(out: Path, report: dict) -> None:
     assert sum(o["instructions"] for o in d["per_op_instructions"]) < d["instructions_per_inference"]
     assert e["latency_ms"]["method"] == "estimated" and e["energy_uj"]["method"] == "estimated"
     assert "source" in e["latency_ms"] and "source" in e["energy_uj"]
+    cycles = e["cycles"]  # per instruction class x the core's timing; the latency is derived from it
+    assert cycles["method"] == "estimated" and cycles["instructions"] == d["instructions_per_inference"]
+    assert cycles["latency_ms"] == pytest.approx(e["latency_ms"]["value"]) and "TRM" in cycles["source"]
+    assert sum(r["cycles"] for r in cycles["classes"].values()) == pytest.approx(cycles["cycles"])
+    assert 1.0 <= cycles["cycles_per_instruction"] < 3.0
     manifest = json.loads((out / "manifest.json").read_text())
     stages = [a["stage"] for a in manifest["artifacts"]]
     assert stages.index("quantize") < stages.index("compile") < stages.index("run")

@@ -110,3 +110,22 @@ def test_parse_counts_and_arguments(tmp_path):
         PL.plugin_argument(Path("/tmp/a,b.so"), out, {})
     assert PL.plugin_argument(Path("/p/ekcount.so"), out, {"ib": 0x10, "ie": 0x20}) == \
         f"/p/ekcount.so,out={out},mode=tb,ib=0x10,ie=0x20"
+
+
+@needs_tools
+@pytest.mark.parametrize("name", ["mps2-an386", "mps3-an547"])
+def test_instruction_classes_of_the_known_loop(selftest, name):
+    """Per class: every instruction counted once; the loop's (subs, bne) per iteration are one ALU and one
+    conditional branch, taken on all but the last iteration."""
+    with QemuSession(B.load_board(name), selftest(name), count_instructions=True) as qemu:
+        small = qemu.infer([loop_input(10, 1)])
+        large = qemu.infer([loop_input(1010, 1)])
+    for result in (small, large):
+        classes = result.instruction_classes
+        counted = sum(v for k, v in classes.items() if k not in PL.EXTRA_TALLIES)
+        assert counted == result.instructions
+    delta = {k: large.instruction_classes[k] - small.instruction_classes[k] for k in large.instruction_classes}
+    assert delta["alu"] == 1000 and delta["branch_conditional"] == 1000 and delta["branch_conditional_taken"] == 1000
+    assert all(v == 0 for k, v in delta.items() if k not in ("alu", "branch_conditional", "branch_conditional_taken"))
+    assert large.instruction_classes["load_multiple_pc"] <= large.instruction_classes["load_multiple"]
+    assert large.instruction_classes["branch_conditional_taken"] < large.instruction_classes["branch_conditional"]
