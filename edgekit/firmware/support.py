@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Tuple
 
 from edgekit._resources import data_dir
 from edgekit.errors import UnsupportedOpError
+from edgekit.firmware.optable import op_table
 from edgekit.support import OpSupport, SupportReport
 from edgekit.tflite_graph import Graph, Op, Tensor
 
@@ -15,11 +16,9 @@ KERNELS_DIR = data_dir("firmware") / "runtime" / "src" / "kernels"
 
 RUNTIMES = ("edgekit", "tflm")
 
-# The operators issue 7 asks the edgekit runtime for (each needs its kernel file to be present).
-EDGEKIT_OPS = (
-    "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D", "ADD", "MUL", "RESHAPE",
-    "SOFTMAX", "MEAN", "PAD", "CONCATENATION", "TRANSPOSE", "QUANTIZE", "DEQUANTIZE", "LOGISTIC", "HARD_SWISH",
-)
+# The operators the edgekit runtime implements: the `edgekit-op` tags of the kernel sources (edgekit.firmware.optable;
+# `edgekit ops` prints them), so a new kernel file is picked up without editing a list here.
+EDGEKIT_OPS: Tuple[str, ...] = tuple(e.op for e in op_table(KERNELS_DIR))
 
 # Which inputs of an op carry activations that must be int8 (None = every input). Other inputs are
 # weights, biases, shapes or axes, which each kernel's prepare() validates.

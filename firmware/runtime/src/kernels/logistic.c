@@ -124,4 +124,5 @@ static ek_status logistic_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* edgekit-op: LOGISTIC | types: int8 | versions: 1-2 | fast path: none */
 const ek_kernel ek_kernel_logistic = {EK_OP_LOGISTIC, "LOGISTIC", EK_HOST_FN(logistic_persistent_bytes), 0, EK_HOST_FN(logistic_prepare), logistic_eval, 0};
