@@ -1,0 +1,186 @@
+"""Unary int8 kernels of the edgekit C runtime against LiteRT BUILTIN_REF, bit for bit (issue 25).
+
+RELU, RELU6, RELU_N1_TO_1, LEAKY_RELU, PRELU, TANH, EXP, LOG, SQRT, GELU (both `approximate` settings), ABS, NEG:
+every one of the 256 int8 input values on many seeded random scales and zero points, through the host build of
+the runtime on the in-place .tflite path and as a prepared model with the overlapped plan (the output planned over
+its dying input), demanding 0 differing elements. PRELU also with broadcast per-channel alpha constants (MediaPipe's
+layout). Plus the versions prepare() refuses, and one multi-op graph on QEMU mps2-an386 (Cortex-M4).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import zlib
+
+import numpy as np
+import pytest
+
+from edgekit.errors import EdgekitError
+from edgekit.firmware.host_runtime import HostRuntime
+from tests.firmware.opmodels import T, build_graph, build_model, random_input, reference
+from tests.firmware.test_kernels_elementwise import all_int8_values, assert_bit_exact, log_uniform, zp
+
+SEEDS = range(24)
+
+
+def _scales(rng: np.random.Generator, lo: float = 1e-3, hi: float = 1.0, ratio=(0.05, 20.0)):
+    s_in = log_uniform(rng, lo, hi)
+    return s_in, s_in * log_uniform(rng, *ratio)
+
+
+def _one(op: str, seed: int, options=None, in_zp=None, ratio=(0.05, 20.0), in_range=(1e-3, 1.0)) -> None:
+    rng = np.random.default_rng(zlib.crc32(f"{op} {seed} {options}".encode()))  # stable across runs
+    s_in, s_out = _scales(rng, *in_range, ratio=ratio)
+    z_in = zp(rng) if in_zp is None else in_zp
+    model = build_model(op, [T([2, 128], scale=s_in, zero_point=z_in)], [T([2, 128], scale=s_out, zero_point=zp(rng))],
+                        options)
+    assert_bit_exact(model, [all_int8_values().reshape(2, 128)], f"{op} {options} in {s_in}/{z_in} out {s_out}")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("op", ["RELU", "RELU6", "RELU_N1_TO_1", "ABS"])
+def test_relu_family_and_abs_every_input_value(op, seed):
+    _one(op, seed)
+
+
+@pytest.mark.parametrize("op", ["RELU", "RELU6", "RELU_N1_TO_1", "ABS"])
+def test_equal_scales_and_extreme_zero_points(op):
+    for z_in, z_out in ((-128, -128), (127, 127), (-128, 127), (0, 0)):
+        model = build_model(op, [T([256], scale=0.05, zero_point=z_in)], [T([256], scale=0.05, zero_point=z_out)])
+        assert_bit_exact(model, [all_int8_values()], f"{op} equal scales zp {z_in}/{z_out}")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_leaky_relu_every_input_value(seed):
+    rng = np.random.default_rng(900 + seed)
+    alpha = float(rng.choice([0.01, 0.1, 0.2, 0.3, -0.25, 1.5, float(rng.uniform(-2, 2))]))
+    _one("LEAKY_RELU", seed, {"alpha": alpha})
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("op", ["TANH", "EXP", "LOG"])
+def test_float_table_ops_every_input_value(op, seed):
+    # EXP over wide input scales: overflowing (saturating) entries included
+    _one(op, seed, in_range=(1e-3, 1.0) if op != "EXP" else (1e-3, 0.6))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("approximate", [False, True])
+def test_gelu_every_input_value(seed, approximate):
+    _one("GELU", seed, {"approximate": approximate}, in_range=(1e-3, 0.3))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sqrt_every_input_value(seed):
+    """LiteRT fails SQRT on a negative dequantized input, so the zero point is -128 (every input >= 0)."""
+    _one("SQRT", seed, in_zp=-128, ratio=(1e-4, 10.0) if seed % 3 else (1e-9, 1e-6))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_neg_every_input_value(seed):
+    rng = np.random.default_rng(70 + seed)
+    model = build_model("NEG", [T([256], scale=log_uniform(rng, 1e-3, 1), zero_point=zp(rng))],
+                        [T([256], scale=log_uniform(rng, 1e-3, 1), zero_point=zp(rng))])
+    assert_bit_exact(model, [all_int8_values()], "NEG")
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_prelu_broadcast_alpha_every_input_value(seed):
+    """x over all 256 values per channel; alpha [C], [1, 1, C], [1, 1, 1, C], full shape or a scalar."""
+    rng = np.random.default_rng(600 + seed)
+    c = int(rng.integers(1, 9))
+    x_shape = [1, 256, 1, c] if seed % 2 else [256, c]
+    # alpha's rank never exceeds x's: LiteRT refuses a broadcast that changes the output shape (so does prepare)
+    alpha_shape = [[c], [1, 1, c] if len(x_shape) == 4 else [1, c], [1, 1, 1, c] if len(x_shape) == 4 else [c],
+                   x_shape, []][seed % 5]
+    alpha = rng.integers(-128, 128, size=alpha_shape).astype(np.int8)
+    s_in, s_out = _scales(rng)
+    a = T(alpha_shape, scale=log_uniform(rng, 1e-3, 0.1), zero_point=zp(rng), data=alpha)
+    model = build_model("PRELU", [T(x_shape, scale=s_in, zero_point=zp(rng)), a], [T(x_shape, scale=s_out, zero_point=zp(rng))])
+    x = np.repeat(all_int8_values()[:, None], c, axis=1).reshape(x_shape)
+    assert_bit_exact(model, [x], f"PRELU {x_shape} alpha {alpha_shape}")
+
+
+def test_prelu_with_an_activation_alpha():
+    rng = np.random.default_rng(5)
+    model = build_model("PRELU", [T([4, 64], scale=0.03, zero_point=-4), T([64], scale=0.01, zero_point=3)],
+                        [T([4, 64], scale=0.02, zero_point=7)])
+    assert_bit_exact(model, random_input(model, rng), "PRELU alpha input")
+
+
+@pytest.mark.parametrize("op,version", [("RELU", 3), ("TANH", 3), ("LEAKY_RELU", 2), ("GELU", 3), ("NEG", 2),
+                                        ("ABS", 3), ("SQRT", 2)])
+def test_prepare_refuses_versions_it_does_not_implement(op, version):
+    model = build_model(op, [T([8], scale=0.05, zero_point=0)], [T([8], scale=0.05, zero_point=0)], version=version)
+    with pytest.raises(EdgekitError, match=f"{op} operator version not supported"):
+        HostRuntime(model)
+
+
+def test_prepare_rejects_int16_and_per_channel():
+    model = build_model("TANH", [T([8], dtype="int16", scale=1 / 4096, zero_point=0)],
+                        [T([8], dtype="int16", scale=1 / 32768, zero_point=0)])
+    with pytest.raises(EdgekitError, match="TANH supports int8 only"):
+        HostRuntime(model)
+    model = build_model("PRELU", [T([2, 3], scale=0.05), T([3], scale=[0.1, 0.2, 0.3], data=np.ones(3, np.int8))],
+                        [T([2, 3], scale=0.05)])
+    with pytest.raises(EdgekitError, match="PRELU needs per-tensor quantized tensors"):
+        HostRuntime(model)
+
+
+def test_unary_outputs_are_planned_over_their_dying_inputs():
+    model = unary_graph()
+    rt = HostRuntime(model, optimize="ram")
+    names = rt.op_names
+    overlapped = {names[o["op"]] for o in rt.prepared["overlaps"]}
+    assert {"LEAKY_RELU", "GELU", "ABS", "SQRT", "LOG", "EXP", "NEG", "RELU"} <= overlapped, overlapped
+
+
+def unary_graph() -> bytes:
+    """X [1, 6, 5, 8] through a chain of every unary op (PRELU with per-channel alpha, as MediaPipe); 2 outputs."""
+    rng = np.random.default_rng(25)
+    shape = [1, 6, 5, 8]
+    tensors = [T(shape, scale=0.04, zero_point=-3)]
+    ops = []
+
+    def add(op, src, scale, z, options=None, extra=()):
+        tensors.append(T(shape, scale=scale, zero_point=z))
+        ops.append((op, [src, *extra], [len(tensors) - 1], options))
+        return len(tensors) - 1
+
+    alpha = len(tensors)
+    tensors.append(T([1, 1, 8], scale=0.004, zero_point=-20, data=rng.integers(-128, 128, size=(1, 1, 8)).astype(np.int8)))
+    a = add("PRELU", 0, 0.03, -10, extra=[alpha])
+    b = add("LEAKY_RELU", a, 0.025, 5, {"alpha": 0.2})
+    c = add("TANH", b, 1 / 128, 0)
+    d = add("GELU", c, 0.006, -30, {"approximate": True})
+    e = add("GELU", d, 0.005, -40)
+    f = add("ABS", e, 0.004, -128)
+    g = add("SQRT", f, 0.01, -128)
+    h = add("LOG", g, 0.05, 60)
+    i = add("EXP", h, 0.03, -128)
+    j = add("NEG", i, 0.03, -1)
+    k = add("RELU", j, 0.02, -100)
+    m = add("RELU6", b, 0.03, -128)
+    n = add("RELU_N1_TO_1", m, 1 / 100, 0)
+    return build_graph(tensors, ops, [0], [k, n])
+
+
+def test_unary_graph_is_bit_exact_on_the_host():
+    model = unary_graph()
+    assert_bit_exact(model, random_input(model, np.random.default_rng(3)), "unary graph")
+
+
+needs_qemu = pytest.mark.skipif(shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
+                                reason="qemu-system-arm or arm-none-eabi-gcc is not installed")
+
+
+@pytest.mark.slow
+@needs_qemu
+def test_unary_graph_is_bit_exact_on_cortex_m4_in_qemu(tmp_path, cli):
+    model = tmp_path / "unary.tflite"
+    model.write_bytes(unary_graph())
+    out = tmp_path / "run"
+    assert cli("run", model, "--device", "qemu:mps2-an386", "-n", "2", "-o", out) == 0
+    exact = json.loads((out / "run.json").read_text())["outputs_bit_exact"]
+    assert exact["bit_exact"] is True and exact["differing_elements"] == 0
+    assert exact["total_elements"] == 2 * 240
