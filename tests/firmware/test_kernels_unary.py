@@ -1,6 +1,7 @@
 """Unary int8 kernels of the edgekit C runtime against LiteRT BUILTIN_REF, bit for bit (issue 25).
 
-RELU, RELU6, RELU_N1_TO_1, LEAKY_RELU, PRELU, TANH, EXP, LOG, SQRT, GELU (both `approximate` settings), ABS, NEG:
+RELU, RELU6, RELU_N1_TO_1, LEAKY_RELU, PRELU, TANH, EXP, LOG, SQRT, RSQRT, GELU (both `approximate` settings),
+ABS, NEG:
 every one of the 256 int8 input values on many seeded random scales and zero points, through the host build of
 the runtime on the in-place .tflite path and as a prepared model with the overlapped plan (the output planned over
 its dying input), demanding 0 differing elements. PRELU also with broadcast per-channel alpha constants (MediaPipe's
@@ -74,6 +75,12 @@ def test_gelu_every_input_value(seed, approximate):
 def test_sqrt_every_input_value(seed):
     """LiteRT fails SQRT on a negative dequantized input, so the zero point is -128 (every input >= 0)."""
     _one("SQRT", seed, in_zp=-128, ratio=(1e-4, 10.0) if seed % 3 else (1e-9, 1e-6))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_rsqrt_every_input_value(seed):
+    """LiteRT fails RSQRT on q < zp_in, so the zero point is -128 (q = -128 is the value 0: 127 by definition)."""
+    _one("RSQRT", seed, in_zp=-128, ratio=(1e-2, 100.0), in_range=(1e-4, 10.0))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -155,7 +162,8 @@ def unary_graph() -> bytes:
     d = add("GELU", c, 0.006, -30, {"approximate": True})
     e = add("GELU", d, 0.005, -40)
     f = add("ABS", e, 0.004, -128)
-    g = add("SQRT", f, 0.01, -128)
+    g0 = add("SQRT", f, 0.01, -128)
+    g = add("RSQRT", g0, 0.02, -128)
     h = add("LOG", g, 0.05, 60)
     i = add("EXP", h, 0.03, -128)
     j = add("NEG", i, 0.03, -1)

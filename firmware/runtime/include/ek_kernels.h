@@ -49,6 +49,7 @@ enum {
   EK_OP_NEG = 59,
   EK_OP_LOG = 73,
   EK_OP_SQRT = 75,
+  EK_OP_RSQRT = 76,
   EK_OP_LEAKY_RELU = 98,
   EK_OP_ABS = 101,
   EK_OP_GELU = 150
@@ -228,7 +229,8 @@ extern const ek_kernel ek_kernel_add, ek_kernel_average_pool_2d, ek_kernel_conca
     ek_kernel_max_pool_2d, ek_kernel_mul, ek_kernel_reshape, ek_kernel_softmax, ek_kernel_pad,
     ek_kernel_transpose, ek_kernel_mean, ek_kernel_quantize, ek_kernel_hard_swish;
 extern const ek_kernel ek_kernel_relu, ek_kernel_relu6, ek_kernel_relu_n1_to_1, ek_kernel_leaky_relu, ek_kernel_prelu,
-    ek_kernel_tanh, ek_kernel_exp, ek_kernel_log, ek_kernel_sqrt, ek_kernel_gelu, ek_kernel_abs, ek_kernel_neg;
+    ek_kernel_tanh, ek_kernel_exp, ek_kernel_log, ek_kernel_sqrt, ek_kernel_gelu, ek_kernel_abs, ek_kernel_neg,
+    ek_kernel_rsqrt;
 
 #ifdef __cplusplus
 }
