@@ -5,7 +5,7 @@ ABS, NEG:
 every one of the 256 int8 input values on many seeded random scales and zero points, through the host build of
 the runtime on the in-place .tflite path and as a prepared model with the overlapped plan (the output planned over
 its dying input), demanding 0 differing elements. PRELU also with broadcast per-channel alpha constants (MediaPipe's
-layout). Plus the versions prepare() refuses, and one multi-op graph on QEMU mps2-an386 (Cortex-M4).
+layout). int16 (16x8) RELU, RELU6, LEAKY_RELU, ABS, NEG on all 65,536 inputs. Plus the versions prepare() refuses, and one multi-op graph on QEMU mps2-an386 (Cortex-M4).
 """
 from __future__ import annotations
 
@@ -115,11 +115,40 @@ def test_prelu_with_an_activation_alpha():
     assert_bit_exact(model, random_input(model, rng), "PRELU alpha input")
 
 
+ALL_INT16 = np.arange(-32768, 32768, dtype=np.int16).reshape(256, 256)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("op,options", [("RELU", None), ("RELU6", None), ("LEAKY_RELU", {"alpha": 0.2}),
+                                        ("LEAKY_RELU", {"alpha": -0.7}), ("ABS", None), ("NEG", None)])
+def test_int16_every_input_value(op, options, seed):
+    """16x8 activations: all 65,536 int16 inputs, zero points 0 (LiteRT's int16 kernels require them)."""
+    rng = np.random.default_rng(zlib.crc32(f"int16 {op} {options} {seed}".encode()))
+    s_in = log_uniform(rng, 1e-5, 1e-2)
+    s_out = s_in * (1.0 if seed == 0 else log_uniform(rng, 0.05, 20.0))
+    z_in = z_out = 0
+    model = build_model(op, [T([256, 256], dtype="int16", scale=s_in, zero_point=z_in)],
+                        [T([256, 256], dtype="int16", scale=s_out, zero_point=z_out)], options)
+    assert_bit_exact(model, [ALL_INT16], f"{op} int16 {options} in {s_in}/{z_in} out {s_out}/{z_out}")
+
+
 @pytest.mark.parametrize("op,version", [("RELU", 3), ("TANH", 3), ("LEAKY_RELU", 2), ("GELU", 3), ("NEG", 2),
-                                        ("ABS", 3), ("SQRT", 2)])
+                                        ("ABS", 3), ("SQRT", 2), ("RSQRT", 3)])
 def test_prepare_refuses_versions_it_does_not_implement(op, version):
     model = build_model(op, [T([8], scale=0.05, zero_point=0)], [T([8], scale=0.05, zero_point=0)], version=version)
     with pytest.raises(EdgekitError, match=f"{op} operator version not supported"):
+        HostRuntime(model)
+
+
+def test_int16_versions_and_zero_points_refused():
+    model = build_model("RELU", [T([8], dtype="int16", scale=1e-3)], [T([8], dtype="int16", scale=1e-3)], version=4)
+    with pytest.raises(EdgekitError, match="RELU operator version not supported"):
+        HostRuntime(model)
+    model = build_model("ABS", [T([8], dtype="int16", scale=1e-3, zero_point=5)], [T([8], dtype="int16", scale=1e-3)])
+    with pytest.raises(EdgekitError, match="ABS int16 needs zero points 0"):
+        HostRuntime(model)
+    model = build_model("RELU_N1_TO_1", [T([8], dtype="int16", scale=1e-3)], [T([8], dtype="int16", scale=1e-3)])
+    with pytest.raises(EdgekitError, match="RELU_N1_TO_1 supports int8 only"):
         HostRuntime(model)
 
 

@@ -143,19 +143,24 @@ static inline int ek_lut_overlap(const ek_context *ctx, const ek_op *op, int inp
   return EK_OVERLAP_UPTO;
 }
 
-/* The checks every int8 -> int8 unary kernel makes in prepare (NAME: the op's name as a string literal). Returns from
-   the calling prepare with the failure. */
-#define EK_UNARY_INT8_CHECKS(ctx, op, NAME, max_version, in, out)                                                   \
+/* The checks every unary kernel makes in prepare (NAME: the op's name as a string literal): 1 input, 1 output of the
+   same shape and type, int8 (or int16 with zero points 0 when `allow_int16`; version limits max_version /
+   max_version16), per-tensor
+   quantization, positive finite scales, zero points in the type's range. Returns from the calling prepare with the
+   failure. */
+#define EK_UNARY_CHECKS(ctx, op, NAME, max_version, allow_int16, max_version16, in, out)                           \
   do {                                                                                                             \
-    if ((op)->version < 1 || (op)->version > (max_version))                                                        \
-      return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, NAME " operator version not supported (int8 kernels only)");      \
     if ((op)->num_inputs != 1 || (op)->num_outputs != 1)                                                           \
       return ek_fail(ctx, op, EK_ERR_MODEL, NAME " needs 1 input and 1 output");                                   \
     in = ek_input(ctx, op, 0);                                                                                     \
     out = ek_output(ctx, op, 0);                                                                                   \
     if (!(in) || !(out)) return ek_fail(ctx, op, EK_ERR_MODEL, NAME " input or output tensor missing");            \
-    if ((in)->type != EK_INT8 || (out)->type != EK_INT8)                                                           \
-      return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, NAME " supports int8 only");                                     \
+    const int ek_wide_ = (allow_int16) && (in)->type == EK_INT16 && (out)->type == EK_INT16;                        \
+    if (!ek_wide_ && ((in)->type != EK_INT8 || (out)->type != EK_INT8))                                            \
+      return ek_fail(ctx, op, EK_ERR_UNSUPPORTED,                                                                  \
+                     (allow_int16) ? NAME " supports int8 and int16 (16x8) only" : NAME " supports int8 only");     \
+    if ((op)->version < 1 || (op)->version > (ek_wide_ ? (max_version16) : (max_version)))                         \
+      return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, NAME " operator version not supported by this kernel");          \
     if ((in)->num_scales != 1 || (out)->num_scales != 1)                                                           \
       return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, NAME " needs per-tensor quantized tensors");                     \
     if (!ek_same_shape(in, out) || (in)->bytes != (out)->bytes)                                                    \
@@ -163,8 +168,14 @@ static inline int ek_lut_overlap(const ek_context *ctx, const ek_op *op, int inp
     if (!((in)->scale > 0.0f) || !((in)->scale <= 3.4028234e38f) || !((out)->scale > 0.0f) ||                      \
         !((out)->scale <= 3.4028234e38f))                                                                          \
       return ek_fail(ctx, op, EK_ERR_MODEL, NAME " tensor scale must be positive and finite");                     \
-    if ((in)->zero_point < -128 || (in)->zero_point > 127 || (out)->zero_point < -128 || (out)->zero_point > 127)  \
-      return ek_fail(ctx, op, EK_ERR_MODEL, NAME " int8 zero point outside [-128, 127]");                          \
+    const int32_t ek_lo_ = ek_wide_ ? -32768 : -128, ek_hi_ = ek_wide_ ? 32767 : 127;                              \
+    if ((in)->zero_point < ek_lo_ || (in)->zero_point > ek_hi_ || (out)->zero_point < ek_lo_ ||                    \
+        (out)->zero_point > ek_hi_)                                                                                \
+      return ek_fail(ctx, op, EK_ERR_MODEL, NAME " zero point outside its type's range");                          \
+    if (ek_wide_ && ((in)->zero_point != 0 || (out)->zero_point != 0))                                             \
+      return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, NAME " int16 needs zero points 0 (as LiteRT's 16x8 kernels)");   \
   } while (0)
+
+#define EK_UNARY_INT8_CHECKS(ctx, op, NAME, max_version, in, out) EK_UNARY_CHECKS(ctx, op, NAME, max_version, 0, 0, in, out)
 
 #endif

@@ -29,7 +29,7 @@ static size_t prelu_persistent_bytes(const ek_context *ctx, const ek_op *op) {
 }
 
 static ek_status prelu_prepare(ek_context *ctx, ek_op *op) {
-  if (op->version != 1) return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "PRELU operator version not supported (int8 kernels only)");
+  if (op->version != 1) return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "PRELU operator version not supported by this kernel");
   if (op->num_inputs != 2 || op->num_outputs != 1) return ek_fail(ctx, op, EK_ERR_MODEL, "PRELU needs 2 inputs and 1 output");
   const ek_tensor *in = ek_input(ctx, op, 0), *alpha = ek_input(ctx, op, 1), *out = ek_output(ctx, op, 0);
   if (!in || !alpha || !out) return ek_fail(ctx, op, EK_ERR_MODEL, "PRELU input, alpha or output tensor missing");

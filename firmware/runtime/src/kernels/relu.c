@@ -39,34 +39,62 @@ static void relu_quantize_signed(double m, int32_t *quantized_multiplier, int *s
   *shift = exponent;
 }
 
+/* Per-op data: the int8 table, or (int16 tensors) the parameters eval applies per element. */
+typedef struct relu_data {
+  ek_lut8 t; /* first: ek_lut_eval reads it */
+  int32_t wide;
+  int32_t in_zp, out_zp, act_min, act_max;
+  int32_t m_pos, s_pos, m_neg, s_neg; /* multiplier and shift for q - zp_in >= 0 and < 0 (RELU: the same) */
+} relu_data;
+
+static size_t relu_persistent_bytes(const ek_context *ctx, const ek_op *op) {
+  (void)ctx;
+  (void)op;
+  return sizeof(relu_data);
+}
+
+/* zp_out + MultiplyByQuantizedMultiplier(q - zp_in), then max(act_min), then min(act_max) (ReluX's order). */
+static inline int32_t relu_one(const relu_data *d, int32_t q) {
+  const int32_t v = q - d->in_zp;
+  int32_t y = d->out_zp + (v >= 0 ? ek_mbqm(v, d->m_pos, d->s_pos) : ek_mbqm(v, d->m_neg, d->s_neg));
+  y = ek_max_i32(d->act_min, y);
+  return ek_min_i32(d->act_max, y);
+}
+
+static void relu_fill(relu_data *d, const ek_tensor *in, const ek_tensor *out) {
+  d->wide = in->type == EK_INT16;
+  d->in_zp = in->zero_point;
+  d->out_zp = out->zero_point;
+  if (!d->wide)
+    for (int32_t q = -128; q <= 127; ++q) d->t.lut[(uint8_t)(int8_t)q] = (int8_t)relu_one(d, q);
+}
+
 /* act_min/act_max of QuantizedReluX (ek_quantize_bound keeps the float -> int conversion defined). */
 static ek_status relu_table(ek_context *ctx, ek_op *op, float lo, float hi, int has_hi) {
   const ek_tensor *in = ek_input(ctx, op, 0), *out = ek_output(ctx, op, 0);
-  int32_t m = 0;
+  relu_data *d = (relu_data *)op->user_data;
+  const int32_t qmin = in->type == EK_INT16 ? -32768 : -128, qmax = in->type == EK_INT16 ? 32767 : 127;
   int shift = 0;
-  ek_quantize_multiplier((double)(in->scale / out->scale), &m, &shift);
+  ek_quantize_multiplier((double)(in->scale / out->scale), &d->m_pos, &shift);
   if (shift > 30) return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "RELU output scale too small for the input scale");
-  const int32_t act_min = ek_max_i32(-128, ek_quantize_bound(lo, out->scale, out->zero_point, -128, 127));
-  const int32_t act_max = has_hi ? ek_min_i32(127, ek_quantize_bound(hi, out->scale, out->zero_point, -128, 127)) : 127;
-  ek_lut8 *t = (ek_lut8 *)op->user_data;
-  for (int32_t q = -128; q <= 127; ++q) {
-    int32_t v = out->zero_point + ek_mbqm(q - in->zero_point, m, shift);
-    v = ek_max_i32(act_min, v);
-    v = ek_min_i32(act_max, v);
-    t->lut[(uint8_t)(int8_t)q] = (int8_t)v;
-  }
+  d->s_pos = shift;
+  d->m_neg = d->m_pos;
+  d->s_neg = d->s_pos;
+  d->act_min = ek_max_i32(qmin, ek_quantize_bound(lo, out->scale, out->zero_point, qmin, qmax));
+  d->act_max = has_hi ? ek_min_i32(qmax, ek_quantize_bound(hi, out->scale, out->zero_point, qmin, qmax)) : qmax;
+  relu_fill(d, in, out);
   return EK_OK;
 }
 
 static ek_status relu_prepare(ek_context *ctx, ek_op *op) {
   const ek_tensor *in, *out;
-  EK_UNARY_INT8_CHECKS(ctx, op, "RELU", 2, in, out);
+  EK_UNARY_CHECKS(ctx, op, "RELU", 2, 1, 3, in, out);
   return relu_table(ctx, op, 0.0f, 0.0f, 0);
 }
 
 static ek_status relu6_prepare(ek_context *ctx, ek_op *op) {
   const ek_tensor *in, *out;
-  EK_UNARY_INT8_CHECKS(ctx, op, "RELU6", 2, in, out);
+  EK_UNARY_CHECKS(ctx, op, "RELU6", 2, 1, 3, in, out);
   return relu_table(ctx, op, 0.0f, 6.0f, 1);
 }
 
@@ -78,7 +106,7 @@ static ek_status relu_n1_to_1_prepare(ek_context *ctx, ek_op *op) {
 
 static ek_status leaky_relu_prepare(ek_context *ctx, ek_op *op) {
   const ek_tensor *in, *out;
-  EK_UNARY_INT8_CHECKS(ctx, op, "LEAKY_RELU", 1, in, out);
+  EK_UNARY_CHECKS(ctx, op, "LEAKY_RELU", 1, 1, 2, in, out);
   const float alpha = op->params.alpha;
   if (!(alpha >= -3.4028234e38f && alpha <= 3.4028234e38f))
     return ek_fail(ctx, op, EK_ERR_MODEL, "LEAKY_RELU alpha must be finite");
@@ -86,24 +114,34 @@ static ek_status leaky_relu_prepare(ek_context *ctx, ek_op *op) {
   const float identity_real = in->scale / out->scale;
   if (!(fabsf(alpha_real) < 2147483648.0f) || !(identity_real < 2147483648.0f))
     return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "LEAKY_RELU scales or alpha give a rescale multiplier of 2^31 or more");
-  int32_t ma = 0, mi = 0;
+  relu_data *d = (relu_data *)op->user_data;
   int sa = 0, si = 0;
-  relu_quantize_signed((double)alpha_real, &ma, &sa);
-  relu_quantize_signed((double)identity_real, &mi, &si);
-  ek_lut8 *t = (ek_lut8 *)op->user_data;
-  for (int32_t q = -128; q <= 127; ++q) {
-    const int32_t v = q - in->zero_point;
-    const int32_t y = out->zero_point + (v >= 0 ? ek_mbqm(v, mi, si) : ek_mbqm(v, ma, sa));
-    t->lut[(uint8_t)(int8_t)q] = ek_lut_clamp8(y);
-  }
+  relu_quantize_signed((double)alpha_real, &d->m_neg, &sa);
+  relu_quantize_signed((double)identity_real, &d->m_pos, &si);
+  d->s_neg = sa;
+  d->s_pos = si;
+  d->act_min = in->type == EK_INT16 ? -32768 : -128;
+  d->act_max = in->type == EK_INT16 ? 32767 : 127;
+  relu_fill(d, in, out);
   return EK_OK;
 }
 
-/* edgekit-op: RELU | types: int8 | versions: 1-2 | fast path: none */
-const ek_kernel ek_kernel_relu = {EK_OP_RELU, "RELU", EK_HOST_FN(ek_lut_persistent_bytes), 0, EK_HOST_FN(relu_prepare), ek_lut_eval, EK_HOST_FN(ek_lut_overlap)};
-/* edgekit-op: RELU6 | types: int8 | versions: 1-2 | fast path: none */
-const ek_kernel ek_kernel_relu6 = {EK_OP_RELU6, "RELU6", EK_HOST_FN(ek_lut_persistent_bytes), 0, EK_HOST_FN(relu6_prepare), ek_lut_eval, EK_HOST_FN(ek_lut_overlap)};
+static ek_status relu_eval(ek_context *ctx, ek_op *op) {
+  const relu_data *d = (const relu_data *)op->user_data;
+  if (!d->wide) return ek_lut_eval(ctx, op);
+  const ek_tensor *in = ek_input(ctx, op, 0);
+  const int16_t *x = (const int16_t *)in->data;
+  int16_t *y = (int16_t *)ek_output(ctx, op, 0)->data;
+  const int32_t n = in->bytes / 2;
+  for (int32_t i = 0; i < n; ++i) y[i] = (int16_t)relu_one(d, x[i]);
+  return EK_OK;
+}
+
+/* edgekit-op: RELU | types: int8, int16 | versions: 1-3 | fast path: none */
+const ek_kernel ek_kernel_relu = {EK_OP_RELU, "RELU", EK_HOST_FN(relu_persistent_bytes), 0, EK_HOST_FN(relu_prepare), relu_eval, EK_HOST_FN(ek_lut_overlap)};
+/* edgekit-op: RELU6 | types: int8, int16 | versions: 1-3 | fast path: none */
+const ek_kernel ek_kernel_relu6 = {EK_OP_RELU6, "RELU6", EK_HOST_FN(relu_persistent_bytes), 0, EK_HOST_FN(relu6_prepare), relu_eval, EK_HOST_FN(ek_lut_overlap)};
 /* edgekit-op: RELU_N1_TO_1 | types: int8 | versions: 1 | fast path: none */
-const ek_kernel ek_kernel_relu_n1_to_1 = {EK_OP_RELU_N1_TO_1, "RELU_N1_TO_1", EK_HOST_FN(ek_lut_persistent_bytes), 0, EK_HOST_FN(relu_n1_to_1_prepare), ek_lut_eval, EK_HOST_FN(ek_lut_overlap)};
-/* edgekit-op: LEAKY_RELU | types: int8 | versions: 1 | fast path: none */
-const ek_kernel ek_kernel_leaky_relu = {EK_OP_LEAKY_RELU, "LEAKY_RELU", EK_HOST_FN(ek_lut_persistent_bytes), 0, EK_HOST_FN(leaky_relu_prepare), ek_lut_eval, EK_HOST_FN(ek_lut_overlap)};
+const ek_kernel ek_kernel_relu_n1_to_1 = {EK_OP_RELU_N1_TO_1, "RELU_N1_TO_1", EK_HOST_FN(relu_persistent_bytes), 0, EK_HOST_FN(relu_n1_to_1_prepare), relu_eval, EK_HOST_FN(ek_lut_overlap)};
+/* edgekit-op: LEAKY_RELU | types: int8, int16 | versions: 1-2 | fast path: none */
+const ek_kernel ek_kernel_leaky_relu = {EK_OP_LEAKY_RELU, "LEAKY_RELU", EK_HOST_FN(relu_persistent_bytes), 0, EK_HOST_FN(leaky_relu_prepare), relu_eval, EK_HOST_FN(ek_lut_overlap)};
