@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -221,3 +222,134 @@ def test_unary_graph_is_bit_exact_on_cortex_m4_in_qemu(tmp_path, cli):
     exact = json.loads((out / "run.json").read_text())["outputs_bit_exact"]
     assert exact["bit_exact"] is True and exact["differing_elements"] == 0
     assert exact["total_elements"] > 0 and exact["total_elements"] % (2 * 240) == 0  # both outputs of every sample
+
+
+# --- the tables a device builds itself (in-place .tflite path: prepare runs there, with newlib's libm) ----------
+
+DEVICE_TABLES_C = r"""
+/* Builds every unary kernel's table over seeded random scales and zero points and prints one FNV-1a hash per op,
+ * on the host (glibc) and on Cortex-M4 (newlib), so a test can compare them. */
+#include <stdint.h>
+#include <string.h>
+
+#include "ek_kernels.h"
+
+void out_str(const char *s);
+
+static uint32_t rng_state = 88172645u;
+static uint32_t rnd(void) { rng_state ^= rng_state << 13; rng_state ^= rng_state >> 17; rng_state ^= rng_state << 5; return rng_state; }
+static float rnd_scale(int emin, int emax) { /* from bits: no libm */
+  const uint32_t e = (uint32_t)(127 + emin + (int)(rnd() % (uint32_t)(emax - emin + 1)));
+  const uint32_t bits = (e << 23) | (rnd() & 0x7fffffu);
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+static uint32_t hash = 2166136261u;
+static void mix(const void *p, size_t n) { const uint8_t *b = (const uint8_t *)p; for (size_t i = 0; i < n; ++i) { hash ^= b[i]; hash *= 16777619u; } }
+static void report(const char *name, int failures) {
+  char line[64];
+  size_t k = 0;
+  while (name[k] && k < 32) { line[k] = name[k]; ++k; }
+  line[k++] = ' ';
+  for (int i = 7; i >= 0; --i) line[k++] = "0123456789abcdef"[(hash >> (4 * i)) & 15u];
+  line[k++] = ' ';
+  line[k++] = (char)('0' + (failures > 9 ? 9 : failures));
+  line[k++] = '\n';
+  line[k] = 0;
+  out_str(line);
+  hash = 2166136261u;
+}
+static int8_t in8[256], out8[256];
+static ek_tensor tensors[2];
+static uint64_t user_data[64];
+
+static int run(const ek_kernel *k, float si, int32_t zi, float so, int32_t zo, float alpha, int approximate) {
+  ek_context ctx;
+  ek_op op;
+  static const int32_t ins[1] = {0}, outs[1] = {1};
+  memset(&ctx, 0, sizeof ctx);
+  memset(&op, 0, sizeof op);
+  memset(tensors, 0, sizeof tensors);
+  memset(user_data, 0, sizeof user_data);
+  for (int i = 0; i < 2; ++i) {
+    tensors[i].data = i ? (void *)out8 : (void *)in8;
+    tensors[i].ndim = 1;
+    tensors[i].dims[0] = 256;
+    tensors[i].bytes = 256;
+    tensors[i].type = EK_INT8;
+    tensors[i].num_scales = 1;
+  }
+  tensors[0].scale = si; tensors[0].zero_point = zi;
+  tensors[1].scale = so; tensors[1].zero_point = zo;
+  ctx.tensors = tensors;
+  ctx.num_tensors = 2;
+  op.opcode = k->opcode;
+  op.version = 1;
+  op.num_inputs = 1;
+  op.num_outputs = 1;
+  op.inputs = ins;
+  op.outputs = outs;
+  op.params.alpha = alpha;
+  op.params.approximate = (uint8_t)approximate;
+  op.user_data = user_data;
+  if (k->prepare(&ctx, &op) != EK_OK) return 1;
+  k->eval(&ctx, &op);
+  mix(out8, 256);
+  return 0;
+}
+
+int main(void) {
+  for (int i = 0; i < 256; ++i) in8[i] = (int8_t)(i - 128);
+  const ek_kernel *kernels[] = {&ek_kernel_tanh, &ek_kernel_exp, &ek_kernel_log, &ek_kernel_sqrt, &ek_kernel_gelu,
+                                &ek_kernel_gelu, &ek_kernel_rsqrt, &ek_kernel_leaky_relu, &ek_kernel_relu6, &ek_kernel_abs};
+  const char *names[] = {"TANH", "EXP", "LOG", "SQRT", "GELU", "GELU_APPROXIMATE", "RSQRT", "LEAKY_RELU", "RELU6", "ABS"};
+  for (int k = 0; k < 10; ++k) {
+    int failures = 0;
+    for (int it = 0; it < 2000; ++it) {
+      const float si = rnd_scale(-12, 0), so = rnd_scale(-12, 1);
+      const int32_t zi = (int32_t)(rnd() % 256u) - 128, zo = (int32_t)(rnd() % 256u) - 128;
+      const float alpha = rnd_scale(-8, 1) * ((rnd() & 1u) ? -1.0f : 1.0f);
+      failures += run(kernels[k], si, zi, so, zo, alpha, k == 5);
+    }
+    report(names[k], failures);
+  }
+  return 0;
+}
+"""
+
+UNARY_KERNELS = ["lut_math", "rsqrt", "relu", "abs_neg"]
+
+
+def test_device_built_tables_equal_the_host_ones_on_cortex_m4(tmp_path):
+    """prepare() on Cortex-M4 (newlib tanhf/logf/erfcf, software double) against the host (glibc), 2,000 seeded
+    scale and zero-point sets per op: the in-place path's tables on the device."""
+    import subprocess
+
+    from tests.firmware.test_kernels_elementwise import DEVICE_LINKER_SCRIPT, DEVICE_STARTUP_C, HOST_MAIN_C
+
+    missing = [tool for tool in ("gcc", "arm-none-eabi-gcc", "qemu-system-arm") if not shutil.which(tool)]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}")
+    runtime = Path(__file__).resolve().parents[2] / "firmware" / "runtime"
+    sources = [str(runtime / "src" / "kernels" / f"{k}.c") for k in UNARY_KERNELS] + [str(runtime / "src" / "ek_util.c")]
+    includes = [f"-I{runtime / 'include'}", f"-I{runtime / 'src'}"]
+    for name, text in (("tables.c", DEVICE_TABLES_C), ("startup.c", DEVICE_STARTUP_C), ("board.ld", DEVICE_LINKER_SCRIPT),
+                       ("host_main.c", HOST_MAIN_C)):
+        (tmp_path / name).write_text(text)
+    common = ["-std=c99", "-O2", "-ffp-contract=off", *includes]
+    subprocess.run(["gcc", *common, "-o", str(tmp_path / "host"), str(tmp_path / "tables.c"), str(tmp_path / "host_main.c"),
+                    *sources, "-lm"], check=True, capture_output=True, timeout=120)
+    subprocess.run(["arm-none-eabi-gcc", *common, "-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16",
+                    "-nostartfiles", "-T", str(tmp_path / "board.ld"), "--specs=nano.specs", "-o", str(tmp_path / "m4.elf"),
+                    str(tmp_path / "tables.c"), str(tmp_path / "startup.c"), *sources, "-lm", "-lc", "-lgcc"],
+                   check=True, capture_output=True, timeout=120)
+    host = subprocess.run([str(tmp_path / "host")], check=True, capture_output=True, text=True, timeout=60).stdout
+    board = subprocess.run(["qemu-system-arm", "-M", "mps2-an386", "-nographic", "-semihosting-config",
+                            "enable=on,target=native", "-kernel", str(tmp_path / "m4.elf")],
+                           capture_output=True, text=True, timeout=300)
+    lines = [line for line in (board.stdout + board.stderr).splitlines() if line.strip()]
+    assert board.returncode == 0, board.stdout + board.stderr
+    assert len(host.splitlines()) == 10
+    differing = [h.split()[0] for h, b in zip(host.splitlines(), lines) if h != b]
+    assert differing == [], f"device tables differ from the host's for {differing}"

@@ -22,7 +22,10 @@
  * std::erfc on float. On the host (glibc, where LiteRT runs) the table is therefore LiteRT's bit for bit; a device
  * that prepares the in-place .tflite path itself uses newlib's functions, which may differ by an ulp and move an
  * entry that sits next to a rounding tie (a prepared model, which the generator always builds, does not depend on
- * the device's libm). EXP uses lut_expf below (libm-independent, equal to glibc's expf on every float, see
+ * the device's libm). Measured (tests/firmware/test_kernels_unary.py, device_built_tables): on 2,000 seeded
+ * scale/zero-point sets per op, the tables Cortex-M4 builds with newlib (arm-none-eabi-gcc 12.2, QEMU mps2-an386)
+ * equal the host's for TANH, EXP, LOG, SQRT, both GELUs, RSQRT, LEAKY_RELU, RELU6 and ABS; not a proof for every
+ * scale, as glibc and newlib tanhf/logf/erfcf are different implementations. EXP uses lut_expf below (libm-independent, equal to glibc's expf on every float, see
  * logistic.c), SQRT the correctly rounded sqrtf (IEEE-754: the same bits everywhere).
  */
 #ifndef EK_LUT_H
