@@ -27,7 +27,7 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "MAX_POOL_2D": (0,), "ADD": (0, 1), "MUL": (0, 1), "RESHAPE": (0,), "SOFTMAX": (0,), "MEAN": (0,), "PAD": (0,),
     "CONCATENATION": None, "TRANSPOSE": (0,), "LOGISTIC": (0,), "HARD_SWISH": (0,),
     "RELU": (0,), "RELU6": (0,), "RELU_N1_TO_1": (0,), "LEAKY_RELU": (0,), "PRELU": (0, 1),
-    "TANH": (0,), "EXP": (0,), "LOG": (0,), "SQRT": (0,), "GELU": (0,), "ABS": (0,), "NEG": (0,), "RSQRT": (0,),
+    "TANH": (0,), "EXP": (0,), "LOG": (0,), "SQRT": (0,), "GELU": (0,), "ABS": (0,), "NEG": (0,), "RSQRT": (0,), "ELU": (0,),
 }
 _QUANTIZE_INPUT_TYPES = ("FLOAT32", "INT8")
 INT8_ONLY = "the edgekit runtime is int8-only"

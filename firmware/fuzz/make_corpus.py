@@ -80,7 +80,7 @@ def single_op_models(seed: int = 0) -> Dict[str, bytes]:
                                      [T((1, 16), scale=1 / 256, zero_point=-128)])
     models["hard_swish"] = build_model("HARD_SWISH", [T((1, 16), scale=0.05, zero_point=0)],
                                        [T((1, 16), scale=0.03, zero_point=-20)])
-    for op in ("RELU", "RELU6", "RELU_N1_TO_1", "TANH", "EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG"):  # issue 25's unary ops
+    for op in ("RELU", "RELU6", "RELU_N1_TO_1", "TANH", "EXP", "LOG", "SQRT", "RSQRT", "ELU", "ABS", "NEG"):  # issue 25's unary ops
         models[op.lower()] = build_model(op, [T((1, 16), scale=0.05, zero_point=-128 if op == "SQRT" else 3)],
                                          [T((1, 16), scale=0.04, zero_point=-5)])
     models["leaky_relu"] = build_model("LEAKY_RELU", [T((1, 16), scale=0.05)], [T((1, 16), scale=0.04)], {"alpha": 0.2})
@@ -114,7 +114,7 @@ def graph_models(rng: np.random.Generator) -> Dict[str, bytes]:
 
 
 _SUPPORTED_CODES = [0, 1, 2, 3, 4, 6, 9, 14, 17, 18, 22, 25, 34, 39, 40, 114, 117,
-                    19, 20, 21, 28, 47, 54, 59, 73, 75, 76, 98, 101, 150]  # + issue 25's unary ops
+                    19, 20, 21, 28, 47, 54, 59, 73, 75, 76, 98, 101, 111, 150]  # + issue 25's unary ops
 _TYPES = [0, 1, 2, 3, 4, 6, 7, 9]
 _TYPE_NP = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
 _EDGE_INTS = [0, 1, 2, 3, -1, 7, 64, 255, 1 << 15, (1 << 31) - 1, -(1 << 31)]

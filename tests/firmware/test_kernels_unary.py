@@ -116,6 +116,31 @@ def test_prelu_with_an_activation_alpha():
     assert_bit_exact(model, random_input(model, rng), "PRELU alpha input")
 
 
+def tflm_outputs(model: bytes, inputs):
+    """Outputs of the TensorFlow Lite Micro python interpreter (the oracle for ops LiteRT's BUILTIN_REF lacks)."""
+    from tflite_micro import runtime
+
+    interp = runtime.Interpreter.from_bytes(model, arena_size=64 * 1024)
+    for i, x in enumerate(inputs):
+        interp.set_input(x, i)
+    interp.invoke()
+    return [interp.get_output(0)]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_elu_every_input_value_against_tflm(seed):
+    """ELU is not registered in LiteRT's BUILTIN_REF resolver: TFLM's reference ELU (python interpreter) is the oracle."""
+    pytest.importorskip("tflite_micro", reason="the tflite-micro python package is the ELU oracle")
+    rng = np.random.default_rng(800 + seed)
+    s_in, s_out = _scales(rng, ratio=(0.05, 5.0))
+    model = build_model("ELU", [T([256], scale=s_in, zero_point=zp(rng))], [T([256], scale=s_out, zero_point=zp(rng))])
+    x = [all_int8_values()]
+    want = tflm_outputs(model, x)[0]
+    for optimize in (None, "ram"):
+        got = HostRuntime(model, optimize=optimize).invoke(x)[0]
+        assert int(np.count_nonzero(want != got)) == 0, f"ELU in {s_in} out {s_out} (optimize={optimize})"
+
+
 ALL_INT16 = np.arange(-32768, 32768, dtype=np.int16).reshape(256, 256)
 
 

@@ -52,7 +52,8 @@ enum {
   EK_OP_RSQRT = 76,
   EK_OP_LEAKY_RELU = 98,
   EK_OP_ABS = 101,
-  EK_OP_GELU = 150
+  EK_OP_GELU = 150,
+  EK_OP_ELU = 111
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -230,7 +231,7 @@ extern const ek_kernel ek_kernel_add, ek_kernel_average_pool_2d, ek_kernel_conca
     ek_kernel_transpose, ek_kernel_mean, ek_kernel_quantize, ek_kernel_hard_swish;
 extern const ek_kernel ek_kernel_relu, ek_kernel_relu6, ek_kernel_relu_n1_to_1, ek_kernel_leaky_relu, ek_kernel_prelu,
     ek_kernel_tanh, ek_kernel_exp, ek_kernel_log, ek_kernel_sqrt, ek_kernel_gelu, ek_kernel_abs, ek_kernel_neg,
-    ek_kernel_rsqrt;
+    ek_kernel_rsqrt, ek_kernel_elu;
 
 #ifdef __cplusplus
 }

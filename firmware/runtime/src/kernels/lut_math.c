@@ -1,4 +1,4 @@
-/* TANH, EXP, LOG, SQRT and GELU, int8 -> int8, through a 256-entry table built in prepare() (kernels/ek_lut.h).
+/* TANH, EXP, LOG, SQRT, GELU and ELU, int8 -> int8, through a 256-entry table built in prepare() (kernels/ek_lut.h).
  *
  * Bit-exact with LiteRT BUILTIN_REF:
  * - TANH (tensorflow/lite/kernels/activations.cc TanhPrepare, kReference): LUTPopulate with std::tanh(float).
@@ -13,6 +13,8 @@
  * - GELU (tensorflow/lite/kernels/gelu.cc with reference/gelu.h GeluTransform / GeluTransformApproximate):
  *   LUTPopulate with 0.5f * x * erfcf(x * (float)-M_SQRT1_2), or with approximate = true
  *   0.5f * x * (1.f + tanhf((float)(M_2_SQRTPI * M_SQRT1_2) * (x + 0.044715f * x * x * x))).
+ * - ELU: not in LiteRT's BUILTIN_REF resolver; TensorFlow Lite Micro's elu.cc (the oracle here: its python
+ *   interpreter) fills the table with PopulateLookupTable and v < 0 ? std::exp(v) - 1.0f : v (float).
  * Verified: tests/firmware/test_kernels_unary.py compares all 256 inputs on many seeded scales and zero points.
  */
 #include <math.h>
@@ -33,6 +35,11 @@ static float lut_exp(float v, const void *arg) {
 static float lut_log(float v, const void *arg) {
   if (v <= 0.0f) return *(const float *)arg;
   return logf(v);
+}
+
+static float lut_elu(float v, const void *arg) {
+  (void)arg;
+  return v < 0.0f ? lut_expf(v) - 1.0f : v;
 }
 
 static float lut_gelu(float v, const void *arg) {
@@ -83,6 +90,13 @@ static ek_status sqrt_prepare(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+static ek_status elu_prepare(ek_context *ctx, ek_op *op) {
+  const ek_tensor *in, *out;
+  EK_UNARY_INT8_CHECKS(ctx, op, "ELU", 1, in, out);
+  ek_lut_populate(in->scale, in->zero_point, out->scale, out->zero_point, lut_elu, 0, ((ek_lut8 *)op->user_data)->lut);
+  return EK_OK;
+}
+
 static ek_status gelu_prepare(ek_context *ctx, ek_op *op) {
   const ek_tensor *in, *out;
   EK_UNARY_INT8_CHECKS(ctx, op, "GELU", 2, in, out);
@@ -99,5 +113,7 @@ const ek_kernel ek_kernel_exp = {EK_OP_EXP, "EXP", EK_HOST_FN(ek_lut_persistent_
 const ek_kernel ek_kernel_log = {EK_OP_LOG, "LOG", EK_HOST_FN(ek_lut_persistent_bytes), 0, EK_HOST_FN(log_prepare), ek_lut_eval, EK_HOST_FN(ek_lut_overlap)};
 /* edgekit-op: SQRT | types: int8 | versions: 1 | fast path: none */
 const ek_kernel ek_kernel_sqrt = {EK_OP_SQRT, "SQRT", EK_HOST_FN(ek_lut_persistent_bytes), 0, EK_HOST_FN(sqrt_prepare), ek_lut_eval, EK_HOST_FN(ek_lut_overlap)};
+/* edgekit-op: ELU | types: int8 | versions: 1 | fast path: none */
+const ek_kernel ek_kernel_elu = {EK_OP_ELU, "ELU", EK_HOST_FN(ek_lut_persistent_bytes), 0, EK_HOST_FN(elu_prepare), ek_lut_eval, EK_HOST_FN(ek_lut_overlap)};
 /* edgekit-op: GELU | types: int8 | versions: 1-2 | fast path: none */
 const ek_kernel ek_kernel_gelu = {EK_OP_GELU, "GELU", EK_HOST_FN(ek_lut_persistent_bytes), 0, EK_HOST_FN(gelu_prepare), ek_lut_eval, EK_HOST_FN(ek_lut_overlap)};
