@@ -5,7 +5,7 @@ ABS, NEG:
 every one of the 256 int8 input values on many seeded random scales and zero points, through the host build of
 the runtime on the in-place .tflite path and as a prepared model with the overlapped plan (the output planned over
 its dying input), demanding 0 differing elements. PRELU also with broadcast per-channel alpha constants (MediaPipe's
-layout). int16 (16x8) RELU, RELU6, LEAKY_RELU, ABS, NEG on all 65,536 inputs. Plus the versions prepare() refuses, and one multi-op graph on QEMU mps2-an386 (Cortex-M4).
+layout), and a Keras model through TFLiteConverter. int16 (16x8) RELU, RELU6, LEAKY_RELU, ABS, NEG on all 65,536 inputs. Plus the versions prepare() refuses, and one multi-op graph on QEMU mps2-an386 (Cortex-M4).
 """
 from __future__ import annotations
 
@@ -378,3 +378,38 @@ def test_device_built_tables_equal_the_host_ones_on_cortex_m4(tmp_path):
     assert len(host.splitlines()) == 10
     differing = [h.split()[0] for h, b in zip(host.splitlines(), lines) if h != b]
     assert differing == [], f"device tables differ from the host's for {differing}"
+
+
+# --- a converter-made model ------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_keras_prelu_leaky_relu_tanh_relu6_model_from_the_tflite_converter_is_bit_exact():
+    """Keras PReLU(shared_axes=[1, 2]) (MediaPipe's per-channel alpha layout), LeakyReLU, tanh, ReLU(6) through
+    TFLiteConverter full-int8 (~20 s): the converter's alpha constant, op versions and options, in place and
+    prepared."""
+    tf = pytest.importorskip("tensorflow")
+    from edgekit.firmware.host_runtime import op_codes, op_name
+
+    rng = np.random.default_rng(0)
+    inp = tf.keras.Input((16, 16, 3), batch_size=1)
+    x = tf.keras.layers.Conv2D(8, 3, padding="same")(inp)
+    prelu = tf.keras.layers.PReLU(shared_axes=[1, 2])
+    x = prelu(x)
+    x = tf.keras.layers.DepthwiseConv2D(3, padding="same")(x)
+    x = tf.keras.layers.LeakyReLU(0.1)(x)
+    x = tf.keras.layers.Conv2D(8, 1)(x)
+    x = tf.keras.layers.Activation("tanh")(x)
+    x = tf.keras.layers.ReLU(6.0)(x)
+    model = tf.keras.Model(inp, x)
+    prelu.set_weights([rng.uniform(0.05, 0.5, size=(1, 1, 8)).astype(np.float32)])
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([rng.standard_normal((1, 16, 16, 3)).astype(np.float32)] for _ in range(20))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.int8
+    converter.inference_output_type = tf.int8
+    tflite = converter.convert()
+    assert [op_name(c) for c in op_codes(tflite)] == ["CONV_2D", "PRELU", "DEPTHWISE_CONV_2D", "LEAKY_RELU", "CONV_2D",
+                                                      "TANH", "RELU6"]
+    for seed in range(3):
+        assert_bit_exact(tflite, random_input(tflite, np.random.default_rng(seed)), f"keras model, input seed {seed}")
