@@ -127,6 +127,7 @@ COMMAND_MODULES = (
     "edgekit.run.mlperf_cli",    # mlperf-dataset (MLPerf Tiny harness: dataset folders)
     "edgekit.lab.cli",           # lab (models x boards matrix)
     "edgekit.schema_cli",        # schema (JSON Schemas of the JSON files edgekit writes)
+    "edgekit.firmware.ops_cli",  # ops (the edgekit runtime's operator table, from the kernel sources)
 )
 
 

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Tuple
 
 from edgekit._resources import data_dir
 from edgekit.errors import UnsupportedOpError
+from edgekit.firmware.optable import op_table
 from edgekit.support import OpSupport, SupportReport
 from edgekit.tflite_graph import Graph, Op, Tensor
 
@@ -15,11 +16,9 @@ KERNELS_DIR = data_dir("firmware") / "runtime" / "src" / "kernels"
 
 RUNTIMES = ("edgekit", "tflm")
 
-# The operators issue 7 asks the edgekit runtime for (each needs its kernel file to be present).
-EDGEKIT_OPS = (
-    "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D", "ADD", "MUL", "RESHAPE",
-    "SOFTMAX", "MEAN", "PAD", "CONCATENATION", "TRANSPOSE", "QUANTIZE", "DEQUANTIZE", "LOGISTIC", "HARD_SWISH",
-)
+# The operators the edgekit runtime implements: the `edgekit-op` tags of the kernel sources (edgekit.firmware.optable;
+# `edgekit ops` prints them), so a new kernel file is picked up without editing a list here.
+EDGEKIT_OPS: Tuple[str, ...] = tuple(e.op for e in op_table(KERNELS_DIR))
 
 # Which inputs of an op carry activations that must be int8 (None = every input). Other inputs are
 # weights, biases, shapes or axes, which each kernel's prepare() validates.
@@ -27,6 +26,8 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "CONV_2D": (0, 1), "DEPTHWISE_CONV_2D": (0, 1), "FULLY_CONNECTED": (0, 1), "AVERAGE_POOL_2D": (0,),
     "MAX_POOL_2D": (0,), "ADD": (0, 1), "MUL": (0, 1), "RESHAPE": (0,), "SOFTMAX": (0,), "MEAN": (0,), "PAD": (0,),
     "CONCATENATION": None, "TRANSPOSE": (0,), "LOGISTIC": (0,), "HARD_SWISH": (0,),
+    "RELU": (0,), "RELU6": (0,), "RELU_N1_TO_1": (0,), "LEAKY_RELU": (0,), "PRELU": (0, 1),
+    "TANH": (0,), "EXP": (0,), "LOG": (0,), "SQRT": (0,), "GELU": (0,), "ABS": (0,), "NEG": (0,), "RSQRT": (0,), "ELU": (0,),
 }
 _QUANTIZE_INPUT_TYPES = ("FLOAT32", "INT8")
 INT8_ONLY = "the edgekit runtime is int8-only"

@@ -80,6 +80,16 @@ def single_op_models(seed: int = 0) -> Dict[str, bytes]:
                                      [T((1, 16), scale=1 / 256, zero_point=-128)])
     models["hard_swish"] = build_model("HARD_SWISH", [T((1, 16), scale=0.05, zero_point=0)],
                                        [T((1, 16), scale=0.03, zero_point=-20)])
+    # issue 25's unary ops (ELU has no BUILTIN_REF kernel, which the seeds are checked against: the mutants' op codes
+    # reach it); SQRT/RSQRT inputs >= their zero point, as LiteRT requires
+    for op in ("RELU", "RELU6", "RELU_N1_TO_1", "TANH", "EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG"):
+        models[op.lower()] = build_model(op, [T((1, 16), scale=0.05, zero_point=-128 if "SQRT" in op else 3)],
+                                         [T((1, 16), scale=0.04, zero_point=-5)])
+    models["leaky_relu"] = build_model("LEAKY_RELU", [T((1, 16), scale=0.05)], [T((1, 16), scale=0.04)], {"alpha": 0.2})
+    models["gelu"] = build_model("GELU", [T((1, 16), scale=0.05)], [T((1, 16), scale=0.04)], {"approximate": True})
+    models["prelu"] = build_model("PRELU", [T((1, 4, 4, 4), scale=0.05), T((1, 1, 4), scale=0.01, zero_point=2,
+                                                                          data=np.array([[[5, -9, 40, 127]]], np.int8))],
+                                  [T((1, 4, 4, 4), scale=0.04)])
     models.update(graph_models(rng))
     return models
 
@@ -105,7 +115,8 @@ def graph_models(rng: np.random.Generator) -> Dict[str, bytes]:
     return {"float_io_fc": float_io, "reshape_chain": chain}
 
 
-_SUPPORTED_CODES = [0, 1, 2, 3, 4, 6, 9, 14, 17, 18, 22, 25, 34, 39, 40, 114, 117]
+_SUPPORTED_CODES = [0, 1, 2, 3, 4, 6, 9, 14, 17, 18, 22, 25, 34, 39, 40, 114, 117,
+                    19, 20, 21, 28, 47, 54, 59, 73, 75, 76, 98, 101, 111, 150]  # + issue 25's unary ops
 _TYPES = [0, 1, 2, 3, 4, 6, 7, 9]
 _TYPE_NP = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
 _EDGE_INTS = [0, 1, 2, 3, -1, 7, 64, 255, 1 << 15, (1 << 31) - 1, -(1 << 31)]

@@ -44,6 +44,8 @@ _OPTIONS = {
     "TRANSPOSE": ("TransposeOptions", {}),
     "DEQUANTIZE": ("DequantizeOptions", {}),
     "HARD_SWISH": ("HardSwishOptions", {}),
+    "LEAKY_RELU": ("LeakyReluOptions", {}),
+    "GELU": ("GeluOptions", {}),
 }
 _ENUMS = {"padding": schema.Padding, "fused_activation_function": schema.ActivationFunctionType,
           "weights_format": schema.FullyConnectedOptionsWeightsFormat}

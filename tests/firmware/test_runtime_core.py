@@ -142,14 +142,14 @@ def test_bad_header_fields_are_named():
 def test_unsupported_ops_are_listed_all_at_once_with_their_location():
     a, b = T((1, 8), scale=0.1), T((1, 8), scale=0.1)
     tensors = [a, b, T((1, 8), scale=0.1), T((1, 8), scale=0.1), T((1, 8), scale=0.1), T((1, 8), scale=0.1)]
-    ops = [("SUB", [0, 1], [2], None), ("ADD", [2, 1], [3], None), ("TANH", [3], [4], None), ("RELU", [4], [5], None)]
+    ops = [("SUB", [0, 1], [2], None), ("ADD", [2, 1], [3], None), ("L2_NORMALIZATION", [3], [4], None), ("LOCAL_RESPONSE_NORMALIZATION", [4], [5], None)]
     model = build_graph(tensors, ops, [0, 1], [5])
     with pytest.raises(UnsupportedOpError) as info:
         hr.HostRuntime(model)
     rejected = [(o.op, o.location) for o in info.value.report.rejected]
-    assert rejected == [("SUB", "op #0"), ("TANH", "op #2"), ("RELU", "op #3")]
+    assert rejected == [("SUB", "op #0"), ("L2_NORMALIZATION", "op #2"), ("LOCAL_RESPONSE_NORMALIZATION", "op #3")]
     text = str(info.value)
-    assert "3 operator(s)" in text and "SUB at op #0" in text and "RELU at op #3" in text
+    assert "3 operator(s)" in text and "SUB at op #0" in text and "LOCAL_RESPONSE_NORMALIZATION at op #3" in text
 
 
 def test_more_than_one_subgraph_is_rejected_with_a_clear_message():

@@ -39,7 +39,21 @@ enum {
   EK_OP_DEPTHWISE_CONV_2D = 4, EK_OP_DEQUANTIZE = 6, EK_OP_FULLY_CONNECTED = 9,
   EK_OP_LOGISTIC = 14, EK_OP_MAX_POOL_2D = 17, EK_OP_MUL = 18, EK_OP_RESHAPE = 22,
   EK_OP_SOFTMAX = 25, EK_OP_PAD = 34, EK_OP_TRANSPOSE = 39, EK_OP_MEAN = 40,
-  EK_OP_QUANTIZE = 114, EK_OP_HARD_SWISH = 117
+  EK_OP_QUANTIZE = 114, EK_OP_HARD_SWISH = 117,
+  EK_OP_RELU = 19, /* unary activations (issue 25): relu.c, abs_neg.c, lut_math.c, prelu.c */
+  EK_OP_RELU_N1_TO_1 = 20,
+  EK_OP_RELU6 = 21,
+  EK_OP_TANH = 28,
+  EK_OP_EXP = 47,
+  EK_OP_PRELU = 54,
+  EK_OP_NEG = 59,
+  EK_OP_LOG = 73,
+  EK_OP_SQRT = 75,
+  EK_OP_RSQRT = 76,
+  EK_OP_LEAKY_RELU = 98,
+  EK_OP_ABS = 101,
+  EK_OP_GELU = 150,
+  EK_OP_ELU = 111
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -100,6 +114,8 @@ typedef struct ek_op_params {
   uint8_t keep_num_dims;      /* FULLY_CONNECTED */
   uint8_t weights_format;     /* FULLY_CONNECTED: 0 = DEFAULT only */
   uint8_t pot_scale_int16;    /* ADD/SUB: unused for int8 */
+  float alpha;                /* LEAKY_RELU (schema default 0.0) */
+  uint8_t approximate;        /* GELU (schema default false) */
 } ek_op_params;
 
 typedef struct ek_op {
@@ -213,6 +229,9 @@ extern const ek_kernel ek_kernel_add, ek_kernel_average_pool_2d, ek_kernel_conca
     ek_kernel_depthwise_conv_2d, ek_kernel_dequantize, ek_kernel_fully_connected, ek_kernel_logistic,
     ek_kernel_max_pool_2d, ek_kernel_mul, ek_kernel_reshape, ek_kernel_softmax, ek_kernel_pad,
     ek_kernel_transpose, ek_kernel_mean, ek_kernel_quantize, ek_kernel_hard_swish;
+extern const ek_kernel ek_kernel_relu, ek_kernel_relu6, ek_kernel_relu_n1_to_1, ek_kernel_leaky_relu, ek_kernel_prelu,
+    ek_kernel_tanh, ek_kernel_exp, ek_kernel_log, ek_kernel_sqrt, ek_kernel_gelu, ek_kernel_abs, ek_kernel_neg,
+    ek_kernel_rsqrt, ek_kernel_elu;
 
 #ifdef __cplusplus
 }

@@ -189,7 +189,9 @@ enum { BUFFER_DATA = 0, BUFFER_OFFSET = 1, BUFFER_SIZE = 2 };
 enum {
   OPT_NONE = 0, OPT_CONV_2D = 1, OPT_DEPTHWISE_CONV_2D = 2, OPT_POOL_2D = 5, OPT_FULLY_CONNECTED = 8, OPT_SOFTMAX = 9,
   OPT_CONCATENATION = 10, OPT_ADD = 11, OPT_RESHAPE = 17, OPT_MUL = 21, OPT_PAD = 22, OPT_TRANSPOSE = 26,
-  OPT_REDUCER = 27, OPT_DEQUANTIZE = 38, OPT_QUANTIZE = 89, OPT_HARD_SWISH = 91
+  OPT_REDUCER = 27, OPT_DEQUANTIZE = 38, OPT_QUANTIZE = 89, OPT_HARD_SWISH = 91,
+  OPT_LEAKY_RELU = 75,
+  OPT_GELU = 116
 };
 
 #define TFLITE_SCHEMA_VERSION 3u
@@ -436,6 +438,8 @@ static int expected_options(int32_t opcode) {
     case EK_OP_DEQUANTIZE: return OPT_DEQUANTIZE;
     case EK_OP_QUANTIZE: return OPT_QUANTIZE;
     case EK_OP_HARD_SWISH: return OPT_HARD_SWISH;
+    case EK_OP_LEAKY_RELU: return OPT_LEAKY_RELU;
+    case EK_OP_GELU: return OPT_GELU;
     default: return -1; /* options ignored */
   }
 }
@@ -492,6 +496,10 @@ static int read_options(const fb *b, const fb_table *o, ek_op *op, int *fits) {
       return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation);
     case EK_OP_MEAN:
       return fb_u8_param(b, o, 0, 0, &p->keep_dims);
+    case EK_OP_LEAKY_RELU:
+      return fb_f32(b, o, 0, 0.0f, &p->alpha);
+    case EK_OP_GELU:
+      return fb_u8_param(b, o, 0, 0, &p->approximate);
     default:
       return 1; /* RESHAPE (the kernel uses the output shape), PAD, TRANSPOSE, QUANTIZE, ...: nothing to decode */
   }
@@ -587,6 +595,7 @@ static ek_status read_operator(reader *r, uint32_t i, ek_op *op, const ek_kernel
   op->params.keep_dims = op->params.keep_dims != 0; /* schema bools: any non-zero byte is true */
   op->params.keep_num_dims = op->params.keep_num_dims != 0;
   op->params.pot_scale_int16 = op->params.pot_scale_int16 != 0;
+  op->params.approximate = op->params.approximate != 0;
   return EK_OK;
 }
 

@@ -107,6 +107,20 @@ const char *ek_op_name(int32_t opcode) {
     case EK_OP_MEAN: return "MEAN";
     case EK_OP_QUANTIZE: return "QUANTIZE";
     case EK_OP_HARD_SWISH: return "HARD_SWISH";
+    case EK_OP_RELU: return "RELU";
+    case EK_OP_RELU_N1_TO_1: return "RELU_N1_TO_1";
+    case EK_OP_RELU6: return "RELU6";
+    case EK_OP_TANH: return "TANH";
+    case EK_OP_EXP: return "EXP";
+    case EK_OP_PRELU: return "PRELU";
+    case EK_OP_NEG: return "NEG";
+    case EK_OP_LOG: return "LOG";
+    case EK_OP_SQRT: return "SQRT";
+    case EK_OP_RSQRT: return "RSQRT";
+    case EK_OP_LEAKY_RELU: return "LEAKY_RELU";
+    case EK_OP_ABS: return "ABS";
+    case EK_OP_ELU: return "ELU";
+    case EK_OP_GELU: return "GELU";
     case 32: return "CUSTOM";
     default: return "UNKNOWN";
   }

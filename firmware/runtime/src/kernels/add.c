@@ -237,4 +237,5 @@ static int add_overlap(const ek_context *ctx, const ek_op *op, int input_index, 
   return EK_OVERLAP_UPTO;
 }
 
+/* edgekit-op: ADD | types: int8 | versions: 1-2 | fast path: Cortex-M4 DSP (SMMLAR) */
 const ek_kernel ek_kernel_add = {EK_OP_ADD, "ADD", EK_HOST_FN(add_persistent_bytes), 0, EK_HOST_FN(add_prepare), add_eval, EK_HOST_FN(add_overlap)};

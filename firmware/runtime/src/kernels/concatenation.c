@@ -97,4 +97,5 @@ static ek_status concatenation_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* edgekit-op: CONCATENATION | types: int8, uint8, int16, int32, int64, float16, float32, bool | versions: 1-3 | fast path: none */
 const ek_kernel ek_kernel_concatenation = {EK_OP_CONCATENATION, "CONCATENATION", EK_HOST_FN(concatenation_persistent_bytes), 0, EK_HOST_FN(concatenation_prepare), concatenation_eval, 0};

@@ -1185,4 +1185,5 @@ static int conv_overlap(const ek_context *ctx, const ek_op *op, int input_index,
              : EK_OVERLAP_NONE;
 }
 
+/* edgekit-op: CONV_2D | types: int8 | versions: 1-3 | fast path: Cortex-M4 DSP, Helium (M55) */
 const ek_kernel ek_kernel_conv_2d = {EK_OP_CONV_2D, "CONV_2D", EK_HOST_FN(conv_persistent_bytes), EK_HOST_FN(conv_scratch_bytes), EK_HOST_FN(conv_prepare), conv_eval, EK_HOST_FN(conv_overlap)};

@@ -1176,4 +1176,5 @@ static int dw_overlap(const ek_context *ctx, const ek_op *op, int input_index, i
   return EK_OVERLAP_EXACT;
 }
 
+/* edgekit-op: DEPTHWISE_CONV_2D | types: int8 | versions: 1-3 | fast path: Cortex-M4 DSP, Helium (M55) */
 const ek_kernel ek_kernel_depthwise_conv_2d = {EK_OP_DEPTHWISE_CONV_2D, "DEPTHWISE_CONV_2D", EK_HOST_FN(dw_persistent_bytes), EK_HOST_FN(dw_scratch_bytes), EK_HOST_FN(dw_prepare), dw_eval, EK_HOST_FN(dw_overlap)};

@@ -97,4 +97,5 @@ static ek_status dequantize_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* edgekit-op: DEQUANTIZE | types: int8, uint8, int16 | versions: 1-3, 5 | fast path: none */
 const ek_kernel ek_kernel_dequantize = {EK_OP_DEQUANTIZE, "DEQUANTIZE", EK_HOST_FN(dequantize_persistent_bytes), 0, EK_HOST_FN(dequantize_prepare), dequantize_eval, 0};

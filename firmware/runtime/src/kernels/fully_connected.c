@@ -506,5 +506,6 @@ static int fc_overlap(const ek_context *ctx, const ek_op *op, int input_index, i
   return ek_stream_rows_live(d->batches, d->depth, d->units, d_max) ? EK_OVERLAP_UPTO : EK_OVERLAP_NONE;
 }
 
+/* edgekit-op: FULLY_CONNECTED | types: int8 | versions: 1-6 | fast path: Cortex-M4 DSP, Helium (M55) */
 const ek_kernel ek_kernel_fully_connected = {EK_OP_FULLY_CONNECTED, "FULLY_CONNECTED", EK_HOST_FN(fc_persistent_bytes),
                                              0, EK_HOST_FN(fc_prepare), fc_eval, EK_HOST_FN(fc_overlap)};

@@ -104,4 +104,5 @@ static ek_status hard_swish_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* edgekit-op: HARD_SWISH | types: int8 | versions: 1 | fast path: none */
 const ek_kernel ek_kernel_hard_swish = {EK_OP_HARD_SWISH, "HARD_SWISH", EK_HOST_FN(hard_swish_persistent_bytes), 0, EK_HOST_FN(hard_swish_prepare), hard_swish_eval, 0};

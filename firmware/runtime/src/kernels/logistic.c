@@ -8,7 +8,7 @@
  * and SigmoidEval is a plain table lookup.
  *
  * expf: LiteRT calls the host libm; a microcontroller libm (newlib without double-precision hardware uses
- * its old single-precision expf) can differ by an ulp.  lut_expf below evaluates exp in double precision
+ * its old single-precision expf) can differ by an ulp.  lut_expf (kernels/ek_lut.h) evaluates exp in double precision
  * with only + - * and exponent bit tricks, so it gives the same bits on every IEEE-754 target (software
  * double on Cortex-M4F included); its float result equals the correctly rounded exp for every float input
  * (checked exhaustively).  Build with -ffp-contract=off: a fused multiply-add would change the roundings.
@@ -18,15 +18,8 @@
  * which moves the entry from 129 to 128).  lut_expf returns glibc's value at that single argument, so the
  * table equals LiteRT's for every input scale and zero point.
  */
-#include <string.h>
-
 #include "ek_kernels.h"
-
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "ek_lut.h"
 
 typedef struct logistic_params {
   int8_t lut[256]; /* indexed by (uint8_t)q */
@@ -36,54 +29,6 @@ static size_t logistic_persistent_bytes(const ek_context *ctx, const ek_op *op) 
   (void)ctx;
   (void)op;
   return sizeof(logistic_params);
-}
-
-static double lut_pow2i(int k) { /* 2^k for k in [-1022, 1023] */
-  const uint64_t bits = (uint64_t)(k + 1023) << 52;
-  double d;
-  memcpy(&d, &bits, sizeof d);
-  return d;
-}
-
-/* exp(x) rounded to float, computed in double: x = k ln2 + r, |r| <= ln2/2, exp(r) by its Taylor series to r^13. */
-static float lut_expf(float xf) {
-  if (xf != xf) return xf;
-  if (xf > 89.0f) return (float)(lut_pow2i(1000) * lut_pow2i(1000)); /* overflows to +inf */
-  if (xf < -104.5f) return 0.0f;                                    /* below half the smallest subnormal */
-  if (xf == -0x1.000016p-7f) return 0x1.fc03fep-1f;                 /* glibc's rounding, see the top of the file */
-  const double x = xf;
-  const double inv_ln2 = 1.4426950408889634074;
-  const double ln2_hi = 6.93147180369123816490e-01; /* 32 significant bits: k * ln2_hi is exact */
-  const double ln2_lo = 1.90821492927058770002e-10;
-  const double kd = x * inv_ln2;
-  const int k = (int)(kd < 0 ? kd - 0.5 : kd + 0.5);
-  const double r = (x - k * ln2_hi) - k * ln2_lo;
-  double p = 1.0 / 6227020800.0; /* 1/13! */
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
-  const int k1 = k / 2, k2 = k - k1; /* keep each power of two a normal double */
-  return (float)(p * lut_pow2i(k1) * lut_pow2i(k2));
-}
-
-/* TfLiteRound for float: round half away from zero (exact for every float). */
-static float lut_roundf(float x) {
-  if (!(x > -8388608.0f && x < 8388608.0f)) return x; /* |x| >= 2^23 is integral (or inf/nan) */
-  const float t = (float)(int32_t)x;                  /* truncation, exact */
-  const float frac = x - t;                           /* exact */
-  if (frac >= 0.5f) return t + 1.0f;
-  if (frac <= -0.5f) return t - 1.0f;
-  return t;
 }
 
 static ek_status logistic_prepare(ek_context *ctx, ek_op *op) {
@@ -124,4 +69,5 @@ static ek_status logistic_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* edgekit-op: LOGISTIC | types: int8 | versions: 1-2 | fast path: none */
 const ek_kernel ek_kernel_logistic = {EK_OP_LOGISTIC, "LOGISTIC", EK_HOST_FN(logistic_persistent_bytes), 0, EK_HOST_FN(logistic_prepare), logistic_eval, 0};

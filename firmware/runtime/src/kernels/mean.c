@@ -160,4 +160,5 @@ static ek_status mean_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* edgekit-op: MEAN | types: int8 | versions: 1-2 | fast path: none */
 const ek_kernel ek_kernel_mean = {EK_OP_MEAN, "MEAN", EK_HOST_FN(mean_persistent_bytes), 0, EK_HOST_FN(mean_prepare), mean_eval, 0};

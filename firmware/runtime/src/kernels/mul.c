@@ -141,4 +141,5 @@ static ek_status mul_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* edgekit-op: MUL | types: int8 | versions: 1-3 | fast path: Cortex-M4 DSP (SMMULR) */
 const ek_kernel ek_kernel_mul = {EK_OP_MUL, "MUL", EK_HOST_FN(mul_persistent_bytes), 0, EK_HOST_FN(mul_prepare), mul_eval, 0};

@@ -154,4 +154,5 @@ static ek_status pad_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* edgekit-op: PAD | types: int8, uint8, int16, int32, int64, float16, float32, bool | versions: 1-4 | fast path: none */
 const ek_kernel ek_kernel_pad = {EK_OP_PAD, "PAD", EK_HOST_FN(pad_persistent_bytes), 0, EK_HOST_FN(pad_prepare), pad_eval, 0};

@@ -156,5 +156,7 @@ static int pool_overlap(const ek_context *ctx, const ek_op *op, int input_index,
              : EK_OVERLAP_NONE;
 }
 
+/* edgekit-op: AVERAGE_POOL_2D | types: int8 | versions: 1-2 | fast path: none */
+/* edgekit-op: MAX_POOL_2D | types: int8 | versions: 1-2 | fast path: none */
 const ek_kernel ek_kernel_average_pool_2d = {EK_OP_AVERAGE_POOL_2D, "AVERAGE_POOL_2D", EK_HOST_FN(pool_persistent_bytes), EK_HOST_FN((size_t(*)(const ek_context *, const ek_op *))0), EK_HOST_FN(pool_prepare), average_pool_eval, EK_HOST_FN(pool_overlap)};
 const ek_kernel ek_kernel_max_pool_2d = {EK_OP_MAX_POOL_2D, "MAX_POOL_2D", EK_HOST_FN(pool_persistent_bytes), EK_HOST_FN((size_t(*)(const ek_context *, const ek_op *))0), EK_HOST_FN(pool_prepare), max_pool_eval, EK_HOST_FN(pool_overlap)};

@@ -109,4 +109,5 @@ static ek_status quantize_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* edgekit-op: QUANTIZE | types: float32, int8, uint8 | versions: 1 | fast path: none */
 const ek_kernel ek_kernel_quantize = {EK_OP_QUANTIZE, "QUANTIZE", EK_HOST_FN(quantize_persistent_bytes), 0, EK_HOST_FN(quantize_prepare), quantize_eval, 0};

@@ -7,12 +7,19 @@ extern const ek_kernel ek_kernel_add EK_WEAK, ek_kernel_average_pool_2d EK_WEAK,
     ek_kernel_fully_connected EK_WEAK, ek_kernel_logistic EK_WEAK, ek_kernel_max_pool_2d EK_WEAK, ek_kernel_mul EK_WEAK,
     ek_kernel_reshape EK_WEAK, ek_kernel_softmax EK_WEAK, ek_kernel_pad EK_WEAK, ek_kernel_transpose EK_WEAK,
     ek_kernel_mean EK_WEAK, ek_kernel_quantize EK_WEAK, ek_kernel_hard_swish EK_WEAK;
+extern const ek_kernel ek_kernel_relu EK_WEAK, ek_kernel_relu6 EK_WEAK, ek_kernel_relu_n1_to_1 EK_WEAK,
+    ek_kernel_leaky_relu EK_WEAK, ek_kernel_prelu EK_WEAK, ek_kernel_tanh EK_WEAK, ek_kernel_exp EK_WEAK,
+    ek_kernel_log EK_WEAK, ek_kernel_sqrt EK_WEAK, ek_kernel_gelu EK_WEAK, ek_kernel_abs EK_WEAK, ek_kernel_neg EK_WEAK,
+    ek_kernel_rsqrt EK_WEAK, ek_kernel_elu EK_WEAK;
 
 static const ek_kernel *const kernels[] = {
     &ek_kernel_add, &ek_kernel_average_pool_2d, &ek_kernel_concatenation, &ek_kernel_conv_2d,
     &ek_kernel_depthwise_conv_2d, &ek_kernel_dequantize, &ek_kernel_fully_connected, &ek_kernel_logistic,
     &ek_kernel_max_pool_2d, &ek_kernel_mul, &ek_kernel_reshape, &ek_kernel_softmax, &ek_kernel_pad,
     &ek_kernel_transpose, &ek_kernel_mean, &ek_kernel_quantize, &ek_kernel_hard_swish,
+    &ek_kernel_relu, &ek_kernel_relu6, &ek_kernel_relu_n1_to_1, &ek_kernel_leaky_relu, &ek_kernel_prelu,
+    &ek_kernel_tanh, &ek_kernel_exp, &ek_kernel_log, &ek_kernel_sqrt, &ek_kernel_gelu, &ek_kernel_abs, &ek_kernel_neg,
+    &ek_kernel_rsqrt, &ek_kernel_elu,
 };
 
 const ek_kernel *ek_find_kernel(int32_t opcode) {

@@ -33,4 +33,5 @@ static ek_status reshape_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* edgekit-op: RESHAPE | types: int8, uint8, int16, int32, int64, float16, float32, bool | versions: 1 | fast path: none */
 const ek_kernel ek_kernel_reshape = {EK_OP_RESHAPE, "RESHAPE", EK_HOST_FN(reshape_persistent_bytes), 0, EK_HOST_FN(reshape_prepare), reshape_eval, 0};

@@ -124,4 +124,5 @@ static ek_status softmax_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* edgekit-op: SOFTMAX | types: int8 | versions: 1-2 | fast path: none */
 const ek_kernel ek_kernel_softmax = {EK_OP_SOFTMAX, "SOFTMAX", EK_HOST_FN(softmax_persistent_bytes), 0, EK_HOST_FN(softmax_prepare), softmax_eval, 0};

@@ -128,4 +128,5 @@ static ek_status transpose_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* edgekit-op: TRANSPOSE | types: int8, uint8, int16, int32, int64, float16, float32, bool | versions: 1-6 | fast path: none */
 const ek_kernel ek_kernel_transpose = {EK_OP_TRANSPOSE, "TRANSPOSE", EK_HOST_FN(transpose_persistent_bytes), 0, EK_HOST_FN(transpose_prepare), transpose_eval, 0};
