@@ -39,7 +39,26 @@ enum {
   EK_OP_DEPTHWISE_CONV_2D = 4, EK_OP_DEQUANTIZE = 6, EK_OP_FULLY_CONNECTED = 9,
   EK_OP_LOGISTIC = 14, EK_OP_MAX_POOL_2D = 17, EK_OP_MUL = 18, EK_OP_RESHAPE = 22,
   EK_OP_SOFTMAX = 25, EK_OP_PAD = 34, EK_OP_TRANSPOSE = 39, EK_OP_MEAN = 40,
-  EK_OP_QUANTIZE = 114, EK_OP_HARD_SWISH = 117
+  EK_OP_QUANTIZE = 114, EK_OP_HARD_SWISH = 117,
+  EK_OP_SUB = 41,
+  EK_OP_SQUARED_DIFFERENCE = 99,
+  EK_OP_MAXIMUM = 55,
+  EK_OP_MINIMUM = 57,
+  EK_OP_EQUAL = 71,
+  EK_OP_NOT_EQUAL = 72,
+  EK_OP_LESS = 58,
+  EK_OP_LESS_EQUAL = 63,
+  EK_OP_GREATER = 61,
+  EK_OP_GREATER_EQUAL = 62,
+  EK_OP_LOGICAL_AND = 86,
+  EK_OP_LOGICAL_OR = 84,
+  EK_OP_SELECT = 64,
+  EK_OP_SELECT_V2 = 123,
+  EK_OP_SUM = 74,
+  EK_OP_REDUCE_MAX = 82,
+  EK_OP_REDUCE_MIN = 89,
+  EK_OP_ARG_MAX = 56,
+  EK_OP_ARG_MIN = 79
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -213,6 +232,26 @@ extern const ek_kernel ek_kernel_add, ek_kernel_average_pool_2d, ek_kernel_conca
     ek_kernel_depthwise_conv_2d, ek_kernel_dequantize, ek_kernel_fully_connected, ek_kernel_logistic,
     ek_kernel_max_pool_2d, ek_kernel_mul, ek_kernel_reshape, ek_kernel_softmax, ek_kernel_pad,
     ek_kernel_transpose, ek_kernel_mean, ek_kernel_quantize, ek_kernel_hard_swish;
+extern const ek_kernel ek_kernel_sub;
+extern const ek_kernel ek_kernel_squared_difference;
+extern const ek_kernel ek_kernel_maximum;
+extern const ek_kernel ek_kernel_minimum;
+extern const ek_kernel ek_kernel_equal;
+extern const ek_kernel ek_kernel_not_equal;
+extern const ek_kernel ek_kernel_less;
+extern const ek_kernel ek_kernel_less_equal;
+extern const ek_kernel ek_kernel_greater;
+extern const ek_kernel ek_kernel_greater_equal;
+extern const ek_kernel ek_kernel_logical_and;
+extern const ek_kernel ek_kernel_logical_or;
+extern const ek_kernel ek_kernel_select;
+extern const ek_kernel ek_kernel_select_v2;
+extern const ek_kernel ek_kernel_sum;
+extern const ek_kernel ek_kernel_reduce_max;
+extern const ek_kernel ek_kernel_reduce_min;
+extern const ek_kernel ek_kernel_arg_max;
+extern const ek_kernel ek_kernel_arg_min;
+
 
 #ifdef __cplusplus
 }

@@ -107,6 +107,25 @@ const char *ek_op_name(int32_t opcode) {
     case EK_OP_MEAN: return "MEAN";
     case EK_OP_QUANTIZE: return "QUANTIZE";
     case EK_OP_HARD_SWISH: return "HARD_SWISH";
+    case EK_OP_SUB: return "SUB";
+    case EK_OP_SQUARED_DIFFERENCE: return "SQUARED_DIFFERENCE";
+    case EK_OP_MAXIMUM: return "MAXIMUM";
+    case EK_OP_MINIMUM: return "MINIMUM";
+    case EK_OP_EQUAL: return "EQUAL";
+    case EK_OP_NOT_EQUAL: return "NOT_EQUAL";
+    case EK_OP_LESS: return "LESS";
+    case EK_OP_LESS_EQUAL: return "LESS_EQUAL";
+    case EK_OP_GREATER: return "GREATER";
+    case EK_OP_GREATER_EQUAL: return "GREATER_EQUAL";
+    case EK_OP_LOGICAL_AND: return "LOGICAL_AND";
+    case EK_OP_LOGICAL_OR: return "LOGICAL_OR";
+    case EK_OP_SELECT: return "SELECT";
+    case EK_OP_SELECT_V2: return "SELECT_V2";
+    case EK_OP_SUM: return "SUM";
+    case EK_OP_REDUCE_MAX: return "REDUCE_MAX";
+    case EK_OP_REDUCE_MIN: return "REDUCE_MIN";
+    case EK_OP_ARG_MAX: return "ARG_MAX";
+    case EK_OP_ARG_MIN: return "ARG_MIN";
     case 32: return "CUSTOM";
     default: return "UNKNOWN";
   }

@@ -1,4 +1,10 @@
-/* ADD, int8, with broadcasting up to EK_MAX_DIMS dimensions.
+/* edgekit-op: SUB | types: int8 | versions: 1-5 | fast path: none */
+/* ADD and SUB, int8, with broadcasting up to EK_MAX_DIMS dimensions.
+ *
+ * SUB is ADD with the second input's multiplier negated: tflite/kernels/sub.cc PrepareGeneralSubOp (op_sign -1,
+ * same left_shift 20 and multipliers) then, for int8, reference_integer_ops::Add / BroadcastAdd4DSlow ("we are
+ * using the add kernels ... the second value's multiplier is negated"). SRDHM(a, -m) is not -SRDHM(a, m) at ties,
+ * so the negation happens on the multiplier, exactly as there, before the tables are built.
  *
  * Bit-exact with LiteRT BUILTIN_REF: tflite/kernels/add.cc Prepare (8-bit general path, left_shift 20,
  * multipliers from QuantizeMultiplierSmallerThanOneExp in double) and reference_integer_ops::AddFunc
@@ -73,6 +79,9 @@ static int add_quantize_smaller_than_one(double m, int32_t *multiplier, int32_t 
 
 static int add_valid_scale(float s) { return s > 0.0f && s <= 3.4028234e38f; }
 
+/* "ADD ..." or "SUB ..." (static strings for ek_fail). */
+#define ADDSUB_MSG(op, tail) ((op)->opcode == EK_OP_SUB ? "SUB " tail : "ADD " tail)
+
 /* Fast path: an input's scaled value (exactly the reference's scaled_input). `round` is e != 0. */
 static inline int32_t add_scale_input(int32_t x, int32_t base, int32_t multiplier, int32_t bias, int32_t e,
                                       const int round) {
@@ -81,31 +90,32 @@ static inline int32_t add_scale_input(int32_t x, int32_t base, int32_t multiplie
 }
 
 static ek_status add_prepare(ek_context *ctx, ek_op *op) {
-  if (op->num_inputs != 2 || op->num_outputs != 1) return ek_fail(ctx, op, EK_ERR_MODEL, "ADD needs 2 inputs and 1 output");
+  const int32_t sign = op->opcode == EK_OP_SUB ? -1 : 1; /* sub.cc: input2_multiplier *= op_sign */
+  if (op->num_inputs != 2 || op->num_outputs != 1) return ek_fail(ctx, op, EK_ERR_MODEL, ADDSUB_MSG(op, "needs 2 inputs and 1 output"));
   const ek_tensor *in1 = ek_input(ctx, op, 0), *in2 = ek_input(ctx, op, 1);
   const ek_tensor *out = ek_output(ctx, op, 0);
-  if (!in1 || !in2 || !out) return ek_fail(ctx, op, EK_ERR_MODEL, "ADD input or output tensor missing");
+  if (!in1 || !in2 || !out) return ek_fail(ctx, op, EK_ERR_MODEL, ADDSUB_MSG(op, "input or output tensor missing"));
   if (in1->type != EK_INT8 || in2->type != EK_INT8 || out->type != EK_INT8)
-    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD supports int8 inputs and output only");
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ADDSUB_MSG(op, "supports int8 inputs and output only"));
   if (in1->num_scales != 1 || in2->num_scales != 1 || out->num_scales != 1)
-    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD needs per-tensor quantized int8 tensors");
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ADDSUB_MSG(op, "needs per-tensor quantized int8 tensors"));
   if (!add_valid_scale(in1->scale) || !add_valid_scale(in2->scale) || !add_valid_scale(out->scale))
-    return ek_fail(ctx, op, EK_ERR_MODEL, "ADD tensor scale must be positive and finite");
+    return ek_fail(ctx, op, EK_ERR_MODEL, ADDSUB_MSG(op, "tensor scale must be positive and finite"));
   if (in1->zero_point < -128 || in1->zero_point > 127 || in2->zero_point < -128 || in2->zero_point > 127 ||
       out->zero_point < -128 || out->zero_point > 127)
-    return ek_fail(ctx, op, EK_ERR_MODEL, "ADD int8 zero point outside [-128, 127]");
+    return ek_fail(ctx, op, EK_ERR_MODEL, ADDSUB_MSG(op, "int8 zero point outside [-128, 127]"));
   if (in1->bytes != ek_num_elements(in1) || in2->bytes != ek_num_elements(in2) || out->bytes != ek_num_elements(out))
-    return ek_fail(ctx, op, EK_ERR_MODEL, "ADD tensor size does not match its shape");
+    return ek_fail(ctx, op, EK_ERR_MODEL, ADDSUB_MSG(op, "tensor size does not match its shape"));
   const int32_t act = op->params.activation;
   if (act != EK_ACT_NONE && act != EK_ACT_RELU && act != EK_ACT_RELU6 && act != EK_ACT_RELU_N1_TO_1)
-    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD fused activation must be NONE, RELU, RELU6 or RELU_N1_TO_1");
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ADDSUB_MSG(op, "fused activation must be NONE, RELU, RELU6 or RELU_N1_TO_1"));
 
   add_params *p = (add_params *)op->user_data;
   switch (ek_broadcast_prepare(in1, in2, out, &p->plan)) {
     case EK_BCAST_OK: break;
-    case EK_BCAST_INCOMPATIBLE: return ek_fail(ctx, op, EK_ERR_SHAPE, "ADD input shapes do not broadcast");
-    case EK_BCAST_RANK: return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD supports at most 6 dimensions and 2^31 elements");
-    default: return ek_fail(ctx, op, EK_ERR_SHAPE, "ADD output shape is not the broadcast of the input shapes");
+    case EK_BCAST_INCOMPATIBLE: return ek_fail(ctx, op, EK_ERR_SHAPE, ADDSUB_MSG(op, "input shapes do not broadcast"));
+    case EK_BCAST_RANK: return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ADDSUB_MSG(op, "supports at most 6 dimensions and 2^31 elements"));
+    default: return ek_fail(ctx, op, EK_ERR_SHAPE, ADDSUB_MSG(op, "output shape is not the broadcast of the input shapes"));
   }
 
   p->input1_offset = -in1->zero_point;
@@ -120,7 +130,8 @@ static ek_status add_prepare(ek_context *ctx, ek_op *op) {
   if (!add_quantize_smaller_than_one(real_input1_multiplier, &p->input1_multiplier, &p->input1_shift) ||
       !add_quantize_smaller_than_one(real_input2_multiplier, &p->input2_multiplier, &p->input2_shift) ||
       !add_quantize_smaller_than_one(real_output_multiplier, &p->output_multiplier, &p->output_shift))
-    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD output scale too small for the input scales (TFLite rejects it too)");
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ADDSUB_MSG(op, "output scale too small for the input scales (TFLite rejects it too)"));
+  p->input2_multiplier *= sign;
   ek_activation_range(act, out->scale, out->zero_point, -128, 127, &p->act_min, &p->act_max);
 
   p->e1 = -p->input1_shift;
@@ -238,3 +249,4 @@ static int add_overlap(const ek_context *ctx, const ek_op *op, int input_index, 
 }
 
 const ek_kernel ek_kernel_add = {EK_OP_ADD, "ADD", EK_HOST_FN(add_persistent_bytes), 0, EK_HOST_FN(add_prepare), add_eval, EK_HOST_FN(add_overlap)};
+const ek_kernel ek_kernel_sub = {EK_OP_SUB, "SUB", EK_HOST_FN(add_persistent_bytes), 0, EK_HOST_FN(add_prepare), add_eval, EK_HOST_FN(add_overlap)};

@@ -7,12 +7,50 @@ extern const ek_kernel ek_kernel_add EK_WEAK, ek_kernel_average_pool_2d EK_WEAK,
     ek_kernel_fully_connected EK_WEAK, ek_kernel_logistic EK_WEAK, ek_kernel_max_pool_2d EK_WEAK, ek_kernel_mul EK_WEAK,
     ek_kernel_reshape EK_WEAK, ek_kernel_softmax EK_WEAK, ek_kernel_pad EK_WEAK, ek_kernel_transpose EK_WEAK,
     ek_kernel_mean EK_WEAK, ek_kernel_quantize EK_WEAK, ek_kernel_hard_swish EK_WEAK;
+extern const ek_kernel ek_kernel_sub EK_WEAK;
+extern const ek_kernel ek_kernel_squared_difference EK_WEAK;
+extern const ek_kernel ek_kernel_maximum EK_WEAK;
+extern const ek_kernel ek_kernel_minimum EK_WEAK;
+extern const ek_kernel ek_kernel_equal EK_WEAK;
+extern const ek_kernel ek_kernel_not_equal EK_WEAK;
+extern const ek_kernel ek_kernel_less EK_WEAK;
+extern const ek_kernel ek_kernel_less_equal EK_WEAK;
+extern const ek_kernel ek_kernel_greater EK_WEAK;
+extern const ek_kernel ek_kernel_greater_equal EK_WEAK;
+extern const ek_kernel ek_kernel_logical_and EK_WEAK;
+extern const ek_kernel ek_kernel_logical_or EK_WEAK;
+extern const ek_kernel ek_kernel_select EK_WEAK;
+extern const ek_kernel ek_kernel_select_v2 EK_WEAK;
+extern const ek_kernel ek_kernel_sum EK_WEAK;
+extern const ek_kernel ek_kernel_reduce_max EK_WEAK;
+extern const ek_kernel ek_kernel_reduce_min EK_WEAK;
+extern const ek_kernel ek_kernel_arg_max EK_WEAK;
+extern const ek_kernel ek_kernel_arg_min EK_WEAK;
 
 static const ek_kernel *const kernels[] = {
     &ek_kernel_add, &ek_kernel_average_pool_2d, &ek_kernel_concatenation, &ek_kernel_conv_2d,
     &ek_kernel_depthwise_conv_2d, &ek_kernel_dequantize, &ek_kernel_fully_connected, &ek_kernel_logistic,
     &ek_kernel_max_pool_2d, &ek_kernel_mul, &ek_kernel_reshape, &ek_kernel_softmax, &ek_kernel_pad,
     &ek_kernel_transpose, &ek_kernel_mean, &ek_kernel_quantize, &ek_kernel_hard_swish,
+    &ek_kernel_sub,
+    &ek_kernel_squared_difference,
+    &ek_kernel_maximum,
+    &ek_kernel_minimum,
+    &ek_kernel_equal,
+    &ek_kernel_not_equal,
+    &ek_kernel_less,
+    &ek_kernel_less_equal,
+    &ek_kernel_greater,
+    &ek_kernel_greater_equal,
+    &ek_kernel_logical_and,
+    &ek_kernel_logical_or,
+    &ek_kernel_select,
+    &ek_kernel_select_v2,
+    &ek_kernel_sum,
+    &ek_kernel_reduce_max,
+    &ek_kernel_reduce_min,
+    &ek_kernel_arg_max,
+    &ek_kernel_arg_min,
 };
 
 const ek_kernel *ek_find_kernel(int32_t opcode) {

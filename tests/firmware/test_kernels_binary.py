@@ -1,0 +1,183 @@
+"""Binary elementwise kernels of the edgekit C runtime against LiteRT BUILTIN_REF, bit for bit.
+
+SUB (kernels/add.c), SQUARED_DIFFERENCE, MAXIMUM, MINIMUM, EQUAL ... GREATER_EQUAL, LOGICAL_AND/OR (kernels/binary.c),
+SELECT, SELECT_V2 (kernels/select.c): seeded random shapes, broadcasts (up to the rank TFLite's reference
+broadcasts: 4-D for SUB/SQUARED_DIFFERENCE/comparisons/SELECT_V2, 5-D for MAXIMUM/MINIMUM; same-shape operands of
+any rank up to 6), scales, zero points and activations, through the host build of the runtime (in-place .tflite
+path and a prepared model with the overlapped plan) and LiteRT with OpResolverType.BUILTIN_REF. Every comparison
+demands 0 differing elements.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgekit.errors import EdgekitError
+from edgekit.firmware.host_runtime import HostRuntime
+from tests.firmware.opmodels import T, build_model, random_input
+from tests.firmware.test_kernels_elementwise import (ACTIVATIONS, all_pairs_inputs, assert_bit_exact, log_uniform,
+                                                     random_dims, zp)
+
+COMPARISONS = ["EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"]
+
+
+def broadcast_shapes(rng: np.random.Generator, max_rank: int):
+    """Two shapes that broadcast (NumPy rules, ranks 0..max_rank) and their broadcast shape."""
+    rank = int(rng.integers(0, max_rank + 1))
+    base = random_dims(rng, rank, 1500, max_dim=5)
+    shapes = []
+    for _ in range(2):
+        r = int(rng.integers(0, rank + 1))
+        shapes.append([1 if rng.random() < 0.35 else d for d in base[rank - r:]])
+    if rng.random() < 0.5 and rank:
+        shapes[int(rng.integers(0, 2))] = list(base)
+    return shapes[0], shapes[1], list(np.broadcast_shapes(tuple(shapes[0]), tuple(shapes[1])))
+
+
+def same_shapes(rng: np.random.Generator):
+    """Equal shapes of rank 0..6 (no broadcasting: TFLite runs these flat at any rank)."""
+    dims = random_dims(rng, int(rng.integers(0, 7)), 1500, max_dim=5)
+    return list(dims), list(dims), list(dims)
+
+
+def shapes_for(rng: np.random.Generator, seed: int, max_rank: int):
+    return same_shapes(rng) if seed % 4 == 3 else broadcast_shapes(rng, max_rank)
+
+
+# --- SUB -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(32))
+def test_sub_broadcast_random(seed):
+    rng = np.random.default_rng(4100 + seed)
+    s1, s2, so = shapes_for(rng, seed, 4)
+    sc1, sc2 = log_uniform(rng, 1e-3, 1.0), log_uniform(rng, 1e-3, 1.0)
+    out_scale = max(sc1, sc2) * log_uniform(rng, 0.3, 4.0)
+    act = ACTIVATIONS[seed % 4]
+    model = build_model("SUB", [T(s1, scale=sc1, zero_point=zp(rng)), T(s2, scale=sc2, zero_point=zp(rng))],
+                        [T(so, scale=out_scale, zero_point=zp(rng))], {"fused_activation_function": act})
+    assert_bit_exact(model, random_input(model, rng), f"SUB {s1}-{s2}->{so} {act}")
+
+
+# output / larger input scale: shifts 0 (slow path), 1..22 (table fast path), 23+ (slow path); equal input scales
+SUB_SCALE_CASES = [(0.02, 0.02, 2.0 ** -18.5), (0.05, 0.011, 2.0 ** -10), (0.011, 0.05, 0.3), (0.05, 0.05, 1.0),
+                   (0.03, 0.007, 3.7), (0.004, 0.09, 2.0 ** 4)]
+
+
+@pytest.mark.parametrize("case", range(len(SUB_SCALE_CASES)))
+def test_sub_every_input_pair(case):
+    sc1, sc2, ratio = SUB_SCALE_CASES[case]
+    out_scale = max(sc1, sc2) * ratio
+    for act in ("NONE", "RELU6"):
+        model = build_model("SUB", [T([256, 256], scale=sc1, zero_point=-5), T([256, 256], scale=sc2, zero_point=17)],
+                            [T([256, 256], scale=out_scale, zero_point=3)], {"fused_activation_function": act})
+        assert_bit_exact(model, all_pairs_inputs(), f"SUB all pairs {SUB_SCALE_CASES[case]} {act}")
+
+
+def test_sub_with_constant_operand():
+    rng = np.random.default_rng(5)
+    for shape_b in ([1, 6, 5, 16], [16], []):
+        const = rng.integers(-128, 128, size=shape_b, dtype=np.int8)
+        model = build_model("SUB", [T([1, 6, 5, 16], scale=0.05, zero_point=-3),
+                                    T(shape_b, scale=0.02, zero_point=9, data=const)],
+                            [T([1, 6, 5, 16], scale=0.07, zero_point=1)])
+        assert_bit_exact(model, random_input(model, rng), f"SUB constant {shape_b}")
+        model = build_model("SUB", [T(shape_b, scale=0.02, zero_point=9, data=const),
+                                    T([1, 6, 5, 16], scale=0.05, zero_point=-3)],
+                            [T([1, 6, 5, 16], scale=0.07, zero_point=1)])
+        assert_bit_exact(model, random_input(model, rng), f"constant {shape_b} SUB")
+
+
+# --- SQUARED_DIFFERENCE / MAXIMUM / MINIMUM ------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(24))
+def test_squared_difference_random(seed):
+    rng = np.random.default_rng(4200 + seed)
+    s1, s2, so = shapes_for(rng, seed, 4)
+    sc1, sc2 = log_uniform(rng, 1e-3, 1.0), log_uniform(rng, 1e-3, 1.0)
+    out_scale = max(sc1, sc2) ** 2 * log_uniform(rng, 1.0, 300.0)
+    model = build_model("SQUARED_DIFFERENCE", [T(s1, scale=sc1, zero_point=zp(rng)), T(s2, scale=sc2, zero_point=zp(rng))],
+                        [T(so, scale=out_scale, zero_point=zp(rng))])
+    assert_bit_exact(model, random_input(model, rng), f"SQUARED_DIFFERENCE {s1},{s2}->{so}")
+
+
+@pytest.mark.parametrize("ratio", [4.0, 60.0, 900.0])
+def test_squared_difference_every_input_pair(ratio):
+    sc1, sc2 = 0.03, 0.011
+    model = build_model("SQUARED_DIFFERENCE", [T([256, 256], scale=sc1, zero_point=-9), T([256, 256], scale=sc2, zero_point=40)],
+                        [T([256, 256], scale=sc1 * sc1 * ratio, zero_point=-128)])
+    assert_bit_exact(model, all_pairs_inputs(), f"SQUARED_DIFFERENCE all pairs x{ratio}")
+
+
+@pytest.mark.parametrize("op", ["MAXIMUM", "MINIMUM"])
+@pytest.mark.parametrize("seed", range(12))
+def test_maximum_minimum_random(op, seed):
+    rng = np.random.default_rng(4300 + seed)
+    s1, s2, so = shapes_for(rng, seed, 5)
+    scale, z = log_uniform(rng, 1e-3, 1.0), zp(rng)
+    model = build_model(op, [T(s1, scale=scale, zero_point=z), T(s2, scale=scale, zero_point=z)],
+                        [T(so, scale=scale, zero_point=z)])
+    assert_bit_exact(model, random_input(model, rng), f"{op} {s1},{s2}->{so}")
+
+
+# --- comparisons, logical ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", COMPARISONS)
+@pytest.mark.parametrize("seed", range(8))
+def test_comparison_random(op, seed):
+    rng = np.random.default_rng(4400 + 10 * seed + COMPARISONS.index(op))
+    s1, s2, so = shapes_for(rng, seed, 4)
+    # nearby and equal scales and zero points make the rescaled values collide (EQUAL true for different raw values)
+    sc1 = log_uniform(rng, 1e-3, 0.9)
+    sc2 = sc1 if seed % 3 == 0 else sc1 * log_uniform(rng, 0.5, 2.0)
+    z1 = zp(rng)
+    z2 = z1 if seed % 2 == 0 else zp(rng)
+    model = build_model(op, [T(s1, scale=sc1, zero_point=z1), T(s2, scale=min(sc2, 0.95), zero_point=z2)],
+                        [T(so, dtype="bool", scale=None)])
+    x = random_input(model, rng)
+    if seed % 2 == 0 and x[0].size and x[1].size:  # make equal raw values common
+        x[1] = np.broadcast_to(x[0].reshape(-1)[0], x[1].shape).copy() if rng.random() < 0.3 else x[1]
+    assert_bit_exact(model, x, f"{op} {s1},{s2}->{so}")
+
+
+@pytest.mark.parametrize("op", COMPARISONS)
+def test_comparison_every_input_pair(op):
+    for sc1, sc2, z1, z2 in ((0.02, 0.02, 3, 3), (0.004, 0.0031, -20, 7), (0.5, 0.07, 0, -128)):
+        model = build_model(op, [T([256, 256], scale=sc1, zero_point=z1), T([256, 256], scale=sc2, zero_point=z2)],
+                            [T([256, 256], dtype="bool", scale=None)])
+        assert_bit_exact(model, all_pairs_inputs(), f"{op} all pairs {sc1} {sc2}")
+
+
+@pytest.mark.parametrize("op", ["LOGICAL_AND", "LOGICAL_OR"])
+@pytest.mark.parametrize("seed", range(6))
+def test_logical_random(op, seed):
+    rng = np.random.default_rng(4500 + seed)
+    s1, s2, so = shapes_for(rng, seed, 4)
+    model = build_model(op, [T(s1, dtype="bool", scale=None), T(s2, dtype="bool", scale=None)],
+                        [T(so, dtype="bool", scale=None)])
+    assert_bit_exact(model, random_input(model, rng), f"{op} {s1},{s2}->{so}")
+
+
+# --- rejections ---------------------------------------------------------------------------------------------
+
+BAD_MODELS = {
+    "comparison with an int8 output": (
+        lambda: build_model("LESS", [T([4]), T([4])], [T([4])]), "comparison output must be bool"),
+    "SUB with a bool input": (
+        lambda: build_model("SUB", [T([4], dtype="bool", scale=None), T([4])], [T([4])]),
+        "SUB supports int8 inputs and output only"),
+    "MAXIMUM shapes that do not broadcast": (
+        lambda: build_model("MAXIMUM", [T([3, 4]), T([2, 4])], [T([3, 4])]), "MAXIMUM input shapes do not broadcast"),
+    "comparison input scale of 1 or more": (
+        lambda: build_model("GREATER", [T([4], scale=1.5), T([4])], [T([4], dtype="bool", scale=None)]),
+        "input scale must be below 1"),
+    "LOGICAL_AND on int8": (
+        lambda: build_model("LOGICAL_AND", [T([4]), T([4])], [T([4], dtype="bool", scale=None)]),
+        "LOGICAL_AND needs bool inputs and a bool output"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_MODELS))
+def test_prepare_rejects_inconsistent_models(name):
+    build, message = BAD_MODELS[name]
+    with pytest.raises(EdgekitError, match=message):
+        HostRuntime(build())
