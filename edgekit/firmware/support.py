@@ -19,6 +19,20 @@ RUNTIMES = ("edgekit", "tflm")
 EDGEKIT_OPS = (
     "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D", "ADD", "MUL", "RESHAPE",
     "SOFTMAX", "MEAN", "PAD", "CONCATENATION", "TRANSPOSE", "QUANTIZE", "DEQUANTIZE", "LOGISTIC", "HARD_SWISH",
+    "SUB",
+    "SQUARED_DIFFERENCE",
+    "MAXIMUM",
+    "MINIMUM",
+    "EQUAL",
+    "NOT_EQUAL",
+    "LESS",
+    "LESS_EQUAL",
+    "GREATER",
+    "GREATER_EQUAL",
+    "LOGICAL_AND",
+    "LOGICAL_OR",
+    "SELECT",
+    "SELECT_V2",
 )
 
 # Which inputs of an op carry activations that must be int8 (None = every input). Other inputs are
@@ -27,7 +41,46 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "CONV_2D": (0, 1), "DEPTHWISE_CONV_2D": (0, 1), "FULLY_CONNECTED": (0, 1), "AVERAGE_POOL_2D": (0,),
     "MAX_POOL_2D": (0,), "ADD": (0, 1), "MUL": (0, 1), "RESHAPE": (0,), "SOFTMAX": (0,), "MEAN": (0,), "PAD": (0,),
     "CONCATENATION": None, "TRANSPOSE": (0,), "LOGISTIC": (0,), "HARD_SWISH": (0,),
+    "SUB": (0, 1),
+    "SQUARED_DIFFERENCE": (0, 1),
+    "MAXIMUM": (0, 1),
+    "MINIMUM": (0, 1),
+    "EQUAL": (0, 1),
+    "NOT_EQUAL": (0, 1),
+    "LESS": (0, 1),
+    "LESS_EQUAL": (0, 1),
+    "GREATER": (0, 1),
+    "GREATER_EQUAL": (0, 1),
+    "LOGICAL_AND": (),
+    "LOGICAL_OR": (),
+    "SELECT": (1, 2),
+    "SELECT_V2": (1, 2),
 }
+
+# Per-op tensor type rules beyond "activations are int8" (each kernel's prepare() checks the same):
+# outputs that are not int8, and inputs of a fixed non-int8 type (by position).
+_OUTPUT_TYPES: Dict[str, Tuple[str, ...]] = {
+    "EQUAL": ("BOOL",), "NOT_EQUAL": ("BOOL",), "LESS": ("BOOL",), "LESS_EQUAL": ("BOOL",), "GREATER": ("BOOL",),
+    "GREATER_EQUAL": ("BOOL",),
+    "LOGICAL_AND": ("BOOL",), "LOGICAL_OR": ("BOOL",),
+}
+_INPUT_TYPES: Dict[str, Dict[int, Tuple[str, ...]]] = {
+    "LOGICAL_AND": {0: ("BOOL",), 1: ("BOOL",)}, "LOGICAL_OR": {0: ("BOOL",), 1: ("BOOL",)},
+    "SELECT": {0: ("BOOL",)}, "SELECT_V2": {0: ("BOOL",)},
+}
+
+
+def _typed_problems(op: Op, tensor) -> List[str]:
+    """Violations of _OUTPUT_TYPES / _INPUT_TYPES (the non-int8 tensors an op must have)."""
+    problems = []
+    rules = [(f"input {p}", op.inputs[p], kinds) for p, kinds in _INPUT_TYPES.get(op.name, {}).items() if p < len(op.inputs)]
+    rules += [("output", o, _OUTPUT_TYPES[op.name]) for o in op.outputs] if op.name in _OUTPUT_TYPES else []
+    for role, index, kinds in rules:
+        t = tensor(index)
+        if t is not None and t.type not in kinds:
+            problems.append(f"{role} '{t.name.split(';')[0]}' is {t.type} ({op.name} {'takes' if role != 'output' else 'produces'} "
+                            f"{' or '.join(kinds)})")
+    return problems
 _QUANTIZE_INPUT_TYPES = ("FLOAT32", "INT8")
 INT8_ONLY = "the edgekit runtime is int8-only"
 
@@ -100,8 +153,9 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
     else:
         positions = _DATA_INPUTS.get(op.name)
         picked = op.inputs if positions is None else [op.inputs[p] for p in positions if p < len(op.inputs)]
+        int8_outputs = [] if op.name in _OUTPUT_TYPES else list(op.outputs)
         bad: Dict[str, List[str]] = {}
-        for i in list(picked) + list(op.outputs):
+        for i in list(picked) + int8_outputs:
             t = tensor(i)
             if t is not None and t.type != "INT8":
                 bad.setdefault(t.type, []).append(f"'{t.name.split(';')[0]}'")
@@ -110,6 +164,7 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
             problems.append(f"{kind} tensor(s) {shown}")
         if problems:
             problems[-1] += f": {INT8_ONLY} (quantize fully, e.g. with `edgekit quantize`)"
+        problems.extend(_typed_problems(op, tensor))
     return (False, "; ".join(problems)) if problems else (True, "")
 
 

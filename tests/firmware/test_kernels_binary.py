@@ -176,8 +176,84 @@ BAD_MODELS = {
 }
 
 
+
+# --- SELECT / SELECT_V2 -------------------------------------------------------------------------------------
+
+def three_way_shapes(rng: np.random.Generator, max_rank: int = 4):
+    """Condition, x, y shapes that broadcast together (NumPy rules) and the output shape."""
+    rank = int(rng.integers(0, max_rank + 1))
+    base = random_dims(rng, rank, 1200, max_dim=5)
+    shapes = []
+    for _ in range(3):
+        r = int(rng.integers(0, rank + 1))
+        shapes.append([1 if rng.random() < 0.35 else d for d in base[rank - r:]])
+    if rng.random() < 0.5 and rank:
+        shapes[int(rng.integers(0, 3))] = list(base)
+    return shapes + [list(np.broadcast_shapes(*(tuple(s) for s in shapes)))]
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_select_v2_broadcast_random(seed):
+    rng = np.random.default_rng(4600 + seed)
+    sc, sx, sy, so = three_way_shapes(rng) if seed % 4 != 3 else [random_dims(rng, int(rng.integers(0, 7)), 1200, 5)] * 4
+    dtype = "int16" if seed % 5 == 4 else "int8"
+    model = build_model("SELECT_V2", [T(sc, dtype="bool", scale=None), T(sx, dtype, scale=0.05, zero_point=0),
+                                      T(sy, dtype, scale=0.05, zero_point=0)], [T(so, dtype, scale=0.05, zero_point=0)])
+    assert_bit_exact(model, random_input(model, rng), f"SELECT_V2 {sc},{sx},{sy}->{so} {dtype}")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_select_same_shape_scalar_and_rank_one_condition(seed):
+    rng = np.random.default_rng(4700 + seed)
+    shape = random_dims(rng, int(rng.integers(1, 6)), 1200, 5)
+    cond = [shape, [], [shape[0]]][seed % 3]
+    dtype = "int16" if seed % 4 == 3 else "int8"
+    model = build_model("SELECT", [T(cond, dtype="bool", scale=None), T(shape, dtype, scale=0.1, zero_point=2),
+                                   T(shape, dtype, scale=0.1, zero_point=2)], [T(shape, dtype, scale=0.1, zero_point=2)])
+    assert_bit_exact(model, random_input(model, rng), f"SELECT {cond} {shape} {dtype}")
+
+
+def test_select_with_a_constant_operand():
+    rng = np.random.default_rng(3)
+    const = rng.integers(-128, 128, size=[1, 8], dtype=np.int8)
+    model = build_model("SELECT_V2", [T([5, 1], dtype="bool", scale=None), T([5, 8], scale=0.1, zero_point=0),
+                                      T([1, 8], scale=0.1, zero_point=0, data=const)], [T([5, 8], scale=0.1, zero_point=0)])
+    assert_bit_exact(model, random_input(model, rng), "SELECT_V2 constant y")
+
+
+BAD_MODELS.update({
+    "SELECT with an int8 condition": (
+        lambda: build_model("SELECT", [T([4]), T([4]), T([4])], [T([4])]), "SELECT condition must be bool"),
+    "SELECT with a rank-1 condition not of x's first dimension": (
+        lambda: build_model("SELECT", [T([3], dtype="bool", scale=None), T([2, 3]), T([2, 3])], [T([2, 3])]),
+        "SELECT condition must have x's shape"),
+    "SELECT_V2 shapes that do not broadcast": (
+        lambda: build_model("SELECT_V2", [T([3], dtype="bool", scale=None), T([2, 4]), T([2, 4])], [T([2, 4])]),
+        "SELECT_V2 input shapes do not broadcast"),
+})
+
+
 @pytest.mark.parametrize("name", sorted(BAD_MODELS))
 def test_prepare_rejects_inconsistent_models(name):
     build, message = BAD_MODELS[name]
     with pytest.raises(EdgekitError, match=message):
         HostRuntime(build())
+
+
+def test_support_check_knows_the_bool_tensors_of_comparisons_select_and_logical_ops():
+    from edgekit.firmware.support import check_support
+    from edgekit.tflite_graph import read_graph
+
+    good = [build_model("LESS", [T([4]), T([4])], [T([4], dtype="bool", scale=None)]),
+            build_model("SELECT_V2", [T([4], dtype="bool", scale=None), T([4]), T([4])], [T([4])]),
+            build_model("LOGICAL_OR", [T([4], dtype="bool", scale=None)] * 2, [T([4], dtype="bool", scale=None)])]
+    for model in good:
+        report = check_support(read_graph(model))
+        assert report.ok, [o.describe() for o in report.rejected]
+    report = check_support(read_graph(build_model("GREATER", [T([4]), T([4])], [T([4])])))
+    assert not report.ok and "output 't2' is INT8 (GREATER produces BOOL)" in report.rejected[0].reason
+    assert "int8-only" not in report.rejected[0].reason
+    report = check_support(read_graph(build_model("SELECT", [T([4]), T([4]), T([4])], [T([4])])))
+    assert "input 0 't0' is INT8 (SELECT takes BOOL)" in report.rejected[0].reason
+    report = check_support(read_graph(build_model("SUB", [T([4], "float32", scale=None)] * 2, [T([4], "float32", scale=None)])))
+    assert "FLOAT32 tensor(s)" in report.rejected[0].reason and "int8-only" in report.rejected[0].reason
