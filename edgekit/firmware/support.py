@@ -33,6 +33,11 @@ EDGEKIT_OPS = (
     "LOGICAL_OR",
     "SELECT",
     "SELECT_V2",
+    "SUM",
+    "REDUCE_MAX",
+    "REDUCE_MIN",
+    "ARG_MAX",
+    "ARG_MIN",
 )
 
 # Which inputs of an op carry activations that must be int8 (None = every input). Other inputs are
@@ -55,6 +60,11 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "LOGICAL_OR": (),
     "SELECT": (1, 2),
     "SELECT_V2": (1, 2),
+    "SUM": (0,),
+    "REDUCE_MAX": (0,),
+    "REDUCE_MIN": (0,),
+    "ARG_MAX": (0,),
+    "ARG_MIN": (0,),
 }
 
 # Per-op tensor type rules beyond "activations are int8" (each kernel's prepare() checks the same):
@@ -63,6 +73,7 @@ _OUTPUT_TYPES: Dict[str, Tuple[str, ...]] = {
     "EQUAL": ("BOOL",), "NOT_EQUAL": ("BOOL",), "LESS": ("BOOL",), "LESS_EQUAL": ("BOOL",), "GREATER": ("BOOL",),
     "GREATER_EQUAL": ("BOOL",),
     "LOGICAL_AND": ("BOOL",), "LOGICAL_OR": ("BOOL",),
+    "ARG_MAX": ("INT32", "INT64"), "ARG_MIN": ("INT32", "INT64"),
 }
 _INPUT_TYPES: Dict[str, Dict[int, Tuple[str, ...]]] = {
     "LOGICAL_AND": {0: ("BOOL",), 1: ("BOOL",)}, "LOGICAL_OR": {0: ("BOOL",), 1: ("BOOL",)},
