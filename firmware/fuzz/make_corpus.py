@@ -80,6 +80,23 @@ def single_op_models(seed: int = 0) -> Dict[str, bytes]:
                                      [T((1, 16), scale=1 / 256, zero_point=-128)])
     models["hard_swish"] = build_model("HARD_SWISH", [T((1, 16), scale=0.05, zero_point=0)],
                                        [T((1, 16), scale=0.03, zero_point=-20)])
+    # binary / select / reduction kernels (kernels/add.c SUB, binary.c, select.c, mean.c, arg_min_max.c)
+    a, b, o = T((1, 4, 4, 4), scale=0.1, zero_point=2), T((1, 1, 1, 4), scale=0.05), T((1, 4, 4, 4), scale=0.2, zero_point=-4)
+    flag = T((1, 4, 4, 4), "bool", scale=None)
+    for op in ("SUB", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM"):
+        models[op.lower()] = build_model(op, [a, b], [o])
+    for op in ("EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"):
+        models[op.lower()] = build_model(op, [a, b], [flag])
+    for op in ("LOGICAL_AND", "LOGICAL_OR"):
+        models[op.lower()] = build_model(op, [flag, T((1, 1, 1, 4), "bool", scale=None)], [flag])
+    models["select"] = build_model("SELECT", [T((1,), "bool", scale=None), a, a], [a])
+    models["select_v2"] = build_model("SELECT_V2", [T((4, 1), "bool", scale=None), T((1, 4, 1, 4), scale=0.1, zero_point=2), a], [a])
+    axes = T((2,), "int32", scale=None, data=np.array([1, 2]))
+    for op in ("SUM", "REDUCE_MAX", "REDUCE_MIN"):
+        models[op.lower()] = build_model(op, [a, axes], [T((1, 4), scale=0.1 if op != "SUM" else 1.0, zero_point=2)])
+    for op in ("ARG_MAX", "ARG_MIN"):
+        models[op.lower()] = build_model(op, [a, T((1,), "int32", scale=None, data=np.array([3]))],
+                                         [T((1, 4, 4), "int32", scale=None)], {"output_type": 2})
     models.update(graph_models(rng))
     return models
 
@@ -105,7 +122,8 @@ def graph_models(rng: np.random.Generator) -> Dict[str, bytes]:
     return {"float_io_fc": float_io, "reshape_chain": chain}
 
 
-_SUPPORTED_CODES = [0, 1, 2, 3, 4, 6, 9, 14, 17, 18, 22, 25, 34, 39, 40, 114, 117]
+_SUPPORTED_CODES = [0, 1, 2, 3, 4, 6, 9, 14, 17, 18, 22, 25, 34, 39, 40, 114, 117,
+                    41, 99, 55, 57, 71, 72, 58, 63, 61, 62, 86, 84, 64, 123, 74, 82, 89, 56, 79]
 _TYPES = [0, 1, 2, 3, 4, 6, 7, 9]
 _TYPE_NP = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
 _EDGE_INTS = [0, 1, 2, 3, -1, 7, 64, 255, 1 << 15, (1 << 31) - 1, -(1 << 31)]
