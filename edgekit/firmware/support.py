@@ -38,6 +38,7 @@ EDGEKIT_OPS = (
     "REDUCE_MIN",
     "ARG_MAX",
     "ARG_MIN",
+    "DIV",
 )
 
 # Which inputs of an op carry activations that must be int8 (None = every input). Other inputs are
@@ -65,6 +66,7 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "REDUCE_MIN": (0,),
     "ARG_MAX": (0,),
     "ARG_MIN": (0,),
+    "DIV": (0, 1),
 }
 
 # Per-op tensor type rules beyond "activations are int8" (each kernel's prepare() checks the same):

@@ -46,6 +46,7 @@ _OPTIONS = {
     "DEQUANTIZE": ("DequantizeOptions", {}),
     "HARD_SWISH": ("HardSwishOptions", {}),
     "SUB": ("SubOptions", {}),
+    "DIV": ("DivOptions", {}),
     "REDUCE_MAX": ("ReducerOptions", {}),
     "REDUCE_MIN": ("ReducerOptions", {}),
     "ARG_MAX": ("ArgMaxOptions", {}),

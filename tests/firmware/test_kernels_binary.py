@@ -257,3 +257,37 @@ def test_support_check_knows_the_bool_tensors_of_comparisons_select_and_logical_
     assert "input 0 't0' is INT8 (SELECT takes BOOL)" in report.rejected[0].reason
     report = check_support(read_graph(build_model("SUB", [T([4], "float32", scale=None)] * 2, [T([4], "float32", scale=None)])))
     assert "FLOAT32 tensor(s)" in report.rejected[0].reason and "int8-only" in report.rejected[0].reason
+
+
+# --- DIV ----------------------------------------------------------------------------------------------------
+
+def nonzero_divisor(x: np.ndarray, zero_point: int) -> np.ndarray:
+    """LiteRT refuses (at invoke) a divisor equal to its zero point (a real 0); move those one step up."""
+    return np.where(x == zero_point, zero_point + (1 if zero_point < 127 else -1), x).astype(x.dtype)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_div_broadcast_random(seed):
+    rng = np.random.default_rng(4800 + seed)
+    s1, s2, so = shapes_for(rng, seed, 5)
+    sc1, sc2 = log_uniform(rng, 1e-3, 1.0), log_uniform(rng, 1e-3, 1.0)
+    out_scale = sc1 / sc2 * log_uniform(rng, 0.002, 2.0)
+    act = ACTIVATIONS[seed % 4]
+    z2 = zp(rng)
+    model = build_model("DIV", [T(s1, scale=sc1, zero_point=zp(rng)), T(s2, scale=sc2, zero_point=z2)],
+                        [T(so, scale=out_scale, zero_point=zp(rng))], {"fused_activation_function": act})
+    x = random_input(model, rng)
+    assert_bit_exact(model, [x[0], nonzero_divisor(x[1], z2)], f"DIV {s1}/{s2}->{so} {act}")
+
+
+@pytest.mark.parametrize("case", [(0.05, 0.05, 0.05, 3, -7), (0.02, 0.1, 0.004, -128, 0), (0.3, 0.01, 2.5, 10, 127),
+                                  (0.01, 0.2, 0.0005, 0, -20)])
+def test_div_every_input_pair(case):
+    """Every (dividend, divisor) int8 pair except a divisor at its zero point (a real 0: LiteRT refuses it)."""
+    sc1, sc2, so, z1, z2 = case
+    x, y = all_pairs_inputs()
+    keep = y[0] != z2
+    x, y = x[:, keep], y[:, keep]
+    model = build_model("DIV", [T(list(x.shape), scale=sc1, zero_point=z1), T(list(y.shape), scale=sc2, zero_point=z2)],
+                        [T(list(x.shape), scale=so, zero_point=1)])
+    assert_bit_exact(model, [np.ascontiguousarray(x), np.ascontiguousarray(y)], f"DIV all pairs {case}")

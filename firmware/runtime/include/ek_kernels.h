@@ -58,7 +58,8 @@ enum {
   EK_OP_REDUCE_MAX = 82,
   EK_OP_REDUCE_MIN = 89,
   EK_OP_ARG_MAX = 56,
-  EK_OP_ARG_MIN = 79
+  EK_OP_ARG_MIN = 79,
+  EK_OP_DIV = 42
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -251,6 +252,7 @@ extern const ek_kernel ek_kernel_reduce_max;
 extern const ek_kernel ek_kernel_reduce_min;
 extern const ek_kernel ek_kernel_arg_max;
 extern const ek_kernel ek_kernel_arg_min;
+extern const ek_kernel ek_kernel_div;
 
 
 #ifdef __cplusplus

@@ -190,7 +190,8 @@ enum {
   OPT_NONE = 0, OPT_CONV_2D = 1, OPT_DEPTHWISE_CONV_2D = 2, OPT_POOL_2D = 5, OPT_FULLY_CONNECTED = 8, OPT_SOFTMAX = 9,
   OPT_CONCATENATION = 10, OPT_ADD = 11, OPT_RESHAPE = 17, OPT_MUL = 21, OPT_PAD = 22, OPT_TRANSPOSE = 26,
   OPT_REDUCER = 27, OPT_DEQUANTIZE = 38, OPT_QUANTIZE = 89, OPT_HARD_SWISH = 91,
-  OPT_SUB = 28
+  OPT_SUB = 28,
+  OPT_DIV = 29
 };
 
 #define TFLITE_SCHEMA_VERSION 3u
@@ -438,6 +439,7 @@ static int expected_options(int32_t opcode) {
     case EK_OP_QUANTIZE: return OPT_QUANTIZE;
     case EK_OP_HARD_SWISH: return OPT_HARD_SWISH;
     case EK_OP_SUB: return OPT_SUB;
+    case EK_OP_DIV: return OPT_DIV;
     case EK_OP_SUM: case EK_OP_REDUCE_MAX: case EK_OP_REDUCE_MIN: return OPT_REDUCER;
     default: return -1; /* options ignored */
   }
@@ -498,6 +500,8 @@ static int read_options(const fb *b, const fb_table *o, ek_op *op, int *fits) {
     case EK_OP_REDUCE_MAX:
     case EK_OP_REDUCE_MIN:
       return fb_u8_param(b, o, 0, 0, &p->keep_dims);
+    case EK_OP_DIV: /* DivOptions: fused_activation_function */
+      return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation);
     case EK_OP_SUB: /* SubOptions: fused_activation_function, pot_scale_int16 (default true) */
       return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation) && fb_u8_param(b, o, 1, 1, &p->pot_scale_int16);
     default:

@@ -7,6 +7,7 @@
 /* edgekit-op: LESS_EQUAL | types: int8 | versions: 1-3 | fast path: none */
 /* edgekit-op: GREATER | types: int8 | versions: 1-3 | fast path: none */
 /* edgekit-op: GREATER_EQUAL | types: int8 | versions: 1-3 | fast path: none */
+/* edgekit-op: DIV | types: int8 | versions: 1-3 | fast path: none */
 /* edgekit-op: LOGICAL_AND | types: bool | versions: 1 | fast path: none */
 /* edgekit-op: LOGICAL_OR | types: bool | versions: 1 | fast path: none */
 /* Binary elementwise ops without their own file, broadcasting through ek_broadcast.h (as ADD/MUL).
@@ -21,6 +22,13 @@
  * - EQUAL ... GREATER_EQUAL (tflite/kernels/comparisons.cc ComparisonQuantized, reference/comparisons.h
  *   ComparisonWithScaling): left_shift 8, multipliers QuantizeMultiplier(scale_i) (scale < 1: a right shift),
  *   the comparison of MBQMSmallerThanOneExp((x_i - zp_i) << 8) values. Output BOOL (one byte, 0 or 1).
+ * - DIV (tflite/kernels/div.cc, int8: output multiplier QuantizeMultiplier((double)(s1 / (s2 * s_out)), the
+ *   quotient in float first as there); reference_ops::DivElementwise / BroadcastDivSlowQuantized
+ *   (kernels/internal/reference/div.h): v1 = x1 - zp1, v2 = x2 - zp2 (both negated when v2 < 0),
+ *   q = MBQMGreaterThanOne(v1, GetReciprocal(v2, 31, &rs), CountLeadingSignBits(v1)), out = zp_out +
+ *   MBQMSmallerThanOneExp(q, m_out, shift_out - rs - headroom), clamped to the fused activation. prepare tabulates
+ *   GetReciprocal and rs for the 256 divisors. LiteRT refuses (at invoke) a divisor equal to its zero point (a
+ *   real 0); the kernel has no error path in eval and gives the formula's value there (GetReciprocal(0)).
  * - LOGICAL_AND / LOGICAL_OR (tflite/kernels/logical.cc): bool inputs, bool output.
  * A rescaled value depends on x_i alone, so prepare tabulates it for the 256 int8 values of each input
  * (2 KB of per-op data); an element is then two table loads and the op.
@@ -29,12 +37,16 @@
  */
 #include "ek_broadcast.h"
 #include "ek_fixedpoint.h"
+#include "ek_gemmlowp.h"
 #include "ek_kernels.h"
 
 typedef struct binary_params {
   ek_broadcast_plan plan;
-  int32_t output_multiplier, output_shift, output_offset; /* SQUARED_DIFFERENCE */
-  int32_t table1[256], table2[256];                       /* rescaled input values (index x + 128) */
+  int32_t output_multiplier, output_shift, output_offset; /* SQUARED_DIFFERENCE, DIV */
+  int32_t input1_zero_point, act_min, act_max;            /* DIV */
+  int32_t table1[256], table2[256];                       /* rescaled input values (index x + 128); DIV: table2 =
+                                                             GetReciprocal(|x - zp2|) */
+  int8_t recip_shift[256];                                /* DIV: GetReciprocal's shift; bit 6 set: x - zp2 < 0 */
 } binary_params;
 
 static size_t binary_persistent_bytes(const ek_context *ctx, const ek_op *op) {
@@ -50,6 +62,7 @@ static size_t binary_persistent_bytes(const ek_context *ctx, const ek_op *op) {
    : (op)->opcode == EK_OP_MINIMUM          ? "MINIMUM " tail                                                        \
    : (op)->opcode == EK_OP_LOGICAL_AND      ? "LOGICAL_AND " tail                                                    \
    : (op)->opcode == EK_OP_LOGICAL_OR       ? "LOGICAL_OR " tail                                                     \
+   : (op)->opcode == EK_OP_DIV              ? "DIV " tail                                                            \
                                             : "comparison " tail)
 
 static int binary_valid_scale(float s) { return s > 0.0f && s <= 3.4028234e38f; }
@@ -73,6 +86,31 @@ static void binary_tabulate(int32_t *table, int32_t zero_point, int left_shift, 
 static int binary_is_comparison(int32_t opcode) {
   return opcode == EK_OP_EQUAL || opcode == EK_OP_NOT_EQUAL || opcode == EK_OP_LESS || opcode == EK_OP_LESS_EQUAL ||
          opcode == EK_OP_GREATER || opcode == EK_OP_GREATER_EQUAL;
+}
+
+static ek_status binary_prepare_div(ek_context *ctx, ek_op *op, const ek_tensor *in1, const ek_tensor *in2,
+                                    const ek_tensor *out, binary_params *p) {
+  const int32_t act = op->params.activation;
+  if (act != EK_ACT_NONE && act != EK_ACT_RELU && act != EK_ACT_RELU6 && act != EK_ACT_RELU_N1_TO_1)
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "DIV fused activation must be NONE, RELU, RELU6 or RELU_N1_TO_1");
+  const float real = in1->scale / (in2->scale * out->scale); /* float, as div.cc */
+  int shift = 0;
+  ek_quantize_multiplier((double)real, &p->output_multiplier, &shift);
+  /* outside [2^-25, 2^22) the reference's RoundingDivideByPOT exponent leaves 0..62 (a negative one, or a 64-bit
+     shift past its width: undefined there, no value to match) */
+  if (!(real > 0.0f) || shift > 22 || shift < -24)
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "DIV input scale / (divisor scale * output scale) must be in [2^-25, 2^22)");
+  p->output_shift = shift;
+  p->output_offset = out->zero_point;
+  p->input1_zero_point = in1->zero_point;
+  ek_activation_range(act, out->scale, out->zero_point, -128, 127, &p->act_min, &p->act_max);
+  for (int32_t y = -128; y < 128; ++y) {
+    const int32_t v = y - in2->zero_point;
+    int rs = 0;
+    p->table2[y + 128] = ek_gl_get_reciprocal(v < 0 ? -v : v, 31, &rs);
+    p->recip_shift[y + 128] = (int8_t)((rs & 0x3f) | (v < 0 ? 0x40 : 0)); /* rs in [-1, 31] */
+  }
+  return EK_OK;
 }
 
 static ek_status binary_prepare(ek_context *ctx, ek_op *op) {
@@ -119,6 +157,7 @@ static ek_status binary_prepare(ek_context *ctx, ek_op *op) {
     binary_tabulate(p->table2, in2->zero_point, 8, m2, s2);
     return EK_OK;
   }
+  if (code == EK_OP_DIV) return binary_prepare_div(ctx, op, in1, in2, out, p);
   /* SQUARED_DIFFERENCE, as squared_difference.cc: float max, double arithmetic */
   const double twice_max = 2.0 * (double)(in1->scale > in2->scale ? in1->scale : in2->scale);
   if (!binary_smaller_than_one((double)in1->scale / twice_max, &m1, &s1) ||
@@ -147,6 +186,31 @@ static ek_status binary_prepare(ek_context *ctx, ek_op *op) {
     }                                                                                                                 \
   }
 
+/* CountLeadingSignBits of an int32 (31 for 0 and -1). */
+static inline int binary_clrsb(int32_t v) { return ek_clz32((uint32_t)(v < 0 ? ~v : v)) - 1; }
+
+/* gemmlowp RoundingDivideByPOT as LiteRT's x86-64 build evaluates it for every exponent DIV can produce (0..62):
+   mask = (1ll << e) - 1 truncated to int32 (-1 from e = 32 on) and `x >> e` with the shift count taken mod 32
+   (the reference's int32 shift by >= 32 is undefined in C++; x86 masks the count). */
+static inline int32_t binary_rdbpot_wide(int32_t x, int e) {
+  if (e <= 31) return ek_rdbpot(x, e);
+  const int32_t threshold = -1 + (x < 0 ? 1 : 0); /* (mask >> 1) + (x < 0) with mask = -1 */
+  return (x >> (e & 31)) + (x > threshold ? 1 : 0);  /* remainder = x & -1 = x */
+}
+
+static inline int8_t binary_div(const binary_params *p, int32_t x, int32_t y) {
+  const int32_t flags = p->recip_shift[y + 128];
+  const int32_t rs = (flags & 0x20) ? (flags & 0x3f) - 64 : (flags & 0x3f); /* sign-extend the 6-bit shift */
+  int32_t v1 = x - p->input1_zero_point;
+  if (flags & 0x40) v1 = -v1;
+  const int headroom = binary_clrsb(v1);
+  const int32_t q = ek_srdhm(ek_shl_wrap(v1, headroom), p->table2[y + 128]);
+  const int32_t total_shift = p->output_shift - rs - headroom;
+  /* MBQMSmallerThanOneExp(q, m, total_shift), total_shift in [-62, 0] (prepare bounds the output shift) */
+  const int32_t v = p->output_offset + binary_rdbpot_wide(ek_srdhm(q, p->output_multiplier), -total_shift);
+  return (int8_t)ek_clamp_i32(v, p->act_min, p->act_max);
+}
+
 static inline int8_t binary_sqdiff(const binary_params *p, int32_t d) {
   /* |d| <= 2 * 255 * 2^7 * 0.5: d * d < 2^31 (the reference's bound) */
   const int32_t v = ek_mbqm_smaller_than_one(d * d, p->output_multiplier, p->output_shift) + p->output_offset;
@@ -154,6 +218,7 @@ static inline int8_t binary_sqdiff(const binary_params *p, int32_t d) {
 }
 
 BIN_ROW(row_sqdiff, int8_t, binary_sqdiff(p, t1[x] - t2[y]))
+BIN_ROW(row_div, int8_t, binary_div(p, x, y))
 BIN_ROW(row_maximum, int8_t, x > y ? x : y)
 BIN_ROW(row_minimum, int8_t, x < y ? x : y)
 BIN_ROW(row_equal, uint8_t, t1[x] == t2[y])
@@ -169,6 +234,7 @@ static ek_status binary_eval(ek_context *ctx, ek_op *op) {
   ek_broadcast_row_fn row;
   switch (op->opcode) {
     case EK_OP_SQUARED_DIFFERENCE: row = row_sqdiff; break;
+    case EK_OP_DIV: row = row_div; break;
     case EK_OP_MAXIMUM: row = row_maximum; break;
     case EK_OP_MINIMUM: row = row_minimum; break;
     case EK_OP_EQUAL: row = row_equal; break;
@@ -200,6 +266,7 @@ static int binary_overlap(const ek_context *ctx, const ek_op *op, int input_inde
 #define BIN_FNS EK_HOST_FN(binary_persistent_bytes), 0, EK_HOST_FN(binary_prepare), binary_eval, EK_HOST_FN(binary_overlap)
 
 const ek_kernel ek_kernel_squared_difference = {EK_OP_SQUARED_DIFFERENCE, "SQUARED_DIFFERENCE", BIN_FNS};
+const ek_kernel ek_kernel_div = {EK_OP_DIV, "DIV", BIN_FNS};
 const ek_kernel ek_kernel_maximum = {EK_OP_MAXIMUM, "MAXIMUM", BIN_FNS};
 const ek_kernel ek_kernel_minimum = {EK_OP_MINIMUM, "MINIMUM", BIN_FNS};
 const ek_kernel ek_kernel_equal = {EK_OP_EQUAL, "EQUAL", BIN_FNS};
