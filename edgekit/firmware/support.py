@@ -39,6 +39,7 @@ EDGEKIT_OPS = (
     "ARG_MAX",
     "ARG_MIN",
     "DIV",
+    "L2_NORMALIZATION",
 )
 
 # Which inputs of an op carry activations that must be int8 (None = every input). Other inputs are
@@ -67,6 +68,7 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "ARG_MAX": (0,),
     "ARG_MIN": (0,),
     "DIV": (0, 1),
+    "L2_NORMALIZATION": (0,),
 }
 
 # Per-op tensor type rules beyond "activations are int8" (each kernel's prepare() checks the same):

@@ -59,7 +59,8 @@ enum {
   EK_OP_REDUCE_MIN = 89,
   EK_OP_ARG_MAX = 56,
   EK_OP_ARG_MIN = 79,
-  EK_OP_DIV = 42
+  EK_OP_DIV = 42,
+  EK_OP_L2_NORMALIZATION = 11
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -253,6 +254,7 @@ extern const ek_kernel ek_kernel_reduce_min;
 extern const ek_kernel ek_kernel_arg_max;
 extern const ek_kernel ek_kernel_arg_min;
 extern const ek_kernel ek_kernel_div;
+extern const ek_kernel ek_kernel_l2_normalization;
 
 
 #ifdef __cplusplus
