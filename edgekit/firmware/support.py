@@ -40,6 +40,7 @@ EDGEKIT_OPS = (
     "ARG_MIN",
     "DIV",
     "L2_NORMALIZATION",
+    "BATCH_MATMUL",
 )
 
 # Which inputs of an op carry activations that must be int8 (None = every input). Other inputs are
@@ -69,6 +70,7 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "ARG_MIN": (0,),
     "DIV": (0, 1),
     "L2_NORMALIZATION": (0,),
+    "BATCH_MATMUL": (0, 1),
 }
 
 # Per-op tensor type rules beyond "activations are int8" (each kernel's prepare() checks the same):

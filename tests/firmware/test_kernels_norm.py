@@ -38,3 +38,33 @@ def test_l2_normalization_rejects_a_wrong_output_scale():
     model = build_model("L2_NORMALIZATION", [T([2, 8], scale=0.1)], [T([2, 8], scale=0.01, zero_point=0)])
     with pytest.raises(EdgekitError, match="output must have scale 1/128"):
         HostRuntime(model)
+
+
+# --- BATCH_MATMUL -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(32))
+def test_batch_matmul_random(seed):
+    rng = np.random.default_rng(8100 + seed)
+    m, k, n = (int(v) for v in rng.integers(1, 17, size=3))
+    rank = int(rng.integers(2, 6))
+    batch = random_dims(rng, rank - 2, 24, max_dim=4)
+    bx = [1 if rng.random() < 0.3 else d for d in batch][int(rng.integers(0, len(batch) + 1)):] if batch else []
+    by = [1 if rng.random() < 0.3 else d for d in batch][int(rng.integers(0, len(batch) + 1)):] if batch else []
+    out_batch = list(np.broadcast_shapes(tuple(bx), tuple(by)))
+    adj_x, adj_y = bool(seed & 1), bool(seed & 2)
+    sx, sy = log_uniform(rng, 1e-3, 0.5), log_uniform(rng, 1e-3, 0.5)
+    so = sx * sy * np.sqrt(k) * 127 * log_uniform(rng, 0.05, 2.0)
+    x_shape = bx + ([k, m] if adj_x else [m, k])
+    y_shape = by + ([n, k] if adj_y else [k, n])
+    constant_y = seed % 3 == 0  # a constant right-hand side (weights), common in real models
+    y = T(y_shape, scale=sy, zero_point=zp(rng),
+          data=rng.integers(-128, 128, size=y_shape).astype(np.int8) if constant_y else None)
+    model = build_model("BATCH_MATMUL", [T(x_shape, scale=sx, zero_point=zp(rng)), y],
+                        [T(out_batch + [m, n], scale=float(so), zero_point=zp(rng))], {"adj_x": adj_x, "adj_y": adj_y})
+    assert_bit_exact(model, random_input(model, rng), f"BATCH_MATMUL {x_shape} x {y_shape} adj {adj_x} {adj_y}")
+
+
+def test_batch_matmul_rejects_mismatched_inner_dimensions():
+    model = build_model("BATCH_MATMUL", [T([2, 3]), T([4, 5])], [T([2, 5])])
+    with pytest.raises(EdgekitError, match="inner dimensions of the inputs differ"):
+        HostRuntime(model)

@@ -60,7 +60,8 @@ enum {
   EK_OP_ARG_MAX = 56,
   EK_OP_ARG_MIN = 79,
   EK_OP_DIV = 42,
-  EK_OP_L2_NORMALIZATION = 11
+  EK_OP_L2_NORMALIZATION = 11,
+  EK_OP_BATCH_MATMUL = 126
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -121,6 +122,7 @@ typedef struct ek_op_params {
   uint8_t keep_num_dims;      /* FULLY_CONNECTED */
   uint8_t weights_format;     /* FULLY_CONNECTED: 0 = DEFAULT only */
   uint8_t pot_scale_int16;    /* ADD/SUB: unused for int8 */
+  uint8_t adj_x, adj_y;       /* BATCH_MATMUL */
 } ek_op_params;
 
 typedef struct ek_op {
@@ -255,6 +257,7 @@ extern const ek_kernel ek_kernel_arg_max;
 extern const ek_kernel ek_kernel_arg_min;
 extern const ek_kernel ek_kernel_div;
 extern const ek_kernel ek_kernel_l2_normalization;
+extern const ek_kernel ek_kernel_batch_matmul;
 
 
 #ifdef __cplusplus
