@@ -41,6 +41,7 @@ EDGEKIT_OPS = (
     "DIV",
     "L2_NORMALIZATION",
     "BATCH_MATMUL",
+    "LOG_SOFTMAX",
 )
 
 # Which inputs of an op carry activations that must be int8 (None = every input). Other inputs are
@@ -71,6 +72,7 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "DIV": (0, 1),
     "L2_NORMALIZATION": (0,),
     "BATCH_MATMUL": (0, 1),
+    "LOG_SOFTMAX": (0,),
 }
 
 # Per-op tensor type rules beyond "activations are int8" (each kernel's prepare() checks the same):

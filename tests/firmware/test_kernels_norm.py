@@ -68,3 +68,24 @@ def test_batch_matmul_rejects_mismatched_inner_dimensions():
     model = build_model("BATCH_MATMUL", [T([2, 3]), T([4, 5])], [T([2, 5])])
     with pytest.raises(EdgekitError, match="inner dimensions of the inputs differ"):
         HostRuntime(model)
+
+
+# --- LOG_SOFTMAX ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(24))
+def test_log_softmax_random(seed):
+    rng = np.random.default_rng(8200 + seed)
+    shape = random_dims(rng, int(rng.integers(1, 5)), 3000, max_dim=40 if seed % 3 == 0 else 9)
+    model = build_model("LOG_SOFTMAX", [T(shape, scale=log_uniform(rng, 1e-3, 2.0), zero_point=zp(rng))],
+                        [T(shape, scale=16 / 256, zero_point=127)])
+    assert_bit_exact(model, random_input(model, rng), f"LOG_SOFTMAX {shape}")
+
+
+@pytest.mark.parametrize("scale", [0.004, 0.02, 0.0625, 0.3, 1.7])
+def test_log_softmax_every_value_against_each_max(scale):
+    """Rows [v, m] for every pair: every difference to the row max, every row sum of two exps."""
+    v = np.arange(-128, 128, dtype=np.int8)
+    x = np.stack(np.meshgrid(v, v, indexing="ij"), axis=-1).reshape(256 * 256, 2)
+    model = build_model("LOG_SOFTMAX", [T([256 * 256, 2], scale=scale, zero_point=3)],
+                        [T([256 * 256, 2], scale=16 / 256, zero_point=127)])
+    assert_bit_exact(model, [x], f"LOG_SOFTMAX pairs scale {scale}")

@@ -61,7 +61,8 @@ enum {
   EK_OP_ARG_MIN = 79,
   EK_OP_DIV = 42,
   EK_OP_L2_NORMALIZATION = 11,
-  EK_OP_BATCH_MATMUL = 126
+  EK_OP_BATCH_MATMUL = 126,
+  EK_OP_LOG_SOFTMAX = 50
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -258,6 +259,7 @@ extern const ek_kernel ek_kernel_arg_min;
 extern const ek_kernel ek_kernel_div;
 extern const ek_kernel ek_kernel_l2_normalization;
 extern const ek_kernel ek_kernel_batch_matmul;
+extern const ek_kernel ek_kernel_log_softmax;
 
 
 #ifdef __cplusplus

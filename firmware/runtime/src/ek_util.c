@@ -129,6 +129,7 @@ const char *ek_op_name(int32_t opcode) {
     case EK_OP_DIV: return "DIV";
     case EK_OP_L2_NORMALIZATION: return "L2_NORMALIZATION";
     case EK_OP_BATCH_MATMUL: return "BATCH_MATMUL";
+    case EK_OP_LOG_SOFTMAX: return "LOG_SOFTMAX";
     case 32: return "CUSTOM";
     default: return "UNKNOWN";
   }

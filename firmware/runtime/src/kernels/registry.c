@@ -29,6 +29,7 @@ extern const ek_kernel ek_kernel_arg_min EK_WEAK;
 extern const ek_kernel ek_kernel_div EK_WEAK;
 extern const ek_kernel ek_kernel_l2_normalization EK_WEAK;
 extern const ek_kernel ek_kernel_batch_matmul EK_WEAK;
+extern const ek_kernel ek_kernel_log_softmax EK_WEAK;
 
 static const ek_kernel *const kernels[] = {
     &ek_kernel_add, &ek_kernel_average_pool_2d, &ek_kernel_concatenation, &ek_kernel_conv_2d,
@@ -57,6 +58,7 @@ static const ek_kernel *const kernels[] = {
     &ek_kernel_div,
     &ek_kernel_l2_normalization,
     &ek_kernel_batch_matmul,
+    &ek_kernel_log_softmax,
 };
 
 const ek_kernel *ek_find_kernel(int32_t opcode) {
