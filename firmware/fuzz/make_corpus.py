@@ -101,6 +101,7 @@ def single_op_models(seed: int = 0) -> Dict[str, bytes]:
     models["l2_normalization"] = build_model("L2_NORMALIZATION", [a], [T((1, 4, 4, 4), scale=1 / 128, zero_point=0)])
     models["batch_matmul"] = build_model("BATCH_MATMUL", [T((2, 3, 4), scale=0.1, zero_point=1), T((4, 5), scale=0.05)],
                                          [T((2, 3, 5), scale=0.2, zero_point=-2)])
+    models["log_softmax"] = build_model("LOG_SOFTMAX", [a], [T((1, 4, 4, 4), scale=16 / 256, zero_point=127)])
     models.update(graph_models(rng))
     return models
 
@@ -127,7 +128,7 @@ def graph_models(rng: np.random.Generator) -> Dict[str, bytes]:
 
 
 _SUPPORTED_CODES = [0, 1, 2, 3, 4, 6, 9, 14, 17, 18, 22, 25, 34, 39, 40, 114, 117,
-                    41, 99, 55, 57, 71, 72, 58, 63, 61, 62, 86, 84, 64, 123, 74, 82, 89, 56, 79, 42, 11, 126]
+                    41, 99, 55, 57, 71, 72, 58, 63, 61, 62, 86, 84, 64, 123, 74, 82, 89, 56, 79, 42, 11, 126, 50]
 _TYPES = [0, 1, 2, 3, 4, 6, 7, 9]
 _TYPE_NP = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
 _EDGE_INTS = [0, 1, 2, 3, -1, 7, 64, 255, 1 << 15, (1 << 31) - 1, -(1 << 31)]

@@ -1,4 +1,4 @@
-"""The new binary / select / reduction kernels in one prepared-model firmware on QEMU mps2-an386 (Cortex-M4F),
+"""The new binary / select / reduction / normalization kernels in one prepared-model firmware on QEMU mps2-an386 (Cortex-M4F),
 bit-exact with LiteRT BUILTIN_REF; the same graph on the host (in-place and prepared paths)."""
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ XQ = dict(scale=0.05, zero_point=-3)
 
 def binary_graph(seed: int = 25) -> bytes:
     """X [1, 6, 6, 8] through SUB, SQUARED_DIFFERENCE, GREATER, LESS_EQUAL, LOGICAL_OR, MAXIMUM, SELECT_V2,
-    REDUCE_MAX, MINIMUM, ARG_MAX, REDUCE_MIN, SELECT; outputs of int8, int32 (ARG_MAX) and reduced shapes."""
+    REDUCE_MAX, MINIMUM, ARG_MAX, REDUCE_MIN, SELECT, DIV, L2_NORMALIZATION, BATCH_MATMUL (constant RHS), LOG_SOFTMAX;
+    outputs of int8, int32 (ARG_MAX) and reduced shapes. (SUM is left out: BUILTIN_REF's int8 SUM is wrong, see
+    test_kernels_reduce.py.)"""
     rng = np.random.default_rng(seed)
     c8 = lambda shape: rng.integers(-128, 128, size=shape).astype(np.int8)  # noqa: E731
     s = [1, 6, 6, 8]
@@ -41,6 +43,12 @@ def binary_graph(seed: int = 25) -> bytes:
         T([1, 6, 6], scale=0.02, zero_point=-128),                      # 15 REDUCE_MIN(b, [3])
         T(s, **XQ),                                                     # 16 SELECT(g, X, mx)
         T([2], "int32", scale=None, data=np.array([1, 2], np.int32)),   # 17 axes 1, 2
+        T([8], scale=0.02, zero_point=4, data=np.array([-100, -60, -20, 0, 30, 70, 110, 127], np.int8)),  # 18 C4
+        T(s, scale=0.4, zero_point=-1),                                 # 19 DIV(X, C4)
+        T(s, scale=1 / 128, zero_point=0),                              # 20 L2_NORMALIZATION(X)
+        T([8, 5], scale=0.01, zero_point=0, data=c8([8, 5])),           # 21 W
+        T([1, 6, 6, 5], scale=0.08, zero_point=6),                      # 22 BATCH_MATMUL(X, W)
+        T([1, 6, 6, 5], scale=16 / 256, zero_point=127),                # 23 LOG_SOFTMAX
     ]
     ops = [
         ("SUB", [0, 1], [2], {"fused_activation_function": "RELU6"}),
@@ -55,8 +63,12 @@ def binary_graph(seed: int = 25) -> bytes:
         ("ARG_MAX", [12, 13], [14], {"output_type": 2}),
         ("REDUCE_MIN", [3, 13], [15], None),
         ("SELECT", [5, 0, 9], [16], None),
+        ("DIV", [0, 18], [19], {"fused_activation_function": "RELU6"}),
+        ("L2_NORMALIZATION", [0], [20], None),
+        ("BATCH_MATMUL", [0, 21], [22], None),
+        ("LOG_SOFTMAX", [22], [23], None),
     ]
-    return build_graph(tensors, ops, [0], [11, 14, 15, 16])
+    return build_graph(tensors, ops, [0], [11, 14, 15, 16, 19, 20, 23])
 
 
 def test_binary_graph_is_bit_exact_on_the_host():
