@@ -170,6 +170,9 @@ BAD_MODELS = {
     "comparison input scale of 1 or more": (
         lambda: build_model("GREATER", [T([4], scale=1.5), T([4])], [T([4], dtype="bool", scale=None)]),
         "input scale must be below 1"),
+    "EQUAL on int16 (LiteRT's reference is not the raw comparison: no oracle)": (
+        lambda: build_model("EQUAL", [T([4], "int16"), T([4], "int16")], [T([4], dtype="bool", scale=None)]),
+        "EQUAL / NOT_EQUAL on int16 are not supported"),
     "LOGICAL_AND on int8": (
         lambda: build_model("LOGICAL_AND", [T([4]), T([4])], [T([4], dtype="bool", scale=None)]),
         "LOGICAL_AND needs bool inputs and a bool output"),
@@ -231,6 +234,27 @@ BAD_MODELS.update({
         lambda: build_model("SELECT_V2", [T([3], dtype="bool", scale=None), T([2, 4]), T([2, 4])], [T([2, 4])]),
         "SELECT_V2 input shapes do not broadcast"),
 })
+
+
+# --- int16 (16x8 models): MAXIMUM / MINIMUM and comparisons on raw int16 values -------------------------------
+
+INT16_OPS = ["MAXIMUM", "MINIMUM", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"]
+
+
+@pytest.mark.parametrize("op", INT16_OPS)
+@pytest.mark.parametrize("seed", range(4))
+def test_int16_maximum_minimum_and_comparisons(op, seed):
+    rng = np.random.default_rng(4900 + 10 * seed + INT16_OPS.index(op))
+    s1, s2, so = shapes_for(rng, seed, 4)
+    sc1, sc2 = log_uniform(rng, 1e-4, 0.01), log_uniform(rng, 1e-4, 0.01)
+    if op in ("MAXIMUM", "MINIMUM"):
+        sc2 = sc1
+    out = T(so, "int16", scale=sc1, zero_point=0) if op in ("MAXIMUM", "MINIMUM") else T(so, dtype="bool", scale=None)
+    model = build_model(op, [T(s1, "int16", scale=sc1, zero_point=0), T(s2, "int16", scale=sc2, zero_point=0)], [out])
+    x = random_input(model, rng)
+    if seed % 2 == 0:  # narrow values: many equal pairs
+        x = [(v // 8192).astype(np.int16) for v in x]
+    assert_bit_exact(model, x, f"{op} int16 {s1},{s2}->{so}")
 
 
 @pytest.mark.parametrize("name", sorted(BAD_MODELS))

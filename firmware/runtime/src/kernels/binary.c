@@ -1,12 +1,12 @@
 /* edgekit-op: SQUARED_DIFFERENCE | types: int8 | versions: 1-2 | fast path: none */
-/* edgekit-op: MAXIMUM | types: int8 | versions: 1-4 | fast path: none */
-/* edgekit-op: MINIMUM | types: int8 | versions: 1-4 | fast path: none */
-/* edgekit-op: EQUAL | types: int8, bool | versions: 1-4 | fast path: none */
-/* edgekit-op: NOT_EQUAL | types: int8, bool | versions: 1-3 | fast path: none */
-/* edgekit-op: LESS | types: int8 | versions: 1-3 | fast path: none */
-/* edgekit-op: LESS_EQUAL | types: int8 | versions: 1-3 | fast path: none */
-/* edgekit-op: GREATER | types: int8 | versions: 1-3 | fast path: none */
-/* edgekit-op: GREATER_EQUAL | types: int8 | versions: 1-3 | fast path: none */
+/* edgekit-op: MAXIMUM | types: int8, int16 | versions: 1-4 | fast path: none */
+/* edgekit-op: MINIMUM | types: int8, int16 | versions: 1-4 | fast path: none */
+/* edgekit-op: EQUAL | types: int8 | versions: 1-4 | fast path: none */
+/* edgekit-op: NOT_EQUAL | types: int8 | versions: 1-3 | fast path: none */
+/* edgekit-op: LESS | types: int8, int16 | versions: 1-3 | fast path: none */
+/* edgekit-op: LESS_EQUAL | types: int8, int16 | versions: 1-3 | fast path: none */
+/* edgekit-op: GREATER | types: int8, int16 | versions: 1-3 | fast path: none */
+/* edgekit-op: GREATER_EQUAL | types: int8, int16 | versions: 1-3 | fast path: none */
 /* edgekit-op: DIV | types: int8 | versions: 1-3 | fast path: none */
 /* edgekit-op: LOGICAL_AND | types: bool | versions: 1 | fast path: none */
 /* edgekit-op: LOGICAL_OR | types: bool | versions: 1 | fast path: none */
@@ -30,6 +30,11 @@
  *   GetReciprocal and rs for the 256 divisors. LiteRT refuses (at invoke) a divisor equal to its zero point (a
  *   real 0); the kernel has no error path in eval and gives the formula's value there (GetReciprocal(0)).
  * - LOGICAL_AND / LOGICAL_OR (tflite/kernels/logical.cc): bool inputs, bool output.
+ * - int16 (16x8 models): MAXIMUM / MINIMUM compare raw int16 values; LESS, LESS_EQUAL, GREATER, GREATER_EQUAL
+ *   compare raw int16 values too (comparisons.cc sends int16 to Comparison<int16_t>, no rescaling, whatever the
+ *   scales). EQUAL / NOT_EQUAL on int16 are refused: LiteRT 2.3's BUILTIN_REF returns values that are not the raw
+ *   comparison (e.g. 3 == 2 true), and TFLM has no int16 EQUAL, so there is no oracle. The broadcast plan's
+ *   strides are then in bytes (ek_broadcast_prepare's element strides times 2), the row functions step in bytes.
  * A rescaled value depends on x_i alone, so prepare tabulates it for the 256 int8 values of each input
  * (2 KB of per-op data); an element is then two table loads and the op.
  * Same-shape operands: element i of every input is read before element i of the output is written, in
@@ -47,6 +52,7 @@ typedef struct binary_params {
   int32_t table1[256], table2[256];                       /* rescaled input values (index x + 128); DIV: table2 =
                                                              GetReciprocal(|x - zp2|) */
   int8_t recip_shift[256];                                /* DIV: GetReciprocal's shift; bit 6 set: x - zp2 < 0 */
+  int32_t int16;                                          /* MAXIMUM/MINIMUM/comparisons on int16 (raw values) */
 } binary_params;
 
 static size_t binary_persistent_bytes(const ek_context *ctx, const ek_op *op) {
@@ -124,20 +130,36 @@ static ek_status binary_prepare(ek_context *ctx, ek_op *op) {
     if (in1->type != EK_BOOL || in2->type != EK_BOOL || out->type != EK_BOOL)
       return ek_fail(ctx, op, EK_ERR_TYPE, BIN_MSG(op, "needs bool inputs and a bool output"));
   } else if (compare) {
-    if (in1->type != EK_INT8 || in2->type != EK_INT8)
-      return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, BIN_MSG(op, "supports int8 inputs only"));
+    if (!((in1->type == EK_INT8 && in2->type == EK_INT8) || (in1->type == EK_INT16 && in2->type == EK_INT16)))
+      return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, BIN_MSG(op, "supports two int8 or two int16 inputs only"));
     if (out->type != EK_BOOL) return ek_fail(ctx, op, EK_ERR_TYPE, BIN_MSG(op, "output must be bool"));
+    if (in1->type == EK_INT16 && (code == EK_OP_EQUAL || code == EK_OP_NOT_EQUAL))
+      return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "EQUAL / NOT_EQUAL on int16 are not supported (no reference to match)");
+  } else if ((code == EK_OP_MAXIMUM || code == EK_OP_MINIMUM) && in1->type == EK_INT16) {
+    if (in2->type != EK_INT16 || out->type != EK_INT16)
+      return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, BIN_MSG(op, "int16 needs int16 inputs and output"));
   } else if (in1->type != EK_INT8 || in2->type != EK_INT8 || out->type != EK_INT8) {
     return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, BIN_MSG(op, "supports int8 inputs and output only"));
   }
-  if (in1->bytes != ek_num_elements(in1) || in2->bytes != ek_num_elements(in2) || out->bytes != ek_num_elements(out))
+  const int32_t in_size = ek_type_size(in1->type), out_size = ek_type_size(out->type);
+  if (in1->bytes != ek_num_elements(in1) * in_size || in2->bytes != ek_num_elements(in2) * in_size ||
+      out->bytes != ek_num_elements(out) * out_size)
     return ek_fail(ctx, op, EK_ERR_MODEL, BIN_MSG(op, "tensor size does not match its shape"));
   binary_params *p = (binary_params *)op->user_data;
+  p->int16 = in_size == 2;
   switch (ek_broadcast_prepare(in1, in2, out, &p->plan)) {
     case EK_BCAST_OK: break;
     case EK_BCAST_INCOMPATIBLE: return ek_fail(ctx, op, EK_ERR_SHAPE, BIN_MSG(op, "input shapes do not broadcast"));
     case EK_BCAST_RANK: return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, BIN_MSG(op, "supports at most 6 dimensions and 2^31 elements"));
     default: return ek_fail(ctx, op, EK_ERR_SHAPE, BIN_MSG(op, "output shape is not the broadcast of the input shapes"));
+  }
+  if (p->int16) { /* byte strides (element offsets < 2^31 elements; the tensors' bytes fit int32 too) */
+    for (int32_t d = 0; d < p->plan.rank; ++d) {
+      p->plan.a_stride[d] *= 2;
+      p->plan.b_stride[d] *= 2;
+      p->plan.o_stride[d] *= out_size;
+    }
+    return EK_OK; /* raw values */
   }
   if (logical || code == EK_OP_MAXIMUM || code == EK_OP_MINIMUM) return EK_OK; /* raw values */
 
@@ -230,6 +252,36 @@ BIN_ROW(row_greater_equal, uint8_t, t1[x] >= t2[y])
 BIN_ROW(row_logical_and, uint8_t, x != 0 && y != 0)
 BIN_ROW(row_logical_or, uint8_t, x != 0 || y != 0)
 
+/* int16 rows: a and b step by as / bs bytes (0 or 2); `out_t` elements written contiguously. */
+#define BIN_ROW16(name, out_t, expr)                                                                                  \
+  static void name(const void *params, const int8_t *a, int32_t as, const int8_t *b, int32_t bs, int8_t *out,         \
+                   int32_t n) {                                                                                       \
+    (void)params;                                                                                                     \
+    out_t *o = (out_t *)(void *)out;                                                                                  \
+    for (int32_t i = 0; i < n; ++i) {                                                                                 \
+      const int32_t x = *(const int16_t *)(const void *)(a + i * as), y = *(const int16_t *)(const void *)(b + i * bs); \
+      o[i] = (out_t)(expr);                                                                                           \
+    }                                                                                                                 \
+  }
+
+BIN_ROW16(row16_maximum, int16_t, x > y ? x : y)
+BIN_ROW16(row16_minimum, int16_t, x < y ? x : y)
+BIN_ROW16(row16_less, uint8_t, x < y)
+BIN_ROW16(row16_less_equal, uint8_t, x <= y)
+BIN_ROW16(row16_greater, uint8_t, x > y)
+BIN_ROW16(row16_greater_equal, uint8_t, x >= y)
+
+static ek_broadcast_row_fn binary_row16(int32_t opcode) {
+  switch (opcode) {
+    case EK_OP_MAXIMUM: return row16_maximum;
+    case EK_OP_MINIMUM: return row16_minimum;
+    case EK_OP_LESS: return row16_less;
+    case EK_OP_LESS_EQUAL: return row16_less_equal;
+    case EK_OP_GREATER: return row16_greater;
+    default: return row16_greater_equal;
+  }
+}
+
 static ek_status binary_eval(ek_context *ctx, ek_op *op) {
   ek_broadcast_row_fn row;
   switch (op->opcode) {
@@ -247,13 +299,15 @@ static ek_status binary_eval(ek_context *ctx, ek_op *op) {
     default: row = row_logical_or; break;
   }
   const binary_params *p = (const binary_params *)op->user_data;
+  if (p->int16) row = binary_row16(op->opcode);
   ek_broadcast_run(&p->plan, p, (const int8_t *)ek_input(ctx, op, 0)->data, (const int8_t *)ek_input(ctx, op, 1)->data,
                    (int8_t *)ek_output(ctx, op, 0)->data, row);
   return EK_OK;
 }
 
-/* Kernel access contract (firmware/runtime/README.md): elementwise in increasing order when nothing broadcasts
-   (every tensor here has one byte per element). */
+/* Kernel access contract (firmware/runtime/README.md): elementwise in increasing order when nothing broadcasts.
+   An int16 comparison writes output byte i after reading input element i (bytes 2i, 2i + 1): byte i belongs to
+   input element i / 2 <= i, already read, so d_max = 0 holds there too. */
 static int binary_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
   const ek_tensor *a = ek_input((ek_context *)ctx, op, 0), *b = ek_input((ek_context *)ctx, op, 1);
   const ek_tensor *out = ek_output((ek_context *)ctx, op, 0);
