@@ -1,4 +1,4 @@
-/* edgekit-op: SUB | types: int8 | versions: 1-5 | fast path: none */
+/* edgekit-op: SUB | types: int8 | versions: 1-5 | fast path: Cortex-M4 DSP */
 /* ADD and SUB, int8, with broadcasting up to EK_MAX_DIMS dimensions.
  *
  * SUB is ADD with the second input's multiplier negated: tflite/kernels/sub.cc PrepareGeneralSubOp (op_sign -1,
