@@ -173,6 +173,9 @@ BAD_MODELS = {
     "EQUAL on int16 (LiteRT's reference is not the raw comparison: no oracle)": (
         lambda: build_model("EQUAL", [T([4], "int16"), T([4], "int16")], [T([4], dtype="bool", scale=None)]),
         "EQUAL / NOT_EQUAL on int16 are not supported"),
+    "SUB int16 with power-of-two scales (TFLite's POT path)": (
+        lambda: build_model("SUB", [T([4], "int16", scale=2.0 ** -10), T([4], "int16", scale=2.0 ** -9)],
+                            [T([4], "int16", scale=2.0 ** -8)]), "power-of-two scales"),
     "LOGICAL_AND on int8": (
         lambda: build_model("LOGICAL_AND", [T([4]), T([4])], [T([4], dtype="bool", scale=None)]),
         "LOGICAL_AND needs bool inputs and a bool output"),
@@ -255,6 +258,20 @@ def test_int16_maximum_minimum_and_comparisons(op, seed):
     if seed % 2 == 0:  # narrow values: many equal pairs
         x = [(v // 8192).astype(np.int16) for v in x]
     assert_bit_exact(model, x, f"{op} int16 {s1},{s2}->{so}")
+
+
+@pytest.mark.parametrize("op", ["SUB", "ADD"])
+@pytest.mark.parametrize("seed", range(10))
+def test_int16_sub_and_add_general_scales(op, seed):
+    """The general int16 path (left_shift 15) of sub.cc / add.cc (int16 zero points are 0: TFLite requires it)."""
+    rng = np.random.default_rng(5000 + seed + (100 if op == "ADD" else 0))
+    s1, s2, so = shapes_for(rng, seed, 4)
+    sc1, sc2 = log_uniform(rng, 1e-5, 1e-2), log_uniform(rng, 1e-5, 1e-2)
+    out_scale = max(sc1, sc2) * log_uniform(rng, 0.5, 3.0)
+    act = ACTIVATIONS[seed % 4]
+    model = build_model(op, [T(s1, "int16", scale=sc1, zero_point=0), T(s2, "int16", scale=sc2, zero_point=0)],
+                        [T(so, "int16", scale=out_scale, zero_point=0)], {"fused_activation_function": act})
+    assert_bit_exact(model, random_input(model, rng), f"{op} int16 {s1},{s2}->{so} {act}")
 
 
 @pytest.mark.parametrize("name", sorted(BAD_MODELS))
