@@ -261,7 +261,6 @@ extern const ek_kernel ek_kernel_l2_normalization;
 extern const ek_kernel ek_kernel_batch_matmul;
 extern const ek_kernel ek_kernel_log_softmax;
 
-
 #ifdef __cplusplus
 }
 #endif
