@@ -28,7 +28,56 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "CONCATENATION": None, "TRANSPOSE": (0,), "LOGISTIC": (0,), "HARD_SWISH": (0,),
     "RELU": (0,), "RELU6": (0,), "RELU_N1_TO_1": (0,), "LEAKY_RELU": (0,), "PRELU": (0, 1),
     "TANH": (0,), "EXP": (0,), "LOG": (0,), "SQRT": (0,), "GELU": (0,), "ABS": (0,), "NEG": (0,), "RSQRT": (0,), "ELU": (0,),
+    "SUB": (0, 1),
+    "SQUARED_DIFFERENCE": (0, 1),
+    "MAXIMUM": (0, 1),
+    "MINIMUM": (0, 1),
+    "EQUAL": (0, 1),
+    "NOT_EQUAL": (0, 1),
+    "LESS": (0, 1),
+    "LESS_EQUAL": (0, 1),
+    "GREATER": (0, 1),
+    "GREATER_EQUAL": (0, 1),
+    "LOGICAL_AND": (),
+    "LOGICAL_OR": (),
+    "SELECT": (1, 2),
+    "SELECT_V2": (1, 2),
+    "SUM": (0,),
+    "REDUCE_MAX": (0,),
+    "REDUCE_MIN": (0,),
+    "ARG_MAX": (0,),
+    "ARG_MIN": (0,),
+    "DIV": (0, 1),
+    "L2_NORMALIZATION": (0,),
+    "BATCH_MATMUL": (0, 1),
+    "LOG_SOFTMAX": (0,),
 }
+
+# Per-op tensor type rules beyond "activations are int8" (each kernel's prepare() checks the same):
+# outputs that are not int8, and inputs of a fixed non-int8 type (by position).
+_OUTPUT_TYPES: Dict[str, Tuple[str, ...]] = {
+    "EQUAL": ("BOOL",), "NOT_EQUAL": ("BOOL",), "LESS": ("BOOL",), "LESS_EQUAL": ("BOOL",), "GREATER": ("BOOL",),
+    "GREATER_EQUAL": ("BOOL",),
+    "LOGICAL_AND": ("BOOL",), "LOGICAL_OR": ("BOOL",),
+    "ARG_MAX": ("INT32", "INT64"), "ARG_MIN": ("INT32", "INT64"),
+}
+_INPUT_TYPES: Dict[str, Dict[int, Tuple[str, ...]]] = {
+    "LOGICAL_AND": {0: ("BOOL",), 1: ("BOOL",)}, "LOGICAL_OR": {0: ("BOOL",), 1: ("BOOL",)},
+    "SELECT": {0: ("BOOL",)}, "SELECT_V2": {0: ("BOOL",)},
+}
+
+
+def _typed_problems(op: Op, tensor) -> List[str]:
+    """Violations of _OUTPUT_TYPES / _INPUT_TYPES (the non-int8 tensors an op must have)."""
+    problems = []
+    rules = [(f"input {p}", op.inputs[p], kinds) for p, kinds in _INPUT_TYPES.get(op.name, {}).items() if p < len(op.inputs)]
+    rules += [("output", o, _OUTPUT_TYPES[op.name]) for o in op.outputs] if op.name in _OUTPUT_TYPES else []
+    for role, index, kinds in rules:
+        t = tensor(index)
+        if t is not None and t.type not in kinds:
+            problems.append(f"{role} '{t.name.split(';')[0]}' is {t.type} ({op.name} {'takes' if role != 'output' else 'produces'} "
+                            f"{' or '.join(kinds)})")
+    return problems
 _QUANTIZE_INPUT_TYPES = ("FLOAT32", "INT8")
 INT8_ONLY = "the edgekit runtime is int8-only"
 
@@ -101,8 +150,9 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
     else:
         positions = _DATA_INPUTS.get(op.name)
         picked = op.inputs if positions is None else [op.inputs[p] for p in positions if p < len(op.inputs)]
+        int8_outputs = [] if op.name in _OUTPUT_TYPES else list(op.outputs)
         bad: Dict[str, List[str]] = {}
-        for i in list(picked) + list(op.outputs):
+        for i in list(picked) + int8_outputs:
             t = tensor(i)
             if t is not None and t.type != "INT8":
                 bad.setdefault(t.type, []).append(f"'{t.name.split(';')[0]}'")
@@ -111,6 +161,7 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
             problems.append(f"{kind} tensor(s) {shown}")
         if problems:
             problems[-1] += f": {INT8_ONLY} (quantize fully, e.g. with `edgekit quantize`)"
+        problems.extend(_typed_problems(op, tensor))
     return (False, "; ".join(problems)) if problems else (True, "")
 
 

@@ -90,6 +90,28 @@ def single_op_models(seed: int = 0) -> Dict[str, bytes]:
     models["prelu"] = build_model("PRELU", [T((1, 4, 4, 4), scale=0.05), T((1, 1, 4), scale=0.01, zero_point=2,
                                                                           data=np.array([[[5, -9, 40, 127]]], np.int8))],
                                   [T((1, 4, 4, 4), scale=0.04)])
+    # binary / select / reduction kernels (kernels/add.c SUB, binary.c, select.c, mean.c, arg_min_max.c)
+    a, b, o = T((1, 4, 4, 4), scale=0.1, zero_point=2), T((1, 1, 1, 4), scale=0.05), T((1, 4, 4, 4), scale=0.2, zero_point=-4)
+    flag = T((1, 4, 4, 4), "bool", scale=None)
+    for op in ("SUB", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM"):
+        models[op.lower()] = build_model(op, [a, b], [o])
+    for op in ("EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"):
+        models[op.lower()] = build_model(op, [a, b], [flag])
+    for op in ("LOGICAL_AND", "LOGICAL_OR"):
+        models[op.lower()] = build_model(op, [flag, T((1, 1, 1, 4), "bool", scale=None)], [flag])
+    models["select"] = build_model("SELECT", [T((1,), "bool", scale=None), a, a], [a])
+    models["select_v2"] = build_model("SELECT_V2", [T((4, 1), "bool", scale=None), T((1, 4, 1, 4), scale=0.1, zero_point=2), a], [a])
+    axes = T((2,), "int32", scale=None, data=np.array([1, 2]))
+    for op in ("SUM", "REDUCE_MAX", "REDUCE_MIN"):
+        models[op.lower()] = build_model(op, [a, axes], [T((1, 4), scale=0.1 if op != "SUM" else 1.0, zero_point=2)])
+    for op in ("ARG_MAX", "ARG_MIN"):
+        models[op.lower()] = build_model(op, [a, T((1,), "int32", scale=None, data=np.array([3]))],
+                                         [T((1, 4, 4), "int32", scale=None)], {"output_type": 2})
+    models["div"] = build_model("DIV", [a, b], [o])
+    models["l2_normalization"] = build_model("L2_NORMALIZATION", [a], [T((1, 4, 4, 4), scale=1 / 128, zero_point=0)])
+    models["batch_matmul"] = build_model("BATCH_MATMUL", [T((2, 3, 4), scale=0.1, zero_point=1), T((4, 5), scale=0.05)],
+                                         [T((2, 3, 5), scale=0.2, zero_point=-2)])
+    models["log_softmax"] = build_model("LOG_SOFTMAX", [a], [T((1, 4, 4, 4), scale=16 / 256, zero_point=127)])
     models.update(graph_models(rng))
     return models
 
@@ -116,7 +138,8 @@ def graph_models(rng: np.random.Generator) -> Dict[str, bytes]:
 
 
 _SUPPORTED_CODES = [0, 1, 2, 3, 4, 6, 9, 14, 17, 18, 22, 25, 34, 39, 40, 114, 117,
-                    19, 20, 21, 28, 47, 54, 59, 73, 75, 76, 98, 101, 111, 150]  # + issue 25's unary ops
+                    19, 20, 21, 28, 47, 54, 59, 73, 75, 76, 98, 101, 111, 150,  # + issue 25's unary ops
+                    41, 99, 55, 57, 71, 72, 58, 63, 61, 62, 86, 84, 64, 123, 74, 82, 89, 56, 79, 42, 11, 126, 50]
 _TYPES = [0, 1, 2, 3, 4, 6, 7, 9]
 _TYPE_NP = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
 _EDGE_INTS = [0, 1, 2, 3, -1, 7, 64, 255, 1 << 15, (1 << 31) - 1, -(1 << 31)]

@@ -23,6 +23,7 @@ _DTYPES = {
     "int16": (schema.TensorType.INT16, np.int16),
     "int64": (schema.TensorType.INT64, np.int64),
     "uint8": (schema.TensorType.UINT8, np.uint8),
+    "bool": (schema.TensorType.BOOL, np.bool_),
 }
 
 # op name -> (BuiltinOptions union member, options class, defaults by schema field name)
@@ -46,6 +47,14 @@ _OPTIONS = {
     "HARD_SWISH": ("HardSwishOptions", {}),
     "LEAKY_RELU": ("LeakyReluOptions", {}),
     "GELU": ("GeluOptions", {}),
+    "SUB": ("SubOptions", {}),
+    "DIV": ("DivOptions", {}),
+    "REDUCE_MAX": ("ReducerOptions", {}),
+    "REDUCE_MIN": ("ReducerOptions", {}),
+    "ARG_MAX": ("ArgMaxOptions", {}),
+    "ARG_MIN": ("ArgMinOptions", {}),
+    "L2_NORMALIZATION": ("L2NormOptions", {}),
+    "BATCH_MATMUL": ("BatchMatMulOptions", {}),
 }
 _ENUMS = {"padding": schema.Padding, "fused_activation_function": schema.ActivationFunctionType,
           "weights_format": schema.FullyConnectedOptionsWeightsFormat}
@@ -214,6 +223,8 @@ def random_input(model: bytes, rng: np.random.Generator) -> List[np.ndarray]:
         dtype = np.dtype(d["dtype"])
         if dtype.kind == "f":
             values.append(rng.standard_normal(d["shape"]).astype(dtype))
+        elif dtype.kind == "b":
+            values.append(rng.random(d["shape"]) < 0.5)
         else:
             info = np.iinfo(dtype)
             values.append(rng.integers(info.min, info.max, size=d["shape"], endpoint=True).astype(dtype))

@@ -144,10 +144,10 @@ def test_converter_is_registered_and_reports_every_op(mlperf):
 # --- bad input: one clear error, nothing written ---------------------------------------------------------------
 
 def _unsupported_model() -> bytes:
-    """ADD (supported) followed by L2_NORMALIZATION and SQUARED_DIFFERENCE (int8 in TFLite, not in the edgekit runtime)."""
-    tensors = [T([1, 8], name="x"), T([1, 8], name="y"), T([1, 8], name="sum"), T([1, 8], name="l2norm_out"),
-               T([1, 8], name="sqdiff_out")]
-    ops = [("ADD", [0, 1], [2], None), ("L2_NORMALIZATION", [2], [3], None), ("SQUARED_DIFFERENCE", [3, 2], [4], None)]
+    """ADD (supported) followed by LOCAL_RESPONSE_NORMALIZATION and FLOOR_MOD (TFLite builtins, not in the edgekit runtime)."""
+    tensors = [T([1, 8], name="x"), T([1, 8], name="y"), T([1, 8], name="sum"), T([1, 8], name="lrn_out"),
+               T([1, 8], name="floor_mod_out")]
+    ops = [("ADD", [0, 1], [2], None), ("LOCAL_RESPONSE_NORMALIZATION", [2], [3], None), ("FLOOR_MOD", [3, 2], [4], None)]
     return build_graph(tensors, ops, inputs=[0, 1], outputs=[4])
 
 
@@ -160,13 +160,13 @@ def test_unsupported_ops_are_all_listed_before_anything_is_written(tmp_path, cli
     with pytest.raises(UnsupportedOpError) as err:
         generate_firmware(model, "mps2-an386", out)
     rejected = err.value.report.rejected
-    assert [(o.op, o.location) for o in rejected] == [("L2_NORMALIZATION", "op #1 -> tensor 'l2norm_out'"),
-                                                       ("SQUARED_DIFFERENCE", "op #2 -> tensor 'sqdiff_out'")]
+    assert [(o.op, o.location) for o in rejected] == [("LOCAL_RESPONSE_NORMALIZATION", "op #1 -> tensor 'lrn_out'"),
+                                                       ("FLOOR_MOD", "op #2 -> tensor 'floor_mod_out'")]
     assert len(err.value.report.ops) == 3 and err.value.report.ops[0].supported
     assert not out.exists() and list(tmp_path.iterdir()) == [model]
     assert cli("firmware", model, "-o", out) == 2
     message = capsys.readouterr().err
-    assert "2 operator(s)" in message and "L2_NORMALIZATION at op #1" in message and "SQUARED_DIFFERENCE at op #2" in message
+    assert "2 operator(s)" in message and "LOCAL_RESPONSE_NORMALIZATION at op #1" in message and "FLOOR_MOD at op #2" in message
     assert "--runtime tflm" in message and not out.exists()
 
 

@@ -51,7 +51,8 @@ def test_demo_int8_model_is_bit_exact_with_builtin_ref(demo_int8):
     assert_bit_exact(demo_int8, seed=11, runs=3)
 
 
-@pytest.mark.parametrize("name", sorted(single_op_models()))
+# SUM: BUILTIN_REF's int8 SUM reads int8 as uint8; tests/firmware/test_kernels_reduce.py checks SUM against TFLM
+@pytest.mark.parametrize("name", sorted(set(single_op_models()) - {"sum"}))
 def test_seed_models_are_bit_exact_with_builtin_ref(name):
     """One small model per operator plus float-I/O and RESHAPE-chain graphs (the fuzzer's seeds)."""
     assert_bit_exact(single_op_models()[name], seed=3)
@@ -142,14 +143,14 @@ def test_bad_header_fields_are_named():
 def test_unsupported_ops_are_listed_all_at_once_with_their_location():
     a, b = T((1, 8), scale=0.1), T((1, 8), scale=0.1)
     tensors = [a, b, T((1, 8), scale=0.1), T((1, 8), scale=0.1), T((1, 8), scale=0.1), T((1, 8), scale=0.1)]
-    ops = [("SUB", [0, 1], [2], None), ("ADD", [2, 1], [3], None), ("L2_NORMALIZATION", [3], [4], None), ("LOCAL_RESPONSE_NORMALIZATION", [4], [5], None)]
+    ops = [("FLOOR_MOD", [0, 1], [2], None), ("ADD", [2, 1], [3], None), ("CUMSUM", [3], [4], None), ("LOCAL_RESPONSE_NORMALIZATION", [4], [5], None)]
     model = build_graph(tensors, ops, [0, 1], [5])
     with pytest.raises(UnsupportedOpError) as info:
         hr.HostRuntime(model)
     rejected = [(o.op, o.location) for o in info.value.report.rejected]
-    assert rejected == [("SUB", "op #0"), ("L2_NORMALIZATION", "op #2"), ("LOCAL_RESPONSE_NORMALIZATION", "op #3")]
+    assert rejected == [("FLOOR_MOD", "op #0"), ("CUMSUM", "op #2"), ("LOCAL_RESPONSE_NORMALIZATION", "op #3")]
     text = str(info.value)
-    assert "3 operator(s)" in text and "SUB at op #0" in text and "LOCAL_RESPONSE_NORMALIZATION at op #3" in text
+    assert "3 operator(s)" in text and "FLOOR_MOD at op #0" in text and "LOCAL_RESPONSE_NORMALIZATION at op #3" in text
 
 
 def test_more_than_one_subgraph_is_rejected_with_a_clear_message():

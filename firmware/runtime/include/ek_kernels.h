@@ -53,7 +53,30 @@ enum {
   EK_OP_LEAKY_RELU = 98,
   EK_OP_ABS = 101,
   EK_OP_GELU = 150,
-  EK_OP_ELU = 111
+  EK_OP_ELU = 111,
+  EK_OP_SUB = 41,
+  EK_OP_SQUARED_DIFFERENCE = 99,
+  EK_OP_MAXIMUM = 55,
+  EK_OP_MINIMUM = 57,
+  EK_OP_EQUAL = 71,
+  EK_OP_NOT_EQUAL = 72,
+  EK_OP_LESS = 58,
+  EK_OP_LESS_EQUAL = 63,
+  EK_OP_GREATER = 61,
+  EK_OP_GREATER_EQUAL = 62,
+  EK_OP_LOGICAL_AND = 86,
+  EK_OP_LOGICAL_OR = 84,
+  EK_OP_SELECT = 64,
+  EK_OP_SELECT_V2 = 123,
+  EK_OP_SUM = 74,
+  EK_OP_REDUCE_MAX = 82,
+  EK_OP_REDUCE_MIN = 89,
+  EK_OP_ARG_MAX = 56,
+  EK_OP_ARG_MIN = 79,
+  EK_OP_DIV = 42,
+  EK_OP_L2_NORMALIZATION = 11,
+  EK_OP_BATCH_MATMUL = 126,
+  EK_OP_LOG_SOFTMAX = 50
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -116,6 +139,7 @@ typedef struct ek_op_params {
   uint8_t pot_scale_int16;    /* ADD/SUB: unused for int8 */
   float alpha;                /* LEAKY_RELU (schema default 0.0) */
   uint8_t approximate;        /* GELU (schema default false) */
+  uint8_t adj_x, adj_y;       /* BATCH_MATMUL */
 } ek_op_params;
 
 typedef struct ek_op {
@@ -232,6 +256,29 @@ extern const ek_kernel ek_kernel_add, ek_kernel_average_pool_2d, ek_kernel_conca
 extern const ek_kernel ek_kernel_relu, ek_kernel_relu6, ek_kernel_relu_n1_to_1, ek_kernel_leaky_relu, ek_kernel_prelu,
     ek_kernel_tanh, ek_kernel_exp, ek_kernel_log, ek_kernel_sqrt, ek_kernel_gelu, ek_kernel_abs, ek_kernel_neg,
     ek_kernel_rsqrt, ek_kernel_elu;
+extern const ek_kernel ek_kernel_sub;
+extern const ek_kernel ek_kernel_squared_difference;
+extern const ek_kernel ek_kernel_maximum;
+extern const ek_kernel ek_kernel_minimum;
+extern const ek_kernel ek_kernel_equal;
+extern const ek_kernel ek_kernel_not_equal;
+extern const ek_kernel ek_kernel_less;
+extern const ek_kernel ek_kernel_less_equal;
+extern const ek_kernel ek_kernel_greater;
+extern const ek_kernel ek_kernel_greater_equal;
+extern const ek_kernel ek_kernel_logical_and;
+extern const ek_kernel ek_kernel_logical_or;
+extern const ek_kernel ek_kernel_select;
+extern const ek_kernel ek_kernel_select_v2;
+extern const ek_kernel ek_kernel_sum;
+extern const ek_kernel ek_kernel_reduce_max;
+extern const ek_kernel ek_kernel_reduce_min;
+extern const ek_kernel ek_kernel_arg_max;
+extern const ek_kernel ek_kernel_arg_min;
+extern const ek_kernel ek_kernel_div;
+extern const ek_kernel ek_kernel_l2_normalization;
+extern const ek_kernel ek_kernel_batch_matmul;
+extern const ek_kernel ek_kernel_log_softmax;
 
 #ifdef __cplusplus
 }

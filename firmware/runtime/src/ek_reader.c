@@ -191,7 +191,11 @@ enum {
   OPT_CONCATENATION = 10, OPT_ADD = 11, OPT_RESHAPE = 17, OPT_MUL = 21, OPT_PAD = 22, OPT_TRANSPOSE = 26,
   OPT_REDUCER = 27, OPT_DEQUANTIZE = 38, OPT_QUANTIZE = 89, OPT_HARD_SWISH = 91,
   OPT_LEAKY_RELU = 75,
-  OPT_GELU = 116
+  OPT_GELU = 116,
+  OPT_SUB = 28,
+  OPT_DIV = 29,
+  OPT_L2_NORM = 12,
+  OPT_BATCH_MATMUL = 101
 };
 
 #define TFLITE_SCHEMA_VERSION 3u
@@ -440,6 +444,11 @@ static int expected_options(int32_t opcode) {
     case EK_OP_HARD_SWISH: return OPT_HARD_SWISH;
     case EK_OP_LEAKY_RELU: return OPT_LEAKY_RELU;
     case EK_OP_GELU: return OPT_GELU;
+    case EK_OP_SUB: return OPT_SUB;
+    case EK_OP_DIV: return OPT_DIV;
+    case EK_OP_L2_NORMALIZATION: return OPT_L2_NORM;
+    case EK_OP_BATCH_MATMUL: return OPT_BATCH_MATMUL;
+    case EK_OP_SUM: case EK_OP_REDUCE_MAX: case EK_OP_REDUCE_MIN: return OPT_REDUCER;
     default: return -1; /* options ignored */
   }
 }
@@ -495,11 +504,21 @@ static int read_options(const fb *b, const fb_table *o, ek_op *op, int *fits) {
     case EK_OP_MUL:
       return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation);
     case EK_OP_MEAN:
+    case EK_OP_SUM:
+    case EK_OP_REDUCE_MAX:
+    case EK_OP_REDUCE_MIN:
       return fb_u8_param(b, o, 0, 0, &p->keep_dims);
     case EK_OP_LEAKY_RELU:
       return fb_f32(b, o, 0, 0.0f, &p->alpha);
     case EK_OP_GELU:
       return fb_u8_param(b, o, 0, 0, &p->approximate);
+    case EK_OP_BATCH_MATMUL: /* BatchMatMulOptions: adj_x, adj_y (asymmetric_quantize_inputs: hybrid only) */
+      return fb_u8_param(b, o, 0, 0, &p->adj_x) && fb_u8_param(b, o, 1, 0, &p->adj_y);
+    case EK_OP_DIV: /* DivOptions: fused_activation_function */
+    case EK_OP_L2_NORMALIZATION: /* L2NormOptions: fused_activation_function */
+      return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation);
+    case EK_OP_SUB: /* SubOptions: fused_activation_function, pot_scale_int16 (default true) */
+      return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation) && fb_u8_param(b, o, 1, 1, &p->pot_scale_int16);
     default:
       return 1; /* RESHAPE (the kernel uses the output shape), PAD, TRANSPOSE, QUANTIZE, ...: nothing to decode */
   }

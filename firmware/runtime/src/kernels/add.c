@@ -1,4 +1,15 @@
-/* ADD, int8, with broadcasting up to EK_MAX_DIMS dimensions.
+/* edgekit-op: SUB | types: int8, int16 | versions: 1-5 | fast path: Cortex-M4 DSP */
+/* ADD and SUB, int8, with broadcasting up to EK_MAX_DIMS dimensions.
+ *
+ * SUB is ADD with the second input's multiplier negated: tflite/kernels/sub.cc PrepareGeneralSubOp (op_sign -1,
+ * same left_shift 20 and multipliers) then, for int8, reference_integer_ops::Add / BroadcastAdd4DSlow ("we are
+ * using the add kernels ... the second value's multiplier is negated"). SRDHM(a, -m) is not -SRDHM(a, m) at ties,
+ * so the negation happens on the multiplier, exactly as there, before the tables are built.
+ *
+ * int16 (16x8 models), ADD and SUB: the general int16 path of add.cc / sub.cc (left_shift 15, the same multipliers,
+ * reference_ops::Add / BroadcastAdd6DSlow / BroadcastSubSlow per element, clamped to the int16 activation range),
+ * element by element (no tables); zero points must be 0 (as there). The power-of-two path TFLite takes when pot_scale_int16 is set and every scale is
+ * a power of two (zero points 0) is refused. The broadcast plan's strides are then in bytes.
  *
  * Bit-exact with LiteRT BUILTIN_REF: tflite/kernels/add.cc Prepare (8-bit general path, left_shift 20,
  * multipliers from QuantizeMultiplierSmallerThanOneExp in double) and reference_integer_ops::AddFunc
@@ -17,6 +28,8 @@
  * (SMMLAR with the bias and sign folded in, ASR, SSAT): about 11 instructions instead of 26 on Cortex-M4.
  * out may alias an input exactly (in-place ADD): element i is read before it is written.
  */
+#include <math.h>
+
 #include "ek_broadcast.h"
 #include "ek_fixedpoint.h"
 #include "ek_kernels.h"
@@ -35,6 +48,7 @@ typedef struct add_params {
   int32_t clamp; /* act range narrower than int8 */
   ek_broadcast_plan plan;
   int32_t table1[256], table2[256]; /* fast path: 2 * scaled_i for x = -128 .. 127 (index x + 128) */
+  int32_t int16;                    /* int16 general path (left_shift 15) */
 } add_params;
 
 static size_t add_persistent_bytes(const ek_context *ctx, const ek_op *op) {
@@ -73,6 +87,16 @@ static int add_quantize_smaller_than_one(double m, int32_t *multiplier, int32_t 
 
 static int add_valid_scale(float s) { return s > 0.0f && s <= 3.4028234e38f; }
 
+/* TFLite CheckedLog2: |log2(s) - round(log2(s))| < 1e-3 in float. */
+static int add_is_pot(float s) {
+  const float l = logf(s) * (1.0f / logf(2.0f));
+  const float f = l - roundf(l);
+  return (f < 0.0f ? -f : f) < 1e-3f;
+}
+
+/* "ADD ..." or "SUB ..." (static strings for ek_fail). */
+#define ADDSUB_MSG(op, tail) ((op)->opcode == EK_OP_SUB ? "SUB " tail : "ADD " tail)
+
 /* Fast path: an input's scaled value (exactly the reference's scaled_input). `round` is e != 0. */
 static inline int32_t add_scale_input(int32_t x, int32_t base, int32_t multiplier, int32_t bias, int32_t e,
                                       const int round) {
@@ -81,47 +105,67 @@ static inline int32_t add_scale_input(int32_t x, int32_t base, int32_t multiplie
 }
 
 static ek_status add_prepare(ek_context *ctx, ek_op *op) {
-  if (op->num_inputs != 2 || op->num_outputs != 1) return ek_fail(ctx, op, EK_ERR_MODEL, "ADD needs 2 inputs and 1 output");
+  const int32_t sign = op->opcode == EK_OP_SUB ? -1 : 1; /* sub.cc: input2_multiplier *= op_sign */
+  if (op->num_inputs != 2 || op->num_outputs != 1) return ek_fail(ctx, op, EK_ERR_MODEL, ADDSUB_MSG(op, "needs 2 inputs and 1 output"));
   const ek_tensor *in1 = ek_input(ctx, op, 0), *in2 = ek_input(ctx, op, 1);
   const ek_tensor *out = ek_output(ctx, op, 0);
-  if (!in1 || !in2 || !out) return ek_fail(ctx, op, EK_ERR_MODEL, "ADD input or output tensor missing");
-  if (in1->type != EK_INT8 || in2->type != EK_INT8 || out->type != EK_INT8)
-    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD supports int8 inputs and output only");
+  if (!in1 || !in2 || !out) return ek_fail(ctx, op, EK_ERR_MODEL, ADDSUB_MSG(op, "input or output tensor missing"));
+  const int int16 = in1->type == EK_INT16 && in2->type == EK_INT16 && out->type == EK_INT16;
+  if (!int16 && (in1->type != EK_INT8 || in2->type != EK_INT8 || out->type != EK_INT8))
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ADDSUB_MSG(op, "supports int8 inputs and output only"));
   if (in1->num_scales != 1 || in2->num_scales != 1 || out->num_scales != 1)
-    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD needs per-tensor quantized int8 tensors");
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ADDSUB_MSG(op, "needs per-tensor quantized int8 tensors"));
   if (!add_valid_scale(in1->scale) || !add_valid_scale(in2->scale) || !add_valid_scale(out->scale))
-    return ek_fail(ctx, op, EK_ERR_MODEL, "ADD tensor scale must be positive and finite");
-  if (in1->zero_point < -128 || in1->zero_point > 127 || in2->zero_point < -128 || in2->zero_point > 127 ||
-      out->zero_point < -128 || out->zero_point > 127)
-    return ek_fail(ctx, op, EK_ERR_MODEL, "ADD int8 zero point outside [-128, 127]");
-  if (in1->bytes != ek_num_elements(in1) || in2->bytes != ek_num_elements(in2) || out->bytes != ek_num_elements(out))
-    return ek_fail(ctx, op, EK_ERR_MODEL, "ADD tensor size does not match its shape");
+    return ek_fail(ctx, op, EK_ERR_MODEL, ADDSUB_MSG(op, "tensor scale must be positive and finite"));
+  const int32_t qmin = int16 ? INT16_MIN : -128, qmax = int16 ? INT16_MAX : 127, esize = int16 ? 2 : 1;
+  if (in1->zero_point < qmin || in1->zero_point > qmax || in2->zero_point < qmin || in2->zero_point > qmax ||
+      out->zero_point < qmin || out->zero_point > qmax)
+    return ek_fail(ctx, op, EK_ERR_MODEL, int16 ? ADDSUB_MSG(op, "int16 zero point outside the int16 range")
+                                                : ADDSUB_MSG(op, "int8 zero point outside [-128, 127]"));
+  if (int16 && (in1->zero_point != 0 || in2->zero_point != 0 || out->zero_point != 0))
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ADDSUB_MSG(op, "int16 zero points must be 0 (TFLite checks it too)"));
+  if (int16 && op->params.pot_scale_int16 && add_is_pot(in1->scale) && add_is_pot(in2->scale) && add_is_pot(out->scale))
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ADDSUB_MSG(op, "int16 with power-of-two scales (TFLite's POT path) is not supported"));
+  if (in1->bytes != ek_num_elements(in1) * esize || in2->bytes != ek_num_elements(in2) * esize ||
+      out->bytes != ek_num_elements(out) * esize)
+    return ek_fail(ctx, op, EK_ERR_MODEL, ADDSUB_MSG(op, "tensor size does not match its shape"));
   const int32_t act = op->params.activation;
   if (act != EK_ACT_NONE && act != EK_ACT_RELU && act != EK_ACT_RELU6 && act != EK_ACT_RELU_N1_TO_1)
-    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD fused activation must be NONE, RELU, RELU6 or RELU_N1_TO_1");
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ADDSUB_MSG(op, "fused activation must be NONE, RELU, RELU6 or RELU_N1_TO_1"));
 
   add_params *p = (add_params *)op->user_data;
   switch (ek_broadcast_prepare(in1, in2, out, &p->plan)) {
     case EK_BCAST_OK: break;
-    case EK_BCAST_INCOMPATIBLE: return ek_fail(ctx, op, EK_ERR_SHAPE, "ADD input shapes do not broadcast");
-    case EK_BCAST_RANK: return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD supports at most 6 dimensions and 2^31 elements");
-    default: return ek_fail(ctx, op, EK_ERR_SHAPE, "ADD output shape is not the broadcast of the input shapes");
+    case EK_BCAST_INCOMPATIBLE: return ek_fail(ctx, op, EK_ERR_SHAPE, ADDSUB_MSG(op, "input shapes do not broadcast"));
+    case EK_BCAST_RANK: return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ADDSUB_MSG(op, "supports at most 6 dimensions and 2^31 elements"));
+    default: return ek_fail(ctx, op, EK_ERR_SHAPE, ADDSUB_MSG(op, "output shape is not the broadcast of the input shapes"));
   }
 
   p->input1_offset = -in1->zero_point;
   p->input2_offset = -in2->zero_point;
   p->output_offset = out->zero_point;
-  p->left_shift = 20;
+  p->left_shift = int16 ? 15 : 20;
+  p->int16 = int16;
   /* as add.cc: float max, then double arithmetic */
   const double twice_max_input_scale = 2.0 * (double)(in1->scale > in2->scale ? in1->scale : in2->scale);
   const double real_input1_multiplier = (double)in1->scale / twice_max_input_scale;
   const double real_input2_multiplier = (double)in2->scale / twice_max_input_scale;
-  const double real_output_multiplier = twice_max_input_scale / ((double)(1 << 20) * (double)out->scale);
+  const double real_output_multiplier = twice_max_input_scale / ((double)(1 << p->left_shift) * (double)out->scale);
   if (!add_quantize_smaller_than_one(real_input1_multiplier, &p->input1_multiplier, &p->input1_shift) ||
       !add_quantize_smaller_than_one(real_input2_multiplier, &p->input2_multiplier, &p->input2_shift) ||
       !add_quantize_smaller_than_one(real_output_multiplier, &p->output_multiplier, &p->output_shift))
-    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "ADD output scale too small for the input scales (TFLite rejects it too)");
-  ek_activation_range(act, out->scale, out->zero_point, -128, 127, &p->act_min, &p->act_max);
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ADDSUB_MSG(op, "output scale too small for the input scales (TFLite rejects it too)"));
+  p->input2_multiplier *= sign;
+  ek_activation_range(act, out->scale, out->zero_point, qmin, qmax, &p->act_min, &p->act_max);
+  if (int16) { /* element by element; byte strides */
+    p->fast = 0;
+    for (int32_t d = 0; d < p->plan.rank; ++d) {
+      p->plan.a_stride[d] *= 2;
+      p->plan.b_stride[d] *= 2;
+      p->plan.o_stride[d] *= 2;
+    }
+    return EK_OK;
+  }
 
   p->e1 = -p->input1_shift;
   p->e2 = -p->input2_shift;
@@ -192,6 +236,20 @@ static inline int8_t add_one(const add_params *p, int32_t x, int32_t y) {
   return (int8_t)ek_clamp_i32(raw, p->act_min, p->act_max);
 }
 
+/* int16 general path: the same function with left_shift 15 (|offset + x| <= 65535: no overflow) and int16 limits. */
+static void add_row16(const void *params, const int8_t *a, int32_t a_step, const int8_t *b, int32_t b_step, int8_t *out,
+                      int32_t n) {
+  const add_params *p = (const add_params *)params;
+  int16_t *o = (int16_t *)(void *)out;
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t x = *(const int16_t *)(const void *)(a + i * a_step), y = *(const int16_t *)(const void *)(b + i * b_step);
+    const int32_t scaled1 = ek_mbqm_smaller_than_one((p->input1_offset + x) * (1 << 15), p->input1_multiplier, p->input1_shift);
+    const int32_t scaled2 = ek_mbqm_smaller_than_one((p->input2_offset + y) * (1 << 15), p->input2_multiplier, p->input2_shift);
+    const int32_t raw = ek_mbqm_smaller_than_one(scaled1 + scaled2, p->output_multiplier, p->output_shift) + p->output_offset;
+    o[i] = (int16_t)ek_clamp_i32(raw, p->act_min, p->act_max);
+  }
+}
+
 static void add_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b, int32_t b_step, int8_t *out,
                     int32_t n) {
   const add_params *p = (const add_params *)params;
@@ -224,7 +282,7 @@ static ek_status add_eval(ek_context *ctx, ek_op *op) {
     return EK_OK;
   }
   ek_broadcast_run(&p->plan, p, (const int8_t *)ek_input(ctx, op, 0)->data, (const int8_t *)ek_input(ctx, op, 1)->data,
-                   (int8_t *)ek_output(ctx, op, 0)->data, add_row);
+                   (int8_t *)ek_output(ctx, op, 0)->data, p->int16 ? add_row16 : add_row);
   return EK_OK;
 }
 
@@ -239,3 +297,4 @@ static int add_overlap(const ek_context *ctx, const ek_op *op, int input_index, 
 
 /* edgekit-op: ADD | types: int8 | versions: 1-2 | fast path: Cortex-M4 DSP (SMMLAR) */
 const ek_kernel ek_kernel_add = {EK_OP_ADD, "ADD", EK_HOST_FN(add_persistent_bytes), 0, EK_HOST_FN(add_prepare), add_eval, EK_HOST_FN(add_overlap)};
+const ek_kernel ek_kernel_sub = {EK_OP_SUB, "SUB", EK_HOST_FN(add_persistent_bytes), 0, EK_HOST_FN(add_prepare), add_eval, EK_HOST_FN(add_overlap)};

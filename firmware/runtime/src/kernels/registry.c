@@ -11,6 +11,29 @@ extern const ek_kernel ek_kernel_relu EK_WEAK, ek_kernel_relu6 EK_WEAK, ek_kerne
     ek_kernel_leaky_relu EK_WEAK, ek_kernel_prelu EK_WEAK, ek_kernel_tanh EK_WEAK, ek_kernel_exp EK_WEAK,
     ek_kernel_log EK_WEAK, ek_kernel_sqrt EK_WEAK, ek_kernel_gelu EK_WEAK, ek_kernel_abs EK_WEAK, ek_kernel_neg EK_WEAK,
     ek_kernel_rsqrt EK_WEAK, ek_kernel_elu EK_WEAK;
+extern const ek_kernel ek_kernel_sub EK_WEAK;
+extern const ek_kernel ek_kernel_squared_difference EK_WEAK;
+extern const ek_kernel ek_kernel_maximum EK_WEAK;
+extern const ek_kernel ek_kernel_minimum EK_WEAK;
+extern const ek_kernel ek_kernel_equal EK_WEAK;
+extern const ek_kernel ek_kernel_not_equal EK_WEAK;
+extern const ek_kernel ek_kernel_less EK_WEAK;
+extern const ek_kernel ek_kernel_less_equal EK_WEAK;
+extern const ek_kernel ek_kernel_greater EK_WEAK;
+extern const ek_kernel ek_kernel_greater_equal EK_WEAK;
+extern const ek_kernel ek_kernel_logical_and EK_WEAK;
+extern const ek_kernel ek_kernel_logical_or EK_WEAK;
+extern const ek_kernel ek_kernel_select EK_WEAK;
+extern const ek_kernel ek_kernel_select_v2 EK_WEAK;
+extern const ek_kernel ek_kernel_sum EK_WEAK;
+extern const ek_kernel ek_kernel_reduce_max EK_WEAK;
+extern const ek_kernel ek_kernel_reduce_min EK_WEAK;
+extern const ek_kernel ek_kernel_arg_max EK_WEAK;
+extern const ek_kernel ek_kernel_arg_min EK_WEAK;
+extern const ek_kernel ek_kernel_div EK_WEAK;
+extern const ek_kernel ek_kernel_l2_normalization EK_WEAK;
+extern const ek_kernel ek_kernel_batch_matmul EK_WEAK;
+extern const ek_kernel ek_kernel_log_softmax EK_WEAK;
 
 static const ek_kernel *const kernels[] = {
     &ek_kernel_add, &ek_kernel_average_pool_2d, &ek_kernel_concatenation, &ek_kernel_conv_2d,
@@ -20,6 +43,29 @@ static const ek_kernel *const kernels[] = {
     &ek_kernel_relu, &ek_kernel_relu6, &ek_kernel_relu_n1_to_1, &ek_kernel_leaky_relu, &ek_kernel_prelu,
     &ek_kernel_tanh, &ek_kernel_exp, &ek_kernel_log, &ek_kernel_sqrt, &ek_kernel_gelu, &ek_kernel_abs, &ek_kernel_neg,
     &ek_kernel_rsqrt, &ek_kernel_elu,
+    &ek_kernel_sub,
+    &ek_kernel_squared_difference,
+    &ek_kernel_maximum,
+    &ek_kernel_minimum,
+    &ek_kernel_equal,
+    &ek_kernel_not_equal,
+    &ek_kernel_less,
+    &ek_kernel_less_equal,
+    &ek_kernel_greater,
+    &ek_kernel_greater_equal,
+    &ek_kernel_logical_and,
+    &ek_kernel_logical_or,
+    &ek_kernel_select,
+    &ek_kernel_select_v2,
+    &ek_kernel_sum,
+    &ek_kernel_reduce_max,
+    &ek_kernel_reduce_min,
+    &ek_kernel_arg_max,
+    &ek_kernel_arg_min,
+    &ek_kernel_div,
+    &ek_kernel_l2_normalization,
+    &ek_kernel_batch_matmul,
+    &ek_kernel_log_softmax,
 };
 
 const ek_kernel *ek_find_kernel(int32_t opcode) {
