@@ -93,7 +93,7 @@ def generate_library(model: Union[Path, str, bytes], outdir: Optional[Path] = No
     with atomic_output_dir(outdir) as stage:
         files = write_library(stage, name, data, graph, plan, target, source=source, state_bytes=state_bytes,
                               section=section)
-        prebuilt = build_archive(stage, name, target, files)
+        prebuilt = build_archive(stage, name, target, files, plan)
         info = library_info(stage, name, data, graph, plan, target, source=source, state_bytes=state_bytes,
                             section=section, capacity=capacity, prebuilt=prebuilt)
         (stage / LIBRARY_JSON).write_text(info.dumps())
@@ -191,9 +191,10 @@ def write_library(stage: Path, name: str, data: bytes, graph: Graph, plan: G.Mem
     return {"library": library, "memory": [f"src/{name}_memory.c"]}
 
 
-def write_config(src: Path, name: str, plan: G.MemoryPlan, symbols: Sequence[str]) -> None:
-    """src/<name>_config.h: the runtime's build options for this model and the symbol prefix (one #define per
-    external runtime symbol; empty on the first compile, which finds them)."""
+def write_config(src: Path, name: str, plan: G.MemoryPlan, symbols: Sequence[str], kernels: Sequence[str] = ()) -> None:
+    """src/<name>_config.h: the runtime's build options for this model, the symbol prefix (one #define per
+    external runtime symbol; empty on the first compile, which finds them) and the kernel objects the API references
+    strongly (the registry's references are weak, and a linker takes an archive member only for a strong one)."""
     upper = name.upper()
     options = ["#define EK_PREPARED_ONLY 1 /* no flatbuffer reader, planner or prepare() code */"]
     if not plan.get("streamed_groups"):
@@ -205,6 +206,8 @@ def write_config(src: Path, name: str, plan: G.MemoryPlan, symbols: Sequence[str
         " * source are the same code, and no runtime symbol clashes with another edgekit library. */\n"
         f"#ifndef {upper}_CONFIG_H\n#define {upper}_CONFIG_H\n\n" + "\n".join(options) + "\n" + FP_CONTRACT_OFF +
         f"#define {upper}_PREP_SLOTS {plan['state_slots']}u /* tensor records the prepared model decodes */\n\n"
+        f"/* the kernels this model runs: {name}.c references each, so they are linked from lib{name}.a */\n"
+        f"#define {upper}_KERNEL_LIST(X)" + "".join(f" X({k})" for k in kernels) + "\n\n"
         f"/* {len(symbols)} runtime symbols, renamed {name}_<symbol> */\n" + renames + "\n#endif\n")
 
 
@@ -290,12 +293,13 @@ def runtime_renames(name: str, objects: Sequence[Path]) -> List[str]:
 
 
 def prefix_asm_symbols(src: Path, name: str, renames: Sequence[str]) -> List[str]:
-    """Symbols of ``renames`` that top-level asm defines (``.global sym``: a macro cannot reach into the asm string)
-    are renamed in the copied sources' text instead, word by word. Returns them."""
+    """Symbols of ``renames`` named inside a string literal (top-level asm: ``.global sym``, ``"sym:"``; a macro
+    cannot reach into the asm text) are renamed in the copied sources' text instead, word by word. Returns them."""
     files = sorted(src.glob("*.[ch]"))
     texts = {p: p.read_text() for p in files}
-    wanted = set(renames)
-    in_asm = sorted({s for text in texts.values() for s in re.findall(r"\.glob(?:a)?l\s+(\w+)", text)} & wanted)
+    strings = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+    named = {w for text in texts.values() for lit in strings.findall(text) for w in re.findall(r"[A-Za-z_]\w*", lit)}
+    in_asm = sorted(named & set(renames))
     if in_asm:
         pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, in_asm)) + r")\b")
         for path, text in texts.items():
@@ -305,13 +309,19 @@ def prefix_asm_symbols(src: Path, name: str, renames: Sequence[str]) -> List[str
     return in_asm
 
 
-def build_archive(stage: Path, name: str, target: LibraryTarget, files: Dict[str, List[str]]):
+def kernel_objects(objects: Sequence[Path]) -> List[str]:
+    """The ek_kernel_<op> records (read-only data) the objects define."""
+    out = subprocess.run([NM, "-P", *map(str, objects)], capture_output=True, text=True, timeout=120, check=True).stdout
+    return sorted({p[0] for p in (line.split() for line in out.splitlines())
+                   if len(p) >= 2 and p[1] in ("R", "D") and re.match(r"^ek_kernel_\w+$", p[0])})
+
+
+def build_archive(stage: Path, name: str, target: LibraryTarget, files: Dict[str, List[str]], plan: G.MemoryPlan):
     """Compile the library twice (first to read its symbol table, then with the symbol prefix), archive it into
     lib/lib<name>.a and check that every global symbol it defines carries the prefix. Returns the archive record."""
     from edgekit.firmware.boards import toolchain_version
     from edgekit.firmware.library_results import PrebuiltArchive
 
-    plan_config = (stage / "src" / f"{name}_config.h")
     if shutil.which(GCC) is None or shutil.which(AR) is None:
         reason = f"{GCC} not found (apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi)"
         raise UserError(f"cannot build lib{name}.a: {reason}", fix="install the Arm toolchain, then run again")
@@ -321,11 +331,8 @@ def build_archive(stage: Path, name: str, target: LibraryTarget, files: Dict[str
         first = _compile_all(stage, files["library"], work / "pass1", flags)
         renames = runtime_renames(name, first)
         in_asm = prefix_asm_symbols(stage / "src", name, renames)
-        text = plan_config.read_text()
-        block = "".join(f"#define {s} {name}_{s}\n" for s in renames if s not in in_asm)
-        text = re.sub(r"/\* 0 runtime symbols, renamed [^*]*\*/\n", f"/* {len(renames)} runtime symbols, renamed "
-                      f"{name}_<symbol> */\n" + block.replace("\\", "\\\\"), text)
-        plan_config.write_text(text)
+        kernels = kernel_objects(first)
+        write_config(stage / "src", name, plan, [s for s in renames if s not in in_asm], kernels)
         objects = _compile_all(stage, files["library"], work / "pass2", flags)
         archive = stage / "lib" / f"lib{name}.a"
         archive.parent.mkdir(parents=True, exist_ok=True)
