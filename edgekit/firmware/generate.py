@@ -332,20 +332,27 @@ def _copy(src: Path, dst: Path) -> str:
     return str(dst)
 
 
-def copy_runtime(dest: Path, ops: List[str]) -> List[str]:
-    """Core runtime + registry + the kernel files of ``ops`` only (+ the kernel-private headers)."""
+def runtime_files(ops: List[str]) -> Tuple[List[Path], List[Path], List[str]]:
+    """(sources, headers, kernel files) of the device runtime for ``ops``: core + registry + the kernel files of
+    ``ops`` only, and every runtime header. The application project and the library (edgekit.firmware.library)
+    both take their runtime from here."""
     kernels = kernel_files(KERNELS_DIR)
-    files = sorted((RUNTIME_DIR / "src").glob("*.c")) + [KERNELS_DIR / "registry.c"]
     wanted: List[str] = []
     for op in ops:
         for f in kernels.get(op, ()):
             if f not in wanted:
                 wanted.append(f)
-    files += [KERNELS_DIR / f for f in wanted]
-    for header in list((RUNTIME_DIR / "include").glob("*.h")) + list((RUNTIME_DIR / "src").glob("*.h")) + \
-            list(KERNELS_DIR.glob("*.h")):
-        _copy(header, dest / header.relative_to(RUNTIME_DIR))
-    for f in files:
+    sources = sorted((RUNTIME_DIR / "src").glob("*.c")) + [KERNELS_DIR / "registry.c"] + \
+        [KERNELS_DIR / f for f in wanted]
+    headers = sorted((RUNTIME_DIR / "include").glob("*.h")) + sorted((RUNTIME_DIR / "src").glob("*.h")) + \
+        sorted(KERNELS_DIR.glob("*.h"))
+    return sources, headers, wanted
+
+
+def copy_runtime(dest: Path, ops: List[str]) -> List[str]:
+    """Core runtime + registry + the kernel files of ``ops`` only (+ the kernel-private headers)."""
+    sources, headers, wanted = runtime_files(ops)
+    for f in headers + sources:
         _copy(f, dest / f.relative_to(RUNTIME_DIR))
     return wanted
 

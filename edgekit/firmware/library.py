@@ -34,7 +34,7 @@ from edgekit.firmware import generate as G
 from edgekit.firmware.library_results import LibraryInfo
 from edgekit.firmware.library_target import (LibraryTarget, check_library_name, default_library_name,
                                              library_target, parse_arena_section)
-from edgekit.firmware.support import KERNELS_DIR, kernel_files, require_support
+from edgekit.firmware.support import require_support
 from edgekit.provenance import sha256_bytes
 from edgekit.report import json_safe
 from edgekit.tflite_graph import Graph, read_graph
@@ -148,17 +148,8 @@ def _render(template: str, values: Dict[str, Union[str, int]], dest: Path) -> No
 
 
 def runtime_sources(ops: Sequence[str]) -> Tuple[List[Path], List[Path], List[str]]:
-    """(sources, headers, kernel files) of the device runtime for ``ops``: core + registry + the ops' kernels only."""
-    kernels = kernel_files(KERNELS_DIR)
-    wanted: List[str] = []
-    for op in ops:
-        for f in kernels.get(op, ()):
-            if f not in wanted:
-                wanted.append(f)
-    sources = sorted((G.RUNTIME_DIR / "src").glob("*.c")) + [KERNELS_DIR / "registry.c"] + \
-        [KERNELS_DIR / f for f in wanted]
-    headers = sorted((G.RUNTIME_DIR / "include").glob("*.h")) + sorted((G.RUNTIME_DIR / "src").glob("*.h")) + \
-        sorted(KERNELS_DIR.glob("*.h"))
+    """The application's runtime files (generate.runtime_files), checked to flatten into src/ without clashes."""
+    sources, headers, wanted = G.runtime_files(list(ops))
     names = [p.name for p in sources + headers]
     if len(set(names)) != len(names):
         raise InternalError("runtime file names clash once flattened into the library's src/: "

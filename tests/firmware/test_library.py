@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from tests.firmware.opmodels import reference
+from tests.schema_check import check_file
 
 REPO = Path(__file__).resolve().parents[2]
 KWS = REPO / "tests" / "fixtures" / "mlperf_tiny" / "kws_ref_model_int8.tflite"
@@ -169,7 +170,7 @@ def build_and_run(work: Path, board: str, libs: Dict[str, Path], inputs: Dict[st
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, f"QEMU exit {run.returncode}:\n{run.stdout}\n{run.stderr}"
     found = {m.group(1): (int(m.group(2)), bytes.fromhex(m.group(3)))
-             for m in re.finditer(r"^OUT (\w+) (\d+) ([0-9a-f]*)$", run.stdout, re.M)}
+             for m in re.finditer(r"^OUT (\w+) (\d+) ([0-9a-f]*)$", run.stdout + run.stderr, re.M)}
     assert set(found) == set(libs), run.stdout
     return {"elf": elf, **found}
 
@@ -251,6 +252,7 @@ def test_library_json_lists_files_and_every_symbol_is_prefixed(libraries):
     lib = libraries["kws"]
     info = json.loads((lib / "library.json").read_text())
     assert info["schema"] == "edgekit.firmware-library/1"
+    assert check_file(lib / "library.json") == ("edgekit.firmware-library/1", [])
     listed = {f["path"]: f["bytes"] for f in info["files"]}
     on_disk = {str(p.relative_to(lib)): p.stat().st_size for p in lib.rglob("*") if p.is_file()
                and p.name != "library.json"}
@@ -309,20 +311,17 @@ def test_zephyr_module_cmake_is_valid_without_a_zephyr_tree(libraries, tmp_path)
     assert re.search(r"^config KWS\n\tbool ", kconfig, re.M) and kconfig.count("\nif KWS") == 1
     script = tmp_path / "check.cmake"
     record = tmp_path / "calls.txt"
-    script.write_text(f"""
-set(CONFIG_KWS y)
-file(WRITE {record} "")
-foreach(fn zephyr_library_named zephyr_library_sources zephyr_include_directories zephyr_library_include_directories
-           zephyr_library_compile_options zephyr_library_compile_definitions)
-  cmake_language(EVAL CODE "function(${{fn}})\\n file(APPEND {record} \\"${{fn}} ${{ARGN}}\\\\n\\")\\nendfunction()")
-endforeach()
-include({lib / 'zephyr' / 'CMakeLists.txt'})
-""")
+    stubs = "".join(f"function({fn})\n  file(APPEND ${{RECORD}} \"{fn};${{ARGV}}\\n\")\nendfunction()\n"
+                    for fn in ("zephyr_library_named", "zephyr_library_sources", "zephyr_include_directories",
+                               "zephyr_library_include_directories", "zephyr_library_compile_options",
+                               "zephyr_library_compile_definitions"))
+    script.write_text(f"set(CONFIG_KWS y)\nset(RECORD {record})\nfile(WRITE ${{RECORD}} \"\")\n{stubs}"
+                      f"include({lib / 'zephyr' / 'CMakeLists.txt'})\n")
     done = subprocess.run(["cmake", "-P", str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    calls = record.read_text()
-    sources = [s for line in calls.splitlines() if line.startswith("zephyr_library_sources")
-               for s in line.split()[1:]]
+    calls = [line.split(";") for line in record.read_text().splitlines()]
+    assert ["zephyr_library_named", "kws"] in calls
+    sources = [s for call in calls if call[0] == "zephyr_library_sources" for s in call[1:]]
     assert sources and all(Path(s).is_file() for s in sources), sources
     listed = {Path(s).resolve() for s in sources}
     assert (lib / "src" / "kws_memory.c").resolve() in listed and (lib / "src" / "kws.c").resolve() in listed
