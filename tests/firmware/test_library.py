@@ -344,3 +344,23 @@ def test_bad_input_is_refused_before_anything_is_written(cli, capsys, tmp_path, 
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_makefile_fragment_builds_and_links_the_prebuilt_archive(libraries, tmp_path):
+    """A user Makefile includes kws.mk: the application links $(KWS_LIB) and compiles $(KWS_MEMORY_SRC) with its own
+    flags; the library's sources listed in $(KWS_SRCS) all exist."""
+    lib = libraries["kws"]
+    (tmp_path / "main.c").write_text('#include "kws.h"\nint main(void) { return kws_init() == KWS_OK ? 0 : 1; }\n')
+    (tmp_path / "Makefile").write_text(
+        f"include {lib}/kws.mk\n"
+        "CC := arm-none-eabi-gcc\n"
+        "CFLAGS := $(KWS_CPU_FLAGS) -O2 -std=c99 $(KWS_INCLUDES)\n"
+        "app.elf: main.c $(KWS_MEMORY_SRC) $(KWS_LIB)\n"
+        "\t$(CC) $(CFLAGS) -Wl,--gc-sections --specs=nano.specs --specs=nosys.specs main.c $(KWS_MEMORY_SRC) "
+        "$(KWS_LIB) -lm -o $@\n"
+        "srcs:\n\t@echo $(KWS_SRCS)\n")
+    done = subprocess.run(["make", "-C", str(tmp_path), "app.elf"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    srcs = subprocess.run(["make", "-s", "-C", str(tmp_path), "srcs"], capture_output=True, text=True).stdout.split()
+    assert srcs and all(Path(s).is_file() for s in srcs)
+    assert {Path(s).name for s in srcs} >= {"kws.c", "kws_model.c", "registry.c", "ek_prepared.c"}
