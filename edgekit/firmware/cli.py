@@ -67,7 +67,8 @@ def cmd_firmware(args) -> int:
     given = [f"--{k.replace('_', '-')}" for k in ("name", "cpu", "fpu", "float_abi", "arena_section")
              if getattr(args, k)]
     if given:
-        raise UserError(f"{', '.join(given)} go with --emit library", fix="add --emit library, or drop them")
+        raise UserError(f"{', '.join(given)}: only with --emit library (the application project takes --board)",
+                        fix="add --emit library, or drop them")
     args.board = args.board or DEFAULT_BOARD
 
     if args.harness or args.task:

@@ -337,6 +337,8 @@ def test_zephyr_module_cmake_is_valid_without_a_zephyr_tree(libraries, tmp_path)
     (["--name", "kws-model"], "is not a C identifier"),
     (["--name", "int"], "is a C keyword"),
     (["--arena-section", ".dtcm:4096"], "section .dtcm holds 4,096: "),
+    (["--board", "mps2-an386", "--cpu", "cortex-m4"], "--board and --cpu both given"),
+    (["--name", "ek_kws"], "starts with ek_, the runtime's own prefix"),
 ])
 def test_bad_input_is_refused_before_anything_is_written(cli, capsys, tmp_path, args, message):
     out = tmp_path / "lib"
@@ -364,3 +366,9 @@ def test_makefile_fragment_builds_and_links_the_prebuilt_archive(libraries, tmp_
     srcs = subprocess.run(["make", "-s", "-C", str(tmp_path), "srcs"], capture_output=True, text=True).stdout.split()
     assert srcs and all(Path(s).is_file() for s in srcs)
     assert {Path(s).name for s in srcs} >= {"kws.c", "kws_model.c", "registry.c", "ek_prepared.c"}
+
+
+def test_library_options_without_emit_library_are_refused(cli, capsys, tmp_path):
+    assert cli("firmware", str(KWS), "--name", "kws", "-o", str(tmp_path / "p")) != 0
+    assert "--name: only with --emit library" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
