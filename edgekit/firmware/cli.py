@@ -132,8 +132,9 @@ def cmd_library(args) -> int:
     say_all([f"wrote {result.outdir} (library {info.name}, {info.core.cpu}, fpu {info.core.fpu}, "
              f"float ABI {info.core.float_abi})",
              f"API: include/{info.name}.h ({info.name}_init, _input, _invoke, _output, _message)",
-             f"RAM: arena {m.arena_bytes:,} + state {m.state_bytes:,} bytes (offline plan); flash: model "
-             f"{m.model_bytes:,} + prepared {m.prepared_bytes:,} bytes + runtime code",
+             f"RAM: arena {m.arena_bytes:,} + state {m.state_bytes:,} bytes (offline plan); flash: constants "
+             f"{m.model_bytes:,} (of the {m.tflite_bytes:,}-byte .tflite: what the prepared path reads) + prepared "
+             f"{m.prepared_bytes:,} bytes + runtime code",
              f"prebuilt: {info.prebuilt.path} ({' '.join(info.prebuilt.cflags or [])}); "
              f"{info.prebuilt.prefixed_symbols} runtime symbols prefixed {info.name}_",
              f"integration: {result.outdir}/README.md; files, sizes, flags: {result.outdir}/library.json"])

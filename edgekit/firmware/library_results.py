@@ -34,8 +34,12 @@ class LibraryMemory(Section):
 
     arena_bytes: int
     state_bytes: int
-    model_bytes: int
+    model_bytes: int                      # the constants kept in flash (<name>_model_data)
     prepared_bytes: int
+    tflite_bytes: int                     # the .tflite they come from
+    constant_tensor_bytes: int
+    quantization_bytes: int               # per-channel scales and zero points
+    model_note: str
     arena_section: Optional[str] = None
     arena_section_bytes: Optional[int] = None
     method: str
