@@ -19,7 +19,7 @@ from edgekit.errors import UserError
 log = logging.getLogger(__name__)
 
 # A folder holding one of these was written by edgekit (each command writes at least one of them).
-EDGEKIT_FILES = ("manifest.json", "firmware.json", "run.json")
+EDGEKIT_FILES = ("manifest.json", "firmware.json", "run.json", "library.json")
 
 
 def written_by_edgekit(folder: Path) -> bool:

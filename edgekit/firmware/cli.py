@@ -14,8 +14,20 @@ DEFAULT_BOARD = "mps2-an386"
 def register(subparsers) -> Dict[str, Callable]:
     f = subparsers.add_parser("firmware", help="int8 .tflite -> Cortex-M firmware project sized for a board")
     f.add_argument("model", type=Path, help="full-int8 .tflite (e.g. model_int8.tflite from edgekit quantize)")
-    f.add_argument("--board", default=DEFAULT_BOARD, help=f"MCU board profile from devices/ (default {DEFAULT_BOARD}; "
-                                                          "`edgekit devices` lists them)")
+    f.add_argument("--board", help=f"MCU board profile from devices/ (default {DEFAULT_BOARD}; "
+                                    "`edgekit devices` lists them)")
+    f.add_argument("--emit", choices=("app", "library"), default="app",
+                   help="app: a whole firmware project (default); library: the model + runtime as a C library for "
+                        "your own firmware (include/<name>.h, CMake, Zephyr, Arduino, Makefile, prebuilt lib<name>.a)")
+    f.add_argument("--name", help="--emit library: the library's name, a C identifier prefixing its API and symbols "
+                                  "(default: from the model file)")
+    f.add_argument("--cpu", help="--emit library: the core instead of --board: cortex-m4, cortex-m7, cortex-m33, "
+                                 "cortex-m55")
+    f.add_argument("--fpu", help="--emit library with --cpu: the FPU (e.g. fpv4-sp-d16, fpv5-d16, auto, none)")
+    f.add_argument("--float-abi", choices=("hard", "softfp", "soft"), help="--emit library with --cpu: the float "
+                                                                          "ABI (default hard with an FPU)")
+    f.add_argument("--arena-section", help="--emit library: NAME[:BYTES] linker section of the arena by default; "
+                                           "with BYTES the arena must fit it")
     f.add_argument("--runtime", choices=("edgekit", "tflm"), default="edgekit",
                    help="edgekit: edgekit's own int8 runtime (default); tflm: a TensorFlow Lite Micro project")
     f.add_argument("-o", "--outdir", type=Path, help="project folder (default out/firmware/<model>-<board>)")
@@ -49,6 +61,15 @@ def register(subparsers) -> Dict[str, Callable]:
 
 def cmd_firmware(args) -> int:
     from edgekit.progress import progress_bars
+
+    if args.emit == "library":
+        return cmd_library(args)
+    given = [f"--{k.replace('_', '-')}" for k in ("name", "cpu", "fpu", "float_abi", "arena_section")
+             if getattr(args, k)]
+    if given:
+        raise UserError(f"{', '.join(given)}: only with --emit library (the application project takes --board)",
+                        fix="add --emit library, or drop them")
+    args.board = args.board or DEFAULT_BOARD
 
     if args.harness or args.task:
         from edgekit.firmware.mlperf import harness_command
@@ -90,6 +111,33 @@ def cmd_firmware(args) -> int:
         lines.append(f"built {result.elf}")
     lines.append(f"methods and sources of every figure: {result.outdir}/firmware.json, README.md")
     say_all(lines)
+    return 0
+
+
+def cmd_library(args) -> int:
+    """`edgekit firmware MODEL --emit library`: the model + runtime as a C library folder."""
+    from edgekit.console import say_all
+    from edgekit.firmware.library import generate_library
+    from edgekit.progress import progress_bars
+
+    if args.harness or args.task or args.runtime != "edgekit" or args.build:
+        raise UserError("--emit library takes the edgekit runtime, without --harness/--task/--build",
+                        fix="drop those options (the library is always compiled: lib<name>.a)")
+    with progress_bars(sys.stderr.isatty()):
+        result = generate_library(args.model, args.outdir, name=args.name, board=args.board, cpu=args.cpu,
+                                  fpu=args.fpu, float_abi=args.float_abi, optimize=args.optimize,
+                                  arena_section=args.arena_section)
+    info = result.info
+    m = info.memory
+    say_all([f"wrote {result.outdir} (library {info.name}, {info.core.cpu}, fpu {info.core.fpu}, "
+             f"float ABI {info.core.float_abi})",
+             f"API: include/{info.name}.h ({info.name}_init, _input, _invoke, _output, _message)",
+             f"RAM: arena {m.arena_bytes:,} + state {m.state_bytes:,} bytes (offline plan); flash: constants "
+             f"{m.model_bytes:,} (of the {m.tflite_bytes:,}-byte .tflite: what the prepared path reads) + prepared "
+             f"{m.prepared_bytes:,} bytes + runtime code",
+             f"prebuilt: {info.prebuilt.path} ({' '.join(info.prebuilt.cflags or [])}); "
+             f"{info.prebuilt.prefixed_symbols} runtime symbols prefixed {info.name}_",
+             f"integration: {result.outdir}/README.md; files, sizes, flags: {result.outdir}/library.json"])
     return 0
 
 

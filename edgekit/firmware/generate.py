@@ -25,6 +25,7 @@ from edgekit._resources import data_dir
 from edgekit.atomic import atomic_output_dir
 from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
 from edgekit.firmware import build as fw_build
+from edgekit.firmware.constants import CompactConstants, compact_constants
 from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack, flash_split
 from edgekit.firmware.support import KERNELS_DIR, kernel_files, require_support
 from edgekit.progress import step_progress
@@ -332,20 +333,27 @@ def _copy(src: Path, dst: Path) -> str:
     return str(dst)
 
 
-def copy_runtime(dest: Path, ops: List[str]) -> List[str]:
-    """Core runtime + registry + the kernel files of ``ops`` only (+ the kernel-private headers)."""
+def runtime_files(ops: List[str]) -> Tuple[List[Path], List[Path], List[str]]:
+    """(sources, headers, kernel files) of the device runtime for ``ops``: core + registry + the kernel files of
+    ``ops`` only, and every runtime header. The application project and the library (edgekit.firmware.library)
+    both take their runtime from here."""
     kernels = kernel_files(KERNELS_DIR)
-    files = sorted((RUNTIME_DIR / "src").glob("*.c")) + [KERNELS_DIR / "registry.c"]
     wanted: List[str] = []
     for op in ops:
         for f in kernels.get(op, ()):
             if f not in wanted:
                 wanted.append(f)
-    files += [KERNELS_DIR / f for f in wanted]
-    for header in list((RUNTIME_DIR / "include").glob("*.h")) + list((RUNTIME_DIR / "src").glob("*.h")) + \
-            list(KERNELS_DIR.glob("*.h")):
-        _copy(header, dest / header.relative_to(RUNTIME_DIR))
-    for f in files:
+    sources = sorted((RUNTIME_DIR / "src").glob("*.c")) + [KERNELS_DIR / "registry.c"] + \
+        [KERNELS_DIR / f for f in wanted]
+    headers = sorted((RUNTIME_DIR / "include").glob("*.h")) + sorted((RUNTIME_DIR / "src").glob("*.h")) + \
+        sorted(KERNELS_DIR.glob("*.h"))
+    return sources, headers, wanted
+
+
+def copy_runtime(dest: Path, ops: List[str]) -> List[str]:
+    """Core runtime + registry + the kernel files of ``ops`` only (+ the kernel-private headers)."""
+    sources, headers, wanted = runtime_files(ops)
+    for f in headers + sources:
         _copy(f, dest / f.relative_to(RUNTIME_DIR))
     return wanted
 
@@ -388,15 +396,18 @@ def runtime_defines(plan: MemoryPlan) -> str:
 
 
 def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, name: str, sha: str,
-                          plan: MemoryPlan, app: AppSpec = DEFAULT_APP) -> ProjectFiles:
-    """Everything `make` needs, copied or generated into ``stage``."""
+                          plan: MemoryPlan, app: AppSpec = DEFAULT_APP, flash_model: Optional[bytes] = None
+                          ) -> ProjectFiles:
+    """Everything `make` needs, copied or generated into ``stage``. ``flash_model``: what model/model_data.c holds
+    (with a prepared model, only the constants it reads: edgekit.firmware.constants); default the whole model."""
     from edgekit.firmware.boards import write_board_files
 
     kernels = copy_runtime(stage / "runtime", graph.op_names)
     board_files = write_board_files(board, stage / "board", copy_sources=True)
     for src, dest in app.files:
         _copy(src, stage / dest)
-    write_model_files(stage / "model", model, name=name, sha=sha, arena=plan["arena_bytes"],
+    write_model_files(stage / "model", model if flash_model is None else flash_model, name=name, sha=sha,
+                      arena=plan["arena_bytes"],
                       state=plan["state_bytes"], board=board.name, extra_config=app.config)
     if plan.get("prepared_blob") is not None:
         write_prepared_files(stage / "model", plan["prepared_blob"], slots=plan["state_slots"],
@@ -638,8 +649,13 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
         early_fit_check(len(data), plan["arena_bytes"], plan["state_bytes"], board, modes, plain)
     early_fit_check(len(data), plan["arena_bytes"], plan["state_bytes"], board)
     name = Path(source).name if source != "<bytes>" else "model.tflite"
+    constants = None
+    if plan.get("prepared_blob") is not None:  # flash keeps only the bytes of the .tflite the prepared path reads
+        constants = compact_constants(data, plan["prepared_blob"])
+        plan["prepared_blob"] = constants.blob
     with atomic_output_dir(outdir) as stage:
-        written = write_project_sources(stage, board, graph, data, name=name, sha=sha, plan=plan, app=app)
+        written = write_project_sources(stage, board, graph, data, name=name, sha=sha, plan=plan, app=app,
+                                        flash_model=constants.data if constants else None)
         sizes, stack, build_info, device = measured_sizes(stage, board, graph, keep_build=build,
                                                           boot_check=app.boot_check)
         flash, ram = memory_figures(data, plan, board, sizes, stack, device)
@@ -647,7 +663,7 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
         fits = fit_report(flash["bytes"], ram["bytes"], board)
         raise_if_not_fitting(fits, board, "measured from the linked ELF" if sizes else "lower bound")
         info = firmware_info(data, graph, board, plan, flash, ram, fits, written, build_info, source=source, sha=sha,
-                             app=app.info)
+                             app=app.info, constants=constants)
         (stage / FIRMWARE_JSON).write_text(info.dumps())
         (stage / "README.md").write_text(readme_text(info, board))
     elf = outdir / "build" / fw_build.ELF_NAME if build and sizes is not None else None
@@ -657,7 +673,8 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
 
 def firmware_info(data: bytes, graph: Graph, board, plan: MemoryPlan, flash: FlashFigures, ram: RamFigures,
                   fits: FitReport, written: ProjectFiles, build_info: BuildRecord, *, source: str,
-                  sha: str, runtime: str = "edgekit", app: Optional[HarnessApp] = None) -> FirmwareInfo:
+                  sha: str, runtime: str = "edgekit", app: Optional[HarnessApp] = None,
+                  constants: Optional[CompactConstants] = None) -> FirmwareInfo:
     constant_bytes = sum(t.bytes for t in graph.tensors if t.constant)
     op_counts: Dict[str, int] = {}
     for op in graph.ops:
@@ -668,6 +685,7 @@ def firmware_info(data: bytes, graph: Graph, board, plan: MemoryPlan, flash: Fla
         "runtime": runtime,
         "model": {"file": MODEL_FILE, "source": source, "sha256": sha, "bytes": len(data),
                   "constant_data_bytes": constant_bytes, "flatbuffer_overhead_bytes": len(data) - constant_bytes,
+                  **model_in_flash(data, constants),
                   "inputs": [_tensor_json(graph.tensors[i]) for i in graph.inputs],
                   "outputs": [_tensor_json(graph.tensors[i]) for i in graph.outputs]},
         "board": {**board.summary().present(), "profile": board.profile.get("_path"), "cpu_flags": board.gcc_flags(),
@@ -699,6 +717,19 @@ def firmware_info(data: bytes, graph: Graph, board, plan: MemoryPlan, flash: Fla
                                                        ("qemu", build_info.get("qemu"))) if v}),
         **app_info,
     }))
+
+
+def model_in_flash(data: bytes, constants: Optional[CompactConstants]) -> Dict[str, Any]:
+    """firmware.json model.in_flash: what of the .tflite the firmware keeps in flash, and why."""
+    if constants is None:
+        return {"in_flash": {"bytes": len(data), "what": "the whole .tflite",
+                             "why": "the in-place path reads the flatbuffer on the device"}}
+    return {"in_flash": {"bytes": len(constants.data), "tensor_bytes": constants.tensor_bytes,
+                         "quantization_bytes": constants.quantization_bytes,
+                         "what": "the constant tensor data, per-channel scales and zero points the prepared model's "
+                                 "records point to, each range 16-byte aligned (model/model_data.c)",
+                         "why": "the prepared path reads nothing else of the .tflite: tensor names, the schema's "
+                                "tables and metadata stay on the host (model.tflite in this folder)"}}
 
 
 def _op_table(info: FirmwareInfo) -> str:

@@ -29,6 +29,16 @@ class TensorInfo(Section):
     shape: List[int]
 
 
+class ModelInFlash(Section):
+    """The bytes of the model the firmware keeps in flash (beside the prepared model), what they are and why."""
+
+    bytes: int
+    what: str
+    why: str
+    tensor_bytes: Optional[int] = None
+    quantization_bytes: Optional[int] = None
+
+
 class FirmwareModel(Section):
     """The model embedded in the firmware."""
 
@@ -38,6 +48,7 @@ class FirmwareModel(Section):
     bytes: int
     constant_data_bytes: Optional[int] = None
     flatbuffer_overhead_bytes: Optional[int] = None
+    in_flash: Optional[ModelInFlash] = None   # what of the .tflite the firmware keeps in flash, and why
     inputs: Optional[List[TensorInfo]] = None
     outputs: Optional[List[TensorInfo]] = None
 

@@ -23,6 +23,7 @@ VERSIONS: Dict[str, int] = {
     "layers": 1,             # layers.json of --debug / --per-layer
     "manifest": 1,           # manifest.json of every command
     "firmware": 1,           # firmware.json of `edgekit firmware` (edgekit, tflm and ethos-u runtimes)
+    "firmware-library": 1,   # library.json of `edgekit firmware --emit library`
     "run": 1,                # run.json of `edgekit run`
     "mlperf-run": 1,         # run.json of `edgekit run --harness mlperf-tiny`
     "deploy": 1,             # deploy.json of `edgekit deploy`

@@ -25,6 +25,7 @@ TYPED: Dict[str, str] = {
     "coreml-placement": "edgekit.mobile.placement:CoremlPlacement",
     "deploy": "edgekit.firmware.results:DeployReport",
     "firmware": "edgekit.firmware.results:FirmwareInfo",
+    "firmware-library": "edgekit.firmware.library_results:LibraryInfo",
     "gpu-placement": "edgekit.mobile.placement:GpuPlacement",
     "lab": "edgekit.lab.results:LabTable",
     "layers": "edgekit.parity.layers_result:LayersFile",

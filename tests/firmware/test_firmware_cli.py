@@ -75,7 +75,9 @@ def test_kws_project_is_complete_and_sized_from_the_elf(kws_project, mlperf):
     assert info["arena_bytes"] == plan["arena_bytes"] and info["state_bytes"] == plan["state_bytes"]
     sizes = elf_sizes(kws_project / "build" / "firmware.elf")
     assert info["flash_bytes"] == sizes.flash_bytes == sizes.text + sizes.rodata + sizes.data
-    assert sizes.model == len(model)  # the ek_model_data symbol is the whole .tflite
+    # the ek_model_data symbol holds only what the prepared path reads of the .tflite (issue 29)
+    in_flash = info["model"]["in_flash"]
+    assert sizes.model == in_flash["bytes"] < len(model) and in_flash["why"]
     ram = info["ram"]
     assert ram["bytes"] == sizes.static_ram_bytes + ram["stack"]["bytes"]
     assert ram["arena"] + ram["state"] + ram["other_static"] == sizes.static_ram_bytes
@@ -96,9 +98,14 @@ def test_kws_project_is_complete_and_sized_from_the_elf(kws_project, mlperf):
     kernels = sorted(p.name for p in (kws_project / "runtime" / "src" / "kernels").glob("*.c"))
     assert kernels == sorted(info["kernels"] + ["registry.c"])
     assert "add.c" not in kernels and "conv_2d.c" in kernels
-    # the embedded array is the model, 16-byte aligned
+    # the embedded array is the model's constants the prepared blob reads, 16-byte aligned
+    from edgekit.firmware.constants import compact_constants
+
     source = (kws_project / "model" / "model_data.c").read_text()
-    assert "__attribute__((aligned(16)))" in source and c_array_bytes(source) == model
+    blob = c_array_bytes((kws_project / "model" / "prepared_data.c").read_text())
+    assert "__attribute__((aligned(16)))" in source
+    assert c_array_bytes(source) == compact_constants(model, plan["prepared_blob"]).data
+    assert compact_constants(model, plan["prepared_blob"]).blob == blob
     assert (kws_project / "model.tflite").read_bytes() == model
     config = (kws_project / "model" / "ek_config.h").read_text()
     assert f"#define EK_ARENA_BYTES {plan['arena_bytes']}u" in config
