@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -293,9 +294,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         import os
 
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from edgekit.interrupts import interrupt_signal, signal_name, signals_as_interrupt
+
     try:
-        _check_outdir(args)
-        return COMMANDS[args.command](args)
+        with signals_as_interrupt():
+            _check_outdir(args)
+            return COMMANDS[args.command](args)
     except EdgekitError as exc:
         internal = isinstance(exc, InternalError)
         if args.verbose or internal:
@@ -306,9 +310,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if internal:
             print("this is a bug in edgekit: please report it with the traceback above", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("edgekit: interrupted; no output written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (edgekit.interrupts): everything was cleaned up on the way here
+        signum = interrupt_signal(exc)
+        how = "interrupted" if signum == signal.SIGINT else f"stopped by {signal_name(signum)}"
+        print(f"edgekit {args.command}: {how}; no output written", file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":

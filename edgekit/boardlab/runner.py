@@ -60,7 +60,14 @@ _pending_signal: List[int] = []
 def raise_pending_signal() -> None:
     """Raise KeyboardInterrupt if a SIGTERM arrived whose interrupt was swallowed (see ``_pending_signal``)."""
     if _pending_signal:
-        raise KeyboardInterrupt(f"signal {_pending_signal[-1]}")
+        raise _interrupt(_pending_signal[-1])
+
+
+def _interrupt(signum: int) -> KeyboardInterrupt:
+    """Ctrl-C stays a plain KeyboardInterrupt; SIGTERM/SIGHUP become edgekit.interrupts.Terminated (CLI exit 128+N)."""
+    from edgekit.interrupts import Terminated
+
+    return KeyboardInterrupt(f"signal {signum}") if signum == signal.SIGINT else Terminated(signum)
 
 
 @contextmanager
@@ -73,7 +80,7 @@ def _sigterm_as_interrupt():
 
     def handler(signum, frame):
         _pending_signal.append(signum)
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise _interrupt(signum)
 
     default_hook = sys.unraisablehook
 
