@@ -89,8 +89,13 @@ def atomic_output_dir(outdir: Path) -> Iterator[Path]:
     os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes it 0700; give it a normal folder's mode
     try:
         yield staging
-    except BaseException:
+    except BaseException as exc:
+        from edgekit.diskspace import in_output_folder
+
+        disk = in_output_folder(exc, staging, outdir)  # full disk, quota, ulimit -f, read-only: measured before cleanup
         shutil.rmtree(staging, ignore_errors=True)
+        if disk is not None:
+            raise disk from exc
         raise
     _replace_folder(staging, outdir)
     log.debug("wrote %s", outdir)

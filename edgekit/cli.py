@@ -286,6 +286,18 @@ def _print_traceback(exc: BaseException) -> None:
     traceback.print_exception(exc, file=sys.stderr)
 
 
+def _raise_disk_error(exc: Exception, args) -> None:
+    """Raise a DiskSpaceError when ``exc`` is (or was caused by) ENOSPC, EDQUOT, EFBIG or EROFS; else return."""
+    from edgekit.diskspace import DiskSpaceError, disk_error_in, from_oserror
+
+    if isinstance(exc, DiskSpaceError):
+        return
+    disk = disk_error_in(exc)
+    if disk is not None:
+        outdir = getattr(args, "outdir", None)
+        raise from_oserror(disk, target=Path(outdir) if outdir else None) from exc
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s",
@@ -298,8 +310,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         with signals_as_interrupt():
-            _check_outdir(args)
-            return COMMANDS[args.command](args)
+            try:
+                _check_outdir(args)
+                return COMMANDS[args.command](args)
+            except Exception as exc:  # a full disk / quota / ulimit -f / read-only mount anywhere: one message
+                _raise_disk_error(exc, args)
+                raise
     except EdgekitError as exc:
         internal = isinstance(exc, InternalError)
         if args.verbose or internal:
