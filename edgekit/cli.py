@@ -264,6 +264,19 @@ def _check_outdir(args) -> None:
     check_output_dir(Path(outdir), inputs=inputs)
 
 
+def _locked_outdir(args, argv: Optional[Sequence[str]]):
+    """The output folder's lock for the whole command (edgekit.outlock): a second run on the same -o fails at once."""
+    import contextlib
+
+    from edgekit.outlock import output_lock
+
+    outdir = getattr(args, "outdir", None)
+    if outdir is None:
+        return contextlib.nullcontext()
+    words = list(argv) if argv is not None else sys.argv[1:]
+    return output_lock(Path(outdir), command=" ".join(["edgekit", *map(str, words)]))
+
+
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever sys.stderr is at the time of the record (not the stream of the first call)."""
 
@@ -312,7 +325,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with signals_as_interrupt():
             try:
                 _check_outdir(args)
-                return COMMANDS[args.command](args)
+                with _locked_outdir(args, argv):
+                    return COMMANDS[args.command](args)
             except Exception as exc:  # a full disk / quota / ulimit -f / read-only mount anywhere: one message
                 _raise_disk_error(exc, args)
                 raise
