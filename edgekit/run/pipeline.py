@@ -26,14 +26,16 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Any, Dict, List, Literal, Optional, Sequence, Union
 
 import numpy as np
+from pydantic import PositiveInt
 from typing_extensions import TypedDict
 
 from edgekit import schemas
 from edgekit.console import say
 from edgekit.errors import DeviceError, UserError
+from edgekit.userconfig import ConfigSection, Problems, load_yaml, validate
 from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.profiles import Profile
 from edgekit.report import json_safe
@@ -64,22 +66,66 @@ ANDROID_SAMPLE_INTERVAL_S = 0.02
 MCU_KINDS = ("qemu", "serial")
 
 
+class DecodeSection(ConfigSection):
+    """decode: how frames arrive (encoded images, or raw sensor frames of a stated size)."""
+
+    format: Literal["auto", "jpeg", "png", "rgb565", "rgb888", "gray8"] = "auto"
+    width: Optional[PositiveInt] = None
+    height: Optional[PositiveInt] = None
+    library: Literal["pillow", "opencv"] = "pillow"
+
+
+class PreprocessSection(ConfigSection):
+    """preprocess: the spec (a preprocess.json path or an inline mapping) and its implementation."""
+
+    spec: Union[str, Dict[str, Any]]
+    implementation: Optional[Literal["pillow", "opencv", "c"]] = None
+
+
+class InferenceSection(ConfigSection):
+    runtime: str = "auto"
+
+
+class PostprocessSection(ConfigSection):
+    """postprocess: built-in steps (a list), or the user's own module:function."""
+
+    steps: Optional[List[Literal["dequantize", "softmax", "topk"]]] = None
+    top_k: PositiveInt = 5
+    function: Optional[str] = None
+    python_path: Optional[str] = None
+
+
+class PipelineFile(ConfigSection):
+    """The whole PIPELINE.yaml: one section per phase."""
+
+    decode: Optional[DecodeSection] = None
+    preprocess: Optional[PreprocessSection] = None
+    inference: Optional[InferenceSection] = None
+    postprocess: Optional[PostprocessSection] = None
+
+
+def _phase_of(problem: str) -> tuple:
+    """The section a check's message is about (its line is reported): decode, preprocess or postprocess."""
+    for phase, starts in (("decode", ("decode",)), ("preprocess", ("preprocess", "the pipeline's spec", "antialias", "cannot read preprocessing spec")),
+                          ("postprocess", ("post-processing", "unknown post-processing"))):
+        if problem.startswith(starts):
+            return (phase,)
+    return ()
+
+
 def load_pipeline(path: Path, device_kind: str = "host") -> Pipeline:
     """Read and validate a pipeline file for a kind of device; every problem in one UserError listing the valid
-    choices. Microcontrollers take raw frames, the generated C preprocessing and a top-k post-process."""
-    import yaml
-
+    choices, each with file:line. Microcontrollers take raw frames, the generated C preprocessing and a top-k
+    post-process. The file is checked against ``PipelineFile`` first (types, values, unknown keys)."""
     from edgekit.preprocessing.spec import PreprocessSpec
 
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise UserError(f"cannot read pipeline file {path}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise UserError(f"pipeline file {path} is not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise UserError(f"pipeline file {path} must be a mapping of phases ({', '.join(PHASES)})")
+    doc = load_yaml(path, "pipeline file")
+    schema_problems = Problems(doc, "pipeline file")
+    parsed = validate(PipelineFile, doc, schema_problems)
+    schema_problems.raise_if_any(fix="see the pipeline section of README.md for the phases and their options")
+    assert parsed is not None
+    data = {k: v.model_dump(exclude_unset=True) for k, v in parsed if v is not None}
     problems: List[str] = []
     unknown = [k for k in data if k not in PHASES]
     if unknown:
@@ -135,9 +181,9 @@ def load_pipeline(path: Path, device_kind: str = "host") -> Pipeline:
     if post.get("function") and (":" not in str(post["function"])):
         problems.append(f"post-processing function {post['function']!r} must be module:function")
     inference = dict(data.get("inference") or {})
-    if problems:
-        raise UserError(f"invalid pipeline file {path}:\n" + "\n".join(f"  - {p}" for p in problems),
-                        fix="see the pipeline section of README.md for the phases and their options")
+    for problem in problems:  # each at the line of the phase it is about
+        schema_problems.add(_phase_of(problem), problem)
+    schema_problems.raise_if_any(fix="see the pipeline section of README.md for the phases and their options")
     python_path = post.get("python_path")
     if python_path:
         python_path = str((path.parent / python_path).resolve()) if not Path(python_path).is_absolute() else python_path
