@@ -81,6 +81,40 @@ def several(*setups: Callable[[Path], None]) -> Callable[[Path], None]:
     return setup
 
 
+def truncated_npz(tmp: Path) -> None:
+    np.savez(tmp / "data.npz", x=np.zeros((16, 1, 8, 8), np.float32))
+    blob = (tmp / "data.npz").read_bytes()
+    (tmp / "data.npz").write_bytes(blob[: len(blob) // 2])
+
+
+def object_npz(tmp: Path) -> None:
+    np.savez(tmp / "data.npz", x=np.array([{"pixels": 1}] * 4, dtype=object))
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    import struct
+    import zlib
+
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+def bomb_png_folder(tmp: Path) -> None:
+    """The digits folder plus a 20000x20000 gray PNG (a few hundred bytes on disk: Pillow refuses it at open)."""
+    import struct
+    import zlib
+
+    digits_folder(count=4)(tmp)
+    (tmp / "imgs" / "labels.csv").unlink()
+    header = struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)
+    (tmp / "imgs" / "huge.png").write_bytes(b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header)
+                                            + _png_chunk(b"IDAT", zlib.compress(b"\0" * 64)) + _png_chunk(b"IEND", b""))
+
+
+def images_and_npy(tmp: Path) -> None:
+    digits_folder(count=4)(tmp)
+    np.save(tmp / "imgs" / "x.npy", np.zeros((4, 1, 8, 8), np.float32))
+
+
 @dataclass(frozen=True)
 class Case:
     """One bad input: ``argv`` may use {tmp} (the test folder), {demo} (the demo .pt2), {float} (its float .tflite)."""
@@ -156,6 +190,22 @@ CASES: List[Case] = [
     Case("preprocess-parity --allow-unreadable -1", ("preprocess-parity", "--reference", "{tmp}/spec.json",
          "--candidate", "{tmp}/spec.json", "--images", "{tmp}/imgs", "--allow-unreadable", "-1"), 2,
          "--allow-unreadable -1 must be 0 or more", unreadable_image),
+    # 7. calibration files that crashed the loaders (issue 27)
+    Case("truncated .npz", ("quantize", "{demo}", "--calib", "{tmp}/data.npz", "-o", "{tmp}/out"), 2,
+         "cannot read {tmp}/data.npz: the .npz (zip) archive is truncated or damaged", truncated_npz),
+    Case("truncated .npz in parity", ("parity", "{float}", "{float}", "--data", "{tmp}/data.npz"), 2,
+         "archive is truncated or damaged", truncated_npz),
+    Case(".npz of object arrays", ("quantize", "{demo}", "--calib", "{tmp}/data.npz", "-o", "{tmp}/out"), 2,
+         "it holds object (pickled) arrays, not numbers", object_npz),
+    Case("20000x20000 PNG in quantize", ("quantize", "{demo}", "--calib", "{tmp}/imgs", "-o", "{tmp}/out"), 2,
+         "cannot read image {tmp}/imgs/huge.png: the image is too large to decode safely", bomb_png_folder),
+    Case("20000x20000 PNG in parity", ("parity", "{float}", "{float}", "--data", "{tmp}/imgs"), 2,
+         "huge.png: the image is too large to decode safely", bomb_png_folder),
+    Case("label 42 in the calibration rows", ("quantize", "{demo}", "--calib", "{tmp}/imgs", "-o", "{tmp}/out"), 2,
+         "1 label(s) in {tmp}/imgs (all 6 rows) are outside the model's class range 0..9 (the model has 10 outputs): "
+         "[42]", digits_folder({"0001.png": "42"})),
+    Case("images and an .npy in one folder", ("quantize", "{demo}", "--calib", "{tmp}/imgs", "-o", "{tmp}/out"), 2,
+         "{tmp}/imgs holds both images (4, e.g. 0001.png) and array files (1, e.g. x.npy)", images_and_npy),
 ]
 
 
