@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 import pytest
 
-from tests.conftest import DEMO_MODEL, DIGITS
+from tests.conftest import DEMO_MODEL, DIGITS, MLPERF
 
 GRAY_SPEC = {"color": "grayscale", "size": [8, 8], "scale": 1 / 255, "layout": "NCHW"}
 
@@ -115,6 +115,38 @@ def images_and_npy(tmp: Path) -> None:
     np.save(tmp / "imgs" / "x.npy", np.zeros((4, 1, 8, 8), np.float32))
 
 
+KWS_INT8 = MLPERF / "kws_ref_model_int8.tflite"
+IC_INT8 = MLPERF / "ic_resnet8_int8.tflite"
+IC_SPEC = "preprocess:\n  spec: {color: rgb, size: [32, 32], scale: 0.00392156862745098, layout: NHWC}\n"
+
+
+def pipeline_file(text: str) -> Callable[[Path], None]:
+    def setup(tmp: Path) -> None:
+        _write(tmp / "pipe.yaml", text)
+        (tmp / "frames").mkdir()
+        shutil.copy(DIGITS / "calib" / "0001.png", tmp / "frames" / "0001.png")
+    return setup
+
+
+def numeric_sha256_manifest(tmp: Path) -> None:
+    _write(tmp / "out" / "a.bin", "payload\n")
+    _write(tmp / "out" / "manifest.json", json.dumps({"edgekit_manifest": 1, "artifacts": [
+        {"path": "a.bin", "sha256": 1234567, "stage": "quantize", "format": "bin"}]}))
+
+
+def tflite_with_damaged_identifier(tmp: Path) -> None:
+    """The AD model with 'TFL3' overwritten, and a zip of associated files appended (as metadata writers do)."""
+    import io
+    import zipfile
+
+    blob = bytearray((MLPERF / "ad_autoencoder_int8.tflite").read_bytes())
+    blob[4:8] = b"XXXX"
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("labels.txt", "normal\nanomaly\n")
+    (tmp / "m.tflite").write_bytes(bytes(blob) + archive.getvalue())
+
+
 @dataclass(frozen=True)
 class Case:
     """One bad input: ``argv`` may use {tmp} (the test folder), {demo} (the demo .pt2), {float} (its float .tflite)."""
@@ -206,6 +238,29 @@ CASES: List[Case] = [
          "[42]", digits_folder({"0001.png": "42"})),
     Case("images and an .npy in one folder", ("quantize", "{demo}", "--calib", "{tmp}/imgs", "-o", "{tmp}/out"), 2,
          "{tmp}/imgs holds both images (4, e.g. 0001.png) and array files (1, e.g. x.npy)", images_and_npy),
+    # 8. wrong outcomes (issue 27): refused at once instead of a wrong result, a traceback or a misleading cause
+    Case("mlperf-dataset --task ad on the KWS model", ("mlperf-dataset", str(KWS_INT8), "--task", "ad", "-o",
+         "{tmp}/out"), 2, "the model cannot make a ad01 dataset: ad: the ad01 benchmark sends 640 input values per "
+         "sample (5 frames x 128 mels) and scores 640 outputs; this model takes 490 and gives 12; it matches --task kws"),
+    Case("firmware --harness --task ic on the KWS model", ("firmware", str(KWS_INT8), "--harness", "mlperf-tiny",
+         "--task", "ic", "-o", "{tmp}/out"), 2, "ic: the ic01 benchmark sends 3072 input values per sample (32x32x3 RGB)"),
+    Case("--device macos --pipeline off macOS", ("run", str(IC_INT8), "--device", "macos", "--pipeline",
+         "{tmp}/pipe.yaml", "--inputs", "{tmp}/frames", "-o", "{tmp}/out"), 2,
+         "--device macos runs on this machine, which is linux, not macOS", pipeline_file(IC_SPEC)),
+    Case("missing post-process module", ("run", str(IC_INT8), "--device", "host", "--pipeline", "{tmp}/pipe.yaml",
+         "--inputs", "{tmp}/frames", "-o", "{tmp}/out"), 2,
+         "{tmp}/pipe.yaml:4: postprocess.function: module 'no_such_module' cannot be imported",
+         pipeline_file(IC_SPEC + "postprocess:\n  function: no_such_module:top\n")),
+    Case("post-process module not in python_path", ("run", str(IC_INT8), "--device", "host", "--pipeline",
+         "{tmp}/pipe.yaml", "--inputs", "{tmp}/frames", "-o", "{tmp}/out"), 2,
+         "postprocess.function: module 'mine' is not in python_path {tmp}/frames",
+         pipeline_file(IC_SPEC + "postprocess:\n  function: mine:top\n  python_path: frames\n")),
+    Case("verify with a numeric sha256", ("verify", "{tmp}/out"), 2,
+         "{tmp}/out/manifest.json: artifacts[0].sha256 is not a sha256 (64 hex digits) (got 1234567)",
+         numeric_sha256_manifest),
+    Case(".tflite with a damaged identifier", ("quantize", "{tmp}/m.tflite", "--calib", "{tmp}/calib.npy", "-o",
+         "{tmp}/out"), 2, "{tmp}/m.tflite is not a TFLite flatbuffer (bytes 4-8 are b'XXXX', not the 'TFL3' identifier)",
+         several(tflite_with_damaged_identifier, calib_npy)),
 ]
 
 

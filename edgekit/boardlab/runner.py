@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence
 from edgekit.boardlab.config import DriverConfig, EnvironmentConfig
 from edgekit.errors import DeviceError, UserError
 from edgekit.run.base import RUNNERS, RunRequest, RunResult
-from edgekit.run.mcu import BOOT_TIMEOUT_S, McuRunner, resolve_firmware
+from edgekit.run.mcu import BOOT_TIMEOUT_S, McuRunner, refuse_harness_firmware, resolve_firmware
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +223,7 @@ class LabgridRunner(McuRunner):
             drivers = place_drivers(board, self._bootstrap)
             firmware = resolve_firmware(Path(request.artifact), board.name)   # built before the lock is taken
             try:
+                refuse_harness_firmware(firmware, request.artifact)
                 waited = time.monotonic()
                 place.acquire(float(options.lock_timeout if options.lock_timeout is not None else DEFAULT_LOCK_TIMEOUT_S))
                 lab = {"place": place.record().name, "coordinator": place.address, "holder": place.identity,

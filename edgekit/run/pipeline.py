@@ -104,6 +104,34 @@ class PipelineFile(ConfigSection):
     postprocess: Optional[PostprocessSection] = None
 
 
+def _check_user_function(function: str, python_path: Optional[str], doc, device_kind: str) -> None:
+    """A post-processing module that is not there is the pipeline file's problem, found before any device work: in
+    python_path (shipped to the device) when given, else importable here for host/macos runs."""
+    import importlib.util
+
+    module = function.partition(":")[0]
+    where = doc.where(("postprocess", "function"))
+    if python_path is not None:
+        folder = Path(python_path)
+        candidates = [folder / (module.replace(".", "/") + ".py"), folder / module.replace(".", "/") / "__init__.py"]
+        if not folder.is_dir():
+            raise UserError(f"{doc.where(('postprocess', 'python_path'))}: postprocess.python_path {folder} is not a folder",
+                            fix="point python_path at the folder holding the module")
+        if not any(c.is_file() for c in candidates):
+            raise UserError(f"{where}: postprocess.function: module {module!r} is not in python_path {folder} "
+                            f"(no {candidates[0].name} or {module}/__init__.py)",
+                            fix="correct the module name or python_path in the pipeline file")
+        return
+    if device_kind in ("host", "macos"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise UserError(f"{where}: postprocess.function: module {module!r} cannot be imported",
+                            fix="add python_path: DIR (the folder holding the module) to postprocess in the pipeline file")
+
+
 def _phase_of(problem: str) -> tuple:
     """The section a check's message is about (its line is reported): decode, preprocess or postprocess."""
     for phase, starts in (("decode", ("decode",)), ("preprocess", ("preprocess", "the pipeline's spec", "antialias", "cannot read preprocessing spec")),
@@ -187,6 +215,8 @@ def load_pipeline(path: Path, device_kind: str = "host") -> Pipeline:
     python_path = post.get("python_path")
     if python_path:
         python_path = str((path.parent / python_path).resolve()) if not Path(python_path).is_absolute() else python_path
+    if post.get("function"):
+        _check_user_function(post["function"], python_path, doc, device_kind)
     return Pipeline(
         decode=Decode(format=fmt, library=library, width=decode.get("width"), height=decode.get("height")),
         preprocess=Preprocess(implementation=impl, spec=spec.to_dict() | {"antialias": spec.antialias,
@@ -438,6 +468,9 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Pipeline, fram
     if not lines:
         raise DeviceError("the pipeline runner printed no result", fix="run with -v to see the runner's output")
     out: RunnerOutput = json.loads(lines[-1])
+    if "error" in out and out.get("user_code"):
+        raise UserError(out["error"], fix="check postprocess: function: module:function and python_path: DIR (the "
+                                          "folder holding the module) in the pipeline file")
     if "error" in out:
         raise DeviceError(f"the pipeline failed on the device: {out['error']}")
     if c_library is not None:
@@ -622,6 +655,12 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
 
     if args.inputs is None:
         raise UserError("--pipeline needs --inputs: the files as the app receives them (JPEG/PNG or raw frames)")
+    if target.kind == "macos" and sys.platform != "darwin":  # never measure this machine and label it the Mac
+        from edgekit.errors import DeviceNotFoundError
+
+        raise DeviceNotFoundError(
+            f"--device macos runs on this machine, which is {sys.platform}, not macOS: its figures would be this "
+            "machine's, labelled as a Mac's", fix="run edgekit on the Mac itself, or reach it with --device ssh://USER@MAC")
     if not args.artifact.exists():
         raise UserError(f"model {args.artifact} does not exist")
     pipeline = load_pipeline(args.pipeline, target.kind)
