@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Modules that add subcommands: each has register(subparsers) -> {command name: handler(args) -> exit code}.
 COMMAND_MODULES = (
     "edgekit.firmware.cli",      # firmware, deploy
+    "edgekit.firmware.qemu_cli", # qemu FIRMWARE --serial pty (UART0 for an external runner)
     "edgekit.run.cli",           # run, devices
     "edgekit.preprocessing.cli", # preprocess-parity, calib-check
     "edgekit.compile.cli",       # compile (Arm Ethos-U via Vela)
