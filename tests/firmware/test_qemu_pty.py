@@ -78,6 +78,7 @@ def kws_harness(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_runner_commands_over_the_pty_in_performance_and_accuracy_mode(kws_harness, tmp_path):
     from edgekit.run.mcu import litert_reference
 

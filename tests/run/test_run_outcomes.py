@@ -12,7 +12,7 @@ from tests.conftest import MLPERF
 
 needs_qemu = pytest.mark.skipif(shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
                                 reason="qemu-system-arm or arm-none-eabi-gcc is not installed")
-pytestmark = needs_qemu
+pytestmark = [needs_qemu, pytest.mark.slow]  # firmware builds + QEMU runs: ~50 s together
 
 
 @pytest.fixture(scope="module")
