@@ -89,6 +89,10 @@ def task_named(name: str) -> Task:
 # ------------------------------------------------------------------ board timestamp hooks
 
 
+def _hz_text(hz: int) -> str:
+    return f"{hz / 1e6:g} MHz" if hz >= 1000000 else f"{hz / 1e3:g} kHz"
+
+
 def _timestamp_config(board, mode: str) -> Tuple[List[Tuple[Path, str]], List[Tuple[str, str]], TimestampSource]:
     """(files to add, ek_config.h defines, description) of the board's timer and, in energy mode, its pin."""
     spec = dict(board.profile.get("mlperf") or {})
@@ -98,13 +102,13 @@ def _timestamp_config(board, mode: str) -> Tuple[List[Tuple[Path, str]], List[Tu
     timer = spec.get("timer") or ("dwt" if not board.is_qemu else None)
     if timer == "cmsdk":
         base, clock = spec.get("timer_base"), spec.get("timer_clock_hz")
-        if not isinstance(base, int) or not isinstance(clock, int) or clock % 1000000:
+        if not isinstance(base, int) or not isinstance(clock, int) or clock <= 0:
             raise UserError(f"devices/{board.name}.yaml: mlperf.timer cmsdk needs timer_base and timer_clock_hz "
-                            "(a multiple of 1 MHz)", fix="add them to the profile's mlperf section")
+                            "(a positive number of Hz)", fix="add them to the profile's mlperf section")
         files.append((boards_dir / "timestamp" / "ts_cmsdk_timer.c", "board/ts_cmsdk_timer.c"))
         config += [("EK_TS_TIMER_BASE", f"0x{base:08X}u"), ("EK_TS_TIMER_CLOCK_HZ", f"{clock}u"),
-                   ("EK_TS_TIMER_CLOCK_TEXT", f'"{clock // 1000000} MHz"')]
-        source = (f"CMSDK APB timer at 0x{base:08X} ({clock / 1e6:g} MHz)"
+                   ("EK_TS_TIMER_CLOCK_TEXT", f'"{_hz_text(clock)}"')]
+        source = (f"CMSDK APB timer at 0x{base:08X} ({_hz_text(clock)}" + (f", {1e6 / clock:.2f} us per tick" if clock < 1000000 else "") + ")"
                   + ("; under QEMU it counts emulated time (QEMU's virtual clock, host time while the guest runs)"
                      if board.is_qemu else ""))
     elif timer == "dwt":
