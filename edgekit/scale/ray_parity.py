@@ -100,7 +100,11 @@ _H2_SETTINGS = 4
 
 def _grpc_answer_problem(sock: socket.socket, deadline: float) -> Optional[str]:
     """None when the peer answers the HTTP/2 preface with a SETTINGS frame before ``deadline``; else what went wrong."""
-    sock.sendall(_H2_PREFACE)
+    closed = "it accepts the connection and closes it without an answer (not a Ray head/client port)"
+    try:
+        sock.sendall(_H2_PREFACE)
+    except (BrokenPipeError, ConnectionResetError):  # closed before (or while) we spoke: same as closing unanswered
+        return closed
     header = b""
     while len(header) < 9:
         remaining = deadline - time.monotonic()
@@ -112,8 +116,10 @@ def _grpc_answer_problem(sock: socket.socket, deadline: float) -> Optional[str]:
             chunk = sock.recv(9 - len(header))
         except socket.timeout:
             continue
+        except ConnectionResetError:
+            return closed
         if not chunk:
-            return "it accepts the connection and closes it without an answer (not a Ray head/client port)"
+            return closed
         header += chunk
     if header[3] != _H2_SETTINGS:
         return f"it answers, but not as a Ray (gRPC) server does (first bytes {header[:9]!r})"
