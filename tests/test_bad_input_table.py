@@ -261,6 +261,8 @@ CASES: List[Case] = [
     Case(".tflite with a damaged identifier", ("quantize", "{tmp}/m.tflite", "--calib", "{tmp}/calib.npy", "-o",
          "{tmp}/out"), 2, "{tmp}/m.tflite is not a TFLite flatbuffer (bytes 4-8 are b'XXXX', not the 'TFL3' identifier)",
          several(tflite_with_damaged_identifier, calib_npy)),
+    Case("qemu on a missing firmware", ("qemu", "{tmp}/nothing"), 2, "firmware {tmp}/nothing does not exist"),
+    Case("qemu on a .tflite", ("qemu", str(KWS_INT8)), 2, "is not a firmware project folder or an .elf"),
 ]
 
 
