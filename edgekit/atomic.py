@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from edgekit.errors import UserError
+from edgekit.outlock import output_lock
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +84,26 @@ def atomic_output_dir(outdir: Path) -> Iterator[Path]:
     check_output_dir(outdir)
     parent = Path(os.path.abspath(outdir)).parent
     parent.mkdir(parents=True, exist_ok=True)
+    with output_lock(outdir), _staged(outdir, parent) as staging:  # a second run on the same folder fails at once
+        yield staging
+
+
+@contextmanager
+def _staged(outdir: Path, parent: Path) -> Iterator[Path]:
+    """The staging folder beside ``outdir``: removed on any exception, moved into place on success."""
     staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.partial-", dir=parent))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes it 0700; give it a normal folder's mode
     try:
         yield staging
-    except BaseException:
+    except BaseException as exc:
+        from edgekit.diskspace import in_output_folder
+
+        disk = in_output_folder(exc, staging, outdir)  # full disk, quota, ulimit -f, read-only: measured before cleanup
         shutil.rmtree(staging, ignore_errors=True)
+        if disk is not None:
+            raise disk from exc
         raise
     _replace_folder(staging, outdir)
     log.debug("wrote %s", outdir)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -118,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Modules that add subcommands: each has register(subparsers) -> {command name: handler(args) -> exit code}.
 COMMAND_MODULES = (
     "edgekit.firmware.cli",      # firmware, deploy
+    "edgekit.firmware.qemu_cli", # qemu FIRMWARE --serial pty (UART0 for an external runner)
     "edgekit.run.cli",           # run, devices
     "edgekit.preprocessing.cli", # preprocess-parity, calib-check
     "edgekit.compile.cli",       # compile (Arm Ethos-U via Vela)
@@ -288,6 +290,19 @@ def _check_outdir(args) -> None:
     check_output_dir(Path(outdir), inputs=inputs)
 
 
+def _locked_outdir(args, argv: Optional[Sequence[str]]):
+    """The output folder's lock for the whole command (edgekit.outlock): a second run on the same -o fails at once."""
+    import contextlib
+
+    from edgekit.outlock import output_lock
+
+    outdir = getattr(args, "outdir", None)
+    if outdir is None:
+        return contextlib.nullcontext()
+    words = list(argv) if argv is not None else sys.argv[1:]
+    return output_lock(Path(outdir), command=" ".join(["edgekit", *map(str, words)]))
+
+
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever sys.stderr is at the time of the record (not the stream of the first call)."""
 
@@ -310,6 +325,18 @@ def _print_traceback(exc: BaseException) -> None:
     traceback.print_exception(exc, file=sys.stderr)
 
 
+def _raise_disk_error(exc: Exception, args) -> None:
+    """Raise a DiskSpaceError when ``exc`` is (or was caused by) ENOSPC, EDQUOT, EFBIG or EROFS; else return."""
+    from edgekit.diskspace import DiskSpaceError, disk_error_in, from_oserror
+
+    if isinstance(exc, DiskSpaceError):
+        return
+    disk = disk_error_in(exc)
+    if disk is not None:
+        outdir = getattr(args, "outdir", None)
+        raise from_oserror(disk, target=Path(outdir) if outdir else None) from exc
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s",
@@ -318,9 +345,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         import os
 
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from edgekit.interrupts import interrupt_signal, signal_name, signals_as_interrupt
+
     try:
-        _check_outdir(args)
-        return COMMANDS[args.command](args)
+        with signals_as_interrupt():
+            try:
+                _check_outdir(args)
+                with _locked_outdir(args, argv):
+                    return COMMANDS[args.command](args)
+            except Exception as exc:  # a full disk / quota / ulimit -f / read-only mount anywhere: one message
+                _raise_disk_error(exc, args)
+                raise
     except EdgekitError as exc:
         internal = isinstance(exc, InternalError)
         if args.verbose or internal:
@@ -331,9 +366,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if internal:
             print("this is a bug in edgekit: please report it with the traceback above", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("edgekit: interrupted; no output written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (edgekit.interrupts): everything was cleaned up on the way here
+        signum = interrupt_signal(exc)
+        how = "interrupted" if signum == signal.SIGINT else f"stopped by {signal_name(signum)}"
+        print(f"edgekit {args.command}: {how}; no output written", file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":

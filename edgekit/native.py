@@ -109,6 +109,10 @@ def run_isolated(step: str, fn: Callable[[], T], *, fix: Optional[str] = None,
     watchdog.start()
     try:
         _, status = os.waitpid(pid, 0)
+    except BaseException:  # Ctrl-C / SIGTERM (edgekit.interrupts) in the parent: the child must not outlive it
+        kill_hung_child()
+        os.waitpid(pid, 0)
+        raise
     finally:
         watchdog.cancel()
     for t in readers:

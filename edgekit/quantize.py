@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
+import numpy as np
+
 from edgekit.artifact import Artifact, Manifest
 from edgekit.atomic import atomic_output_dir, check_output_dir
 from edgekit.calibration import dataset as data
@@ -162,6 +164,7 @@ def _export_quantize_compare_write(backend, model: str, calib: Path, outdir: Pat
         calib_set, eval_set = data.split(source, calib_size=options.calib_size, seed=options.seed, holdout_fraction=HOLDOUT_FRACTION)
     calib_samples = calib_set.samples(inputs)
     eval_samples = eval_set.samples(inputs)  # validate both before the long work
+    _check_every_label(reference.runner, calib_samples, source)
 
     converted = progress("quantizing", 1)
     quantized = backend.quantize(reference, QuantizeInputs(
@@ -177,6 +180,21 @@ def _export_quantize_compare_write(backend, model: str, calib: Path, outdir: Pat
     )
     report = report.with_data({"calibration": calib_set.describe(), "evaluation": eval_set.describe()})
     return _write_outputs(model, outdir, options, reference, quantized, calib_set, report)
+
+
+def _check_every_label(runner, samples, source) -> None:
+    """Every label of the data (not only the held-out rows parity scores) must be a class of the model: a label 42
+    in the calibration rows of a 10-class model is a labelling mistake that would otherwise pass unseen."""
+    labels = getattr(source, "labels", None)
+    if not labels or not samples:
+        return
+    from edgekit.calibration.labels import check_label_range
+    from edgekit.parity.compare import is_classification
+
+    first = np.asarray(runner.run(samples[0])[0][0])[None]
+    input_sizes = [int(np.prod(spec.shape[1:])) for spec in runner.input_specs()]
+    if is_classification(first, input_sizes):
+        check_label_range(labels, int(first.reshape(1, -1).shape[1]), f"{source.path} (all {len(labels)} rows)")
 
 
 def _quantize_with_ray_parity(backend, reference, model: str, source, outdir: Path, options: QuantizeOptions, spec,

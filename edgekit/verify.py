@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -70,23 +71,38 @@ def _load(path: Path) -> dict:
     return data
 
 
-def _check(path: Path, recorded_in: Path, expected: str) -> Check:
-    return Check(path, recorded_in, expected, sha256_file(path) if path.is_file() else None)
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _damaged(recorded_in: Path, where: str, value: object, what: str) -> UserError:
+    return UserError(f"{recorded_in}: {where} is not {what} (got {value!r:.80}); the record is damaged",
+                     fix="re-run the command that wrote the folder (its records cannot be trusted)")
+
+
+def _check(path: Path, recorded_in: Path, expected: object, where: str = "sha256") -> Check:
+    if not isinstance(expected, str) or not _SHA256.match(expected.lower()):
+        raise _damaged(recorded_in, where, expected, "a sha256 (64 hex digits)")
+    return Check(path, recorded_in, expected.lower(), sha256_file(path) if path.is_file() else None)
 
 
 def manifest_checks(manifest_path: Path, skipped: Optional[List[str]] = None) -> List[Check]:
     """Every artifact of a manifest.json that lives in its folder (relative paths), re-hashed."""
     folder = manifest_path.parent
     checks = []
-    for entry in _load(manifest_path).get("artifacts") or []:
+    artifacts = _load(manifest_path).get("artifacts") or []
+    if not isinstance(artifacts, list):
+        raise _damaged(manifest_path, "artifacts", artifacts, "a list")
+    for i, entry in enumerate(artifacts):
         if not isinstance(entry, dict) or not entry.get("path") or not entry.get("sha256"):
             continue
+        if not isinstance(entry["path"], str):
+            raise _damaged(manifest_path, f"artifacts[{i}].path", entry["path"], "a path (text)")
         relative = Path(entry["path"])
         if relative.is_absolute() or ".." in relative.parts:
             if skipped is not None:
                 skipped.append(f"{entry['path']} (outside {folder}; stage {entry.get('stage')})")
             continue
-        checks.append(_check(folder / relative, manifest_path, entry["sha256"]))
+        checks.append(_check(folder / relative, manifest_path, entry["sha256"], f"artifacts[{i}].sha256"))
     return checks
 
 
@@ -95,11 +111,17 @@ def firmware_checks(info_path: Path) -> List[Check]:
     folder, info = info_path.parent, _load(info_path)
     checks = []
     model = info.get("model") or {}
-    if model.get("sha256") and model.get("file"):
-        checks.append(_check(folder / model["file"], info_path, model["sha256"]))
     build = info.get("build") or {}
+    for key, value in (("model", model), ("build", build)):
+        if not isinstance(value, dict):
+            raise _damaged(info_path, key, value, "a mapping")
+    for key, value in (("model.file", model.get("file")), ("build.elf", build.get("elf"))):
+        if value is not None and not isinstance(value, str):
+            raise _damaged(info_path, key, value, "a path (text)")
+    if model.get("sha256") and model.get("file"):
+        checks.append(_check(folder / model["file"], info_path, model["sha256"], "model.sha256"))
     if build.get("elf") and build.get("elf_sha256"):
-        checks.append(_check(folder / build["elf"], info_path, build["elf_sha256"]))
+        checks.append(_check(folder / build["elf"], info_path, build["elf_sha256"], "build.elf_sha256"))
     return checks
 
 

@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 import pytest
 
-from tests.conftest import DEMO_MODEL, DIGITS
+from tests.conftest import DEMO_MODEL, DIGITS, MLPERF
 
 GRAY_SPEC = {"color": "grayscale", "size": [8, 8], "scale": 1 / 255, "layout": "NCHW"}
 
@@ -79,6 +79,72 @@ def several(*setups: Callable[[Path], None]) -> Callable[[Path], None]:
         for s in setups:
             s(tmp)
     return setup
+
+
+def truncated_npz(tmp: Path) -> None:
+    np.savez(tmp / "data.npz", x=np.zeros((16, 1, 8, 8), np.float32))
+    blob = (tmp / "data.npz").read_bytes()
+    (tmp / "data.npz").write_bytes(blob[: len(blob) // 2])
+
+
+def object_npz(tmp: Path) -> None:
+    np.savez(tmp / "data.npz", x=np.array([{"pixels": 1}] * 4, dtype=object))
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    import struct
+    import zlib
+
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+def bomb_png_folder(tmp: Path) -> None:
+    """The digits folder plus a 20000x20000 gray PNG (a few hundred bytes on disk: Pillow refuses it at open)."""
+    import struct
+    import zlib
+
+    digits_folder(count=4)(tmp)
+    (tmp / "imgs" / "labels.csv").unlink()
+    header = struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)
+    (tmp / "imgs" / "huge.png").write_bytes(b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header)
+                                            + _png_chunk(b"IDAT", zlib.compress(b"\0" * 64)) + _png_chunk(b"IEND", b""))
+
+
+def images_and_npy(tmp: Path) -> None:
+    digits_folder(count=4)(tmp)
+    np.save(tmp / "imgs" / "x.npy", np.zeros((4, 1, 8, 8), np.float32))
+
+
+KWS_INT8 = MLPERF / "kws_ref_model_int8.tflite"
+IC_INT8 = MLPERF / "ic_resnet8_int8.tflite"
+IC_SPEC = "preprocess:\n  spec: {color: rgb, size: [32, 32], scale: 0.00392156862745098, layout: NHWC}\n"
+
+
+def pipeline_file(text: str) -> Callable[[Path], None]:
+    def setup(tmp: Path) -> None:
+        _write(tmp / "pipe.yaml", text)
+        (tmp / "frames").mkdir()
+        shutil.copy(DIGITS / "calib" / "0001.png", tmp / "frames" / "0001.png")
+    return setup
+
+
+def numeric_sha256_manifest(tmp: Path) -> None:
+    _write(tmp / "out" / "a.bin", "payload\n")
+    _write(tmp / "out" / "manifest.json", json.dumps({"edgekit_manifest": 1, "artifacts": [
+        {"path": "a.bin", "sha256": 1234567, "stage": "quantize", "format": "bin"}]}))
+
+
+def tflite_with_damaged_identifier(tmp: Path) -> None:
+    """The AD model with 'TFL3' overwritten, and a zip of associated files appended (as metadata writers do)."""
+    import io
+    import zipfile
+
+    blob = bytearray((MLPERF / "ad_autoencoder_int8.tflite").read_bytes())
+    blob[4:8] = b"XXXX"
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("labels.txt", "normal\nanomaly\n")
+    (tmp / "m.tflite").write_bytes(bytes(blob) + archive.getvalue())
 
 
 @dataclass(frozen=True)
@@ -156,6 +222,47 @@ CASES: List[Case] = [
     Case("preprocess-parity --allow-unreadable -1", ("preprocess-parity", "--reference", "{tmp}/spec.json",
          "--candidate", "{tmp}/spec.json", "--images", "{tmp}/imgs", "--allow-unreadable", "-1"), 2,
          "--allow-unreadable -1 must be 0 or more", unreadable_image),
+    # 7. calibration files that crashed the loaders (issue 27)
+    Case("truncated .npz", ("quantize", "{demo}", "--calib", "{tmp}/data.npz", "-o", "{tmp}/out"), 2,
+         "cannot read {tmp}/data.npz: the .npz (zip) archive is truncated or damaged", truncated_npz),
+    Case("truncated .npz in parity", ("parity", "{float}", "{float}", "--data", "{tmp}/data.npz"), 2,
+         "archive is truncated or damaged", truncated_npz),
+    Case(".npz of object arrays", ("quantize", "{demo}", "--calib", "{tmp}/data.npz", "-o", "{tmp}/out"), 2,
+         "it holds object (pickled) arrays, not numbers", object_npz),
+    Case("20000x20000 PNG in quantize", ("quantize", "{demo}", "--calib", "{tmp}/imgs", "-o", "{tmp}/out"), 2,
+         "cannot read image {tmp}/imgs/huge.png: the image is too large to decode safely", bomb_png_folder),
+    Case("20000x20000 PNG in parity", ("parity", "{float}", "{float}", "--data", "{tmp}/imgs"), 2,
+         "huge.png: the image is too large to decode safely", bomb_png_folder),
+    Case("label 42 in the calibration rows", ("quantize", "{demo}", "--calib", "{tmp}/imgs", "-o", "{tmp}/out"), 2,
+         "1 label(s) in {tmp}/imgs (all 6 rows) are outside the model's class range 0..9 (the model has 10 outputs): "
+         "[42]", digits_folder({"0001.png": "42"})),
+    Case("images and an .npy in one folder", ("quantize", "{demo}", "--calib", "{tmp}/imgs", "-o", "{tmp}/out"), 2,
+         "{tmp}/imgs holds both images (4, e.g. 0001.png) and array files (1, e.g. x.npy)", images_and_npy),
+    # 8. wrong outcomes (issue 27): refused at once instead of a wrong result, a traceback or a misleading cause
+    Case("mlperf-dataset --task ad on the KWS model", ("mlperf-dataset", str(KWS_INT8), "--task", "ad", "-o",
+         "{tmp}/out"), 2, "the model cannot make a ad01 dataset: ad: the ad01 benchmark sends 640 input values per "
+         "sample (5 frames x 128 mels) and scores 640 outputs; this model takes 490 and gives 12; it matches --task kws"),
+    Case("firmware --harness --task ic on the KWS model", ("firmware", str(KWS_INT8), "--harness", "mlperf-tiny",
+         "--task", "ic", "-o", "{tmp}/out"), 2, "ic: the ic01 benchmark sends 3072 input values per sample (32x32x3 RGB)"),
+    Case("--device macos --pipeline off macOS", ("run", str(IC_INT8), "--device", "macos", "--pipeline",
+         "{tmp}/pipe.yaml", "--inputs", "{tmp}/frames", "-o", "{tmp}/out"), 2,
+         "--device macos runs on this machine, which is linux, not macOS", pipeline_file(IC_SPEC)),
+    Case("missing post-process module", ("run", str(IC_INT8), "--device", "host", "--pipeline", "{tmp}/pipe.yaml",
+         "--inputs", "{tmp}/frames", "-o", "{tmp}/out"), 2,
+         "{tmp}/pipe.yaml:4: postprocess.function: module 'no_such_module' cannot be imported",
+         pipeline_file(IC_SPEC + "postprocess:\n  function: no_such_module:top\n")),
+    Case("post-process module not in python_path", ("run", str(IC_INT8), "--device", "host", "--pipeline",
+         "{tmp}/pipe.yaml", "--inputs", "{tmp}/frames", "-o", "{tmp}/out"), 2,
+         "postprocess.function: module 'mine' is not in python_path {tmp}/frames",
+         pipeline_file(IC_SPEC + "postprocess:\n  function: mine:top\n  python_path: frames\n")),
+    Case("verify with a numeric sha256", ("verify", "{tmp}/out"), 2,
+         "{tmp}/out/manifest.json: artifacts[0].sha256 is not a sha256 (64 hex digits) (got 1234567)",
+         numeric_sha256_manifest),
+    Case(".tflite with a damaged identifier", ("quantize", "{tmp}/m.tflite", "--calib", "{tmp}/calib.npy", "-o",
+         "{tmp}/out"), 2, "{tmp}/m.tflite is not a TFLite flatbuffer (bytes 4-8 are b'XXXX', not the 'TFL3' identifier)",
+         several(tflite_with_damaged_identifier, calib_npy)),
+    Case("qemu on a missing firmware", ("qemu", "{tmp}/nothing"), 2, "firmware {tmp}/nothing does not exist"),
+    Case("qemu on a .tflite", ("qemu", str(KWS_INT8)), 2, "is not a firmware project folder or an .elf"),
 ]
 
 

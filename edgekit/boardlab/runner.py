@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence
 from edgekit.boardlab.config import DriverConfig, EnvironmentConfig
 from edgekit.errors import DeviceError, UserError
 from edgekit.run.base import RUNNERS, RunRequest, RunResult
-from edgekit.run.mcu import BOOT_TIMEOUT_S, McuRunner, resolve_firmware
+from edgekit.run.mcu import BOOT_TIMEOUT_S, McuRunner, refuse_harness_firmware, resolve_firmware
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,14 @@ _pending_signal: List[int] = []
 def raise_pending_signal() -> None:
     """Raise KeyboardInterrupt if a SIGTERM arrived whose interrupt was swallowed (see ``_pending_signal``)."""
     if _pending_signal:
-        raise KeyboardInterrupt(f"signal {_pending_signal[-1]}")
+        raise _interrupt(_pending_signal[-1])
+
+
+def _interrupt(signum: int) -> KeyboardInterrupt:
+    """Ctrl-C stays a plain KeyboardInterrupt; SIGTERM/SIGHUP become edgekit.interrupts.Terminated (CLI exit 128+N)."""
+    from edgekit.interrupts import Terminated
+
+    return KeyboardInterrupt(f"signal {signum}") if signum == signal.SIGINT else Terminated(signum)
 
 
 @contextmanager
@@ -73,7 +80,7 @@ def _sigterm_as_interrupt():
 
     def handler(signum, frame):
         _pending_signal.append(signum)
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise _interrupt(signum)
 
     default_hook = sys.unraisablehook
 
@@ -216,6 +223,7 @@ class LabgridRunner(McuRunner):
             drivers = place_drivers(board, self._bootstrap)
             firmware = resolve_firmware(Path(request.artifact), board.name)   # built before the lock is taken
             try:
+                refuse_harness_firmware(firmware, request.artifact)
                 waited = time.monotonic()
                 place.acquire(float(options.lock_timeout if options.lock_timeout is not None else DEFAULT_LOCK_TIMEOUT_S))
                 lab = {"place": place.record().name, "coordinator": place.address, "holder": place.identity,

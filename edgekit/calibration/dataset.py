@@ -168,15 +168,10 @@ class ArrayFileSource(SampleSource):
 
     def __init__(self, path: Path, input_names: Sequence[str]) -> None:
         super().__init__(path)
-        try:
-            loaded = np.load(self.path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as exc:
-            raise CalibrationDataError(f"cannot read {self.path}: {exc}") from exc
-        if isinstance(loaded, np.ndarray):
-            self.arrays = [loaded]
+        data = _read_arrays(self.path)
+        if isinstance(data, np.ndarray):
+            self.arrays = [data]
         else:
-            with loaded:
-                data = {k: loaded[k] for k in loaded.files}
             label_key = next((k for k in LABEL_KEYS if k in data), None)
             if label_key:
                 raw = np.asarray(data.pop(label_key)).reshape(-1)
@@ -219,6 +214,30 @@ class ArrayFileSource(SampleSource):
             h.update(np.ascontiguousarray(a[index]).tobytes())
             h.update(str(a.dtype).encode())
         return h.digest()
+
+
+def _read_arrays(path: Path):
+    """The array of a .npy, or {name: array} of a .npz; a truncated/damaged file or object (pickled) arrays are one
+    CalibrationDataError naming the file (never a traceback, never an unpickling of user data)."""
+    import zipfile
+
+    fix = "save plain numeric arrays: np.save(path, array) or np.savez(path, **{input_name: array})"
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):
+            return loaded
+        with loaded:
+            return {k: loaded[k] for k in loaded.files}
+    except zipfile.BadZipFile as exc:
+        raise CalibrationDataError(f"cannot read {path}: the .npz (zip) archive is truncated or damaged ({exc})",
+                                   fix="write the file again (np.savez) and check that the copy is complete") from exc
+    except ValueError as exc:
+        if "allow_pickle" in str(exc) or "Object arrays" in str(exc):
+            raise CalibrationDataError(f"cannot read {path}: it holds object (pickled) arrays, not numbers; edgekit "
+                                       "does not unpickle data files", fix=fix) from exc
+        raise CalibrationDataError(f"cannot read {path}: {exc}", fix=fix) from exc
+    except (OSError, EOFError) as exc:
+        raise CalibrationDataError(f"cannot read {path}: {exc}", fix=fix) from exc
 
 
 class NpyFolderSource(SampleSource):
@@ -264,7 +283,14 @@ def open_source(path: Path, input_names: Sequence[str], spec: PreprocessSpec | N
                 fix="pass a folder of PNG/JPEG images, a folder of .npy files, or one .npy/.npz file",
             )
         return ArrayFileSource(path, input_names)
-    has_images = any(p.suffix.lower() in IMAGE_SUFFIXES for p in path.iterdir())
+    images = [p.name for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES]
+    arrays = [p.name for p in path.iterdir() if p.suffix.lower() in (".npy", ".npz")]
+    if images and arrays:  # which one was meant? silently using one kind would drop the other
+        raise CalibrationDataError(
+            f"{path} holds both images ({len(images)}, e.g. {sorted(images)[0]}) and array files ({len(arrays)}, "
+            f"e.g. {sorted(arrays)[0]}); edgekit would use only one kind",
+            fix="keep one kind of data in the folder, or pass the array file itself (--calib FILE.npy)")
+    has_images = bool(images)
     if has_images:
         spec = spec or find_spec(path)
         if spec is None:

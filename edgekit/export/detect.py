@@ -62,16 +62,19 @@ def detect_kind(model: str) -> ModelKind:
         return ModelKind.TFLITE
     if head.startswith(HDF5_MAGIC):
         return ModelKind.KERAS
-    if zipfile.is_zipfile(path):
-        return _zip_kind(path)
     suffix = path.suffix.lower()
-    if suffix == ".onnx":
-        return ModelKind.ONNX
-    if suffix == ".tflite":
+    if suffix == ".tflite" and not head.startswith(b"PK"):
+        # checked before the zip test: a .tflite with metadata carries a zip of its associated files at its END,
+        # so a damaged identifier would otherwise be reported as "a zip archive"
         raise InvalidModelError(
-            f"{model} is not a TFLite flatbuffer (no 'TFL3' identifier); it may be truncated or corrupt",
+            f"{model} is not a TFLite flatbuffer (bytes 4-8 are {head[4:8]!r}, not the 'TFL3' identifier); "
+            "it may be truncated or corrupt",
             fix="re-export the model",
         )
+    if zipfile.is_zipfile(path):
+        return _zip_kind(path)
+    if suffix == ".onnx":
+        return ModelKind.ONNX
     if suffix in (".h5", ".hdf5", ".keras"):
         raise InvalidModelError(f"{model} is not a valid Keras file; it may be truncated or corrupt", fix="re-save the model")
     if suffix in (".pt", ".pth", ".bin", ".pkl") or head[:1] == b"\x80":

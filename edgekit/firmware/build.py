@@ -49,6 +49,11 @@ def make_project(project: Path, *, build_dir: str = "build", jobs: int = 2, time
             detail = "; ".join(f"{region} overflowed by {int(n):,} bytes" for region, n in overflows)
             raise DoesNotFitError(f"the firmware does not fit {board}: the linker reports {detail}",
                                   fix="choose a board with more memory or a smaller model")
+        from edgekit.diskspace import tool_disk_error
+
+        disk = tool_disk_error(output, project, returncode=done.returncode)
+        if disk is not None:  # a full disk / quota / ulimit -f is the machine, not a bug in the generator
+            raise disk
         raise InternalError(f"building the generated firmware failed (a bug in edgekit's generator or runtime):\n"
                             f"{output[-4000:]}")
     warnings = [line for line in done.stderr.splitlines() if "warning:" in line]

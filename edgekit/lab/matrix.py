@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, TypedDict
 
+from pydantic import Field, PositiveFloat, PositiveInt
+
 from edgekit.errors import UserError
+from edgekit.userconfig import ConfigSection, Problems, load_yaml, validate
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 BOARD_KINDS = ("qemu", "labgrid", "serial")
@@ -65,91 +68,116 @@ class Matrix:
     source: Optional[Path] = None
 
 
-def _positive_int(data: Dict[str, Any], key: str, default: int, problems: List[str]) -> int:  # data: parsed YAML
-    value = data.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        problems.append(f"{key}: {value!r} is not a positive whole number")
-        return default
-    return value
+# ------------------------------------------------------------------ the declared schema of MATRIX.yaml
+class MatrixModelSpec(ConfigSection):
+    """models[i]: an int8 .tflite, or a float model with calibration data (quantized once)."""
+
+    model: str
+    name: Optional[str] = None
+    calibration: Optional[str] = None
 
 
-def _model(entry: Any, i: int, base: Path, problems: List[str]) -> Optional[ModelEntry]:
-    if not isinstance(entry, dict) or "model" not in entry:
-        problems.append(f"models[{i}]: give a mapping with at least model: PATH")
-        return None
-    model = (base / str(entry["model"])).resolve()
-    name = str(entry.get("name") or model.stem)
-    calibration = (base / str(entry["calibration"])).resolve() if entry.get("calibration") else None
+class MatrixBoardSpec(ConfigSection):
+    """boards[i]: exactly one of qemu / labgrid / serial, and the options passed on to `edgekit run`."""
+
+    qemu: Optional[str] = None
+    labgrid: Optional[str] = None
+    serial: Optional[str] = None
+    name: Optional[str] = None
+    instances: PositiveInt = 1
+    coordinator: Optional[str] = None
+    lock_timeout: Optional[PositiveFloat] = None
+    profile: Optional[str] = None
+    flash: bool = False
+
+
+class MatrixFile(ConfigSection):
+    """The whole MATRIX.yaml (see the module docstring)."""
+
+    models: List[MatrixModelSpec] = Field(min_length=1)
+    boards: List[MatrixBoardSpec] = Field(min_length=1)
+    iterations: PositiveInt = 5
+    inputs: PositiveInt = 4
+    parallel: PositiveInt = 1
+    timeout: PositiveFloat = 60.0
+
+
+def default_board_name(address: str) -> str:
+    """A column name from an address: /dev/ttyACM0 -> dev_ttyACM0 (the name rule wants a letter or digit first)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", address).strip("._-")[:64] or "board"
+
+
+def _model(spec: MatrixModelSpec, i: int, base: Path, problems: Problems) -> ModelEntry:
+    model = (base / spec.model).resolve()
+    name = spec.name or model.stem
+    calibration = (base / spec.calibration).resolve() if spec.calibration else None
+    loc = ("models", i)
     if not NAME.match(name):
-        problems.append(f"models[{i}]: name {name!r} (letters, digits, . _ - only)")
+        problems.add(loc + ("name",), f"name {name!r} (letters, digits, . _ - only)")
     if not model.exists():
-        problems.append(f"models[{i}] {name}: {model} does not exist")
+        problems.add(loc + ("model",), f"{name}: {model} does not exist")
     elif calibration is None and model.suffix.lower() != ".tflite":
-        problems.append(f"models[{i}] {name}: {model.name} is not an int8 .tflite; add calibration: DATA to quantize it")
+        problems.add(loc + ("model",), f"{name}: {model.name} is not an int8 .tflite; add calibration: DATA to quantize it")
     if calibration is not None and not calibration.exists():
-        problems.append(f"models[{i}] {name}: calibration {calibration} does not exist")
-    unknown = set(entry) - {"name", "model", "calibration"}
-    if unknown:
-        problems.append(f"models[{i}] {name}: unknown keys {', '.join(sorted(unknown))} (name, model, calibration)")
+        problems.add(loc + ("calibration",), f"{name}: calibration {calibration} does not exist")
     return ModelEntry(name, model, calibration)
 
 
-def _board(entry: Any, i: int, problems: List[str]) -> Optional[BoardEntry]:
-    kinds = [k for k in BOARD_KINDS if isinstance(entry, dict) and k in entry]
+def _board(spec: MatrixBoardSpec, i: int, problems: Problems) -> Optional[BoardEntry]:
+    loc = ("boards", i)
+    kinds = [k for k in BOARD_KINDS if getattr(spec, k) is not None]
     if len(kinds) != 1:
-        problems.append(f"boards[{i}]: give exactly one of {', '.join(k + ': ...' for k in BOARD_KINDS)}")
+        problems.add(loc, f"give exactly one of {', '.join(k + ': ...' for k in BOARD_KINDS)}")
         return None
     kind = kinds[0]
-    address = str(entry[kind])
-    instances = _positive_int(entry, "instances", 1, problems)
-    if instances > 1 and kind != "qemu":
-        problems.append(f"boards[{i}] {address}: instances > 1 only for qemu boards (a real board runs one thing)")
-    options: BoardOptions = {k: entry[k] for k in BoardOptions.__annotations__ if k in entry}  # type: ignore[misc]
-    unknown = set(entry) - {kind, "name", "instances", *options}
-    if unknown:
-        problems.append(f"boards[{i}] {address}: unknown keys {', '.join(sorted(unknown))}")
+    address = getattr(spec, kind)
+    if spec.instances > 1 and kind != "qemu":
+        problems.add(loc + ("instances",), f"{address}: instances > 1 only for qemu boards (a real board runs one thing)")
+    given = spec.model_dump(exclude_unset=True)
+    options: BoardOptions = {k: given[k] for k in BoardOptions.__annotations__ if k in given}  # type: ignore[misc]
     if kind == "qemu":
         from edgekit.firmware.boards import qemu_board_names
 
         if address not in qemu_board_names():
-            problems.append(f"boards[{i}]: qemu: {address!r} is not a QEMU board ({', '.join(qemu_board_names())})")
-    name = str(entry.get("name") or address.replace("/", "_"))
+            problems.add(loc + ("qemu",), f"qemu: {address!r} is not a QEMU board ({', '.join(qemu_board_names())})")
+    name = spec.name or default_board_name(address)
     if not NAME.match(name):
-        problems.append(f"boards[{i}]: name {name!r} (letters, digits, . _ - only; set name:)")
-    return BoardEntry(name, kind, address, instances, options)
+        problems.add(loc + ("name",), f"name {name!r} (letters, digits, . _ - only; set name:)")
+    return BoardEntry(name, kind, address, spec.instances, options)
+
+
+def _valid_items(schema, items) -> list:
+    """(index, spec) of the list items that are valid by themselves (their problems are reported by the schema)."""
+    from pydantic import ValidationError
+
+    found = []
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        try:
+            found.append((i, schema.model_validate(item)))
+        except ValidationError:
+            pass
+    return found
 
 
 def load_matrix(path: Path) -> Matrix:
-    import yaml
-
+    """MATRIX.yaml checked against ``MatrixFile``; every problem (schema, missing files, names) with file:line."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"matrix file {path} does not exist", fix="write a MATRIX.yaml (see `edgekit lab --help`)")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: the matrix must be a mapping with models: and boards:")
-    problems: List[str] = []
-    base = path.parent
-    models = [m for i, e in enumerate(data.get("models") or []) if (m := _model(e, i, base, problems))]
-    boards = [b for i, e in enumerate(data.get("boards") or []) if (b := _board(e, i, problems))]
-    if not data.get("models"):
-        problems.append("models: none given")
-    if not data.get("boards"):
-        problems.append("boards: none given")
-    for what, names in (("model", [m.name for m in models]), ("board", [b.name for b in boards])):
+    doc = load_yaml(path, "matrix file")
+    problems = Problems(doc, "matrix file")
+    spec = validate(MatrixFile, doc, problems)
+    data = doc.data if isinstance(doc.data, dict) else {}
+    # the checks past the schema run on every entry that is valid by itself, so all problems come in one message
+    model_specs = list(enumerate(spec.models)) if spec else _valid_items(MatrixModelSpec, data.get("models"))
+    board_specs = list(enumerate(spec.boards)) if spec else _valid_items(MatrixBoardSpec, data.get("boards"))
+    models = [_model(m, i, path.parent, problems) for i, m in model_specs]
+    boards = [b for i, e in board_specs if (b := _board(e, i, problems))]
+    for what, key, names in (("model", "models", [m.name for m in models]), ("board", "boards", [b.name for b in boards])):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            problems.append(f"{what} names used twice: {', '.join(duplicates)} (set name: to tell them apart)")
-    unknown = set(data) - {"models", "boards", "iterations", "inputs", "parallel", "timeout"}
-    if unknown:
-        problems.append(f"unknown keys {', '.join(sorted(unknown))} (models, boards, iterations, inputs, parallel, timeout)")
-    matrix = Matrix(models, boards, iterations=_positive_int(data, "iterations", 5, problems),
-                    inputs=_positive_int(data, "inputs", 4, problems),
-                    parallel=_positive_int(data, "parallel", 1, problems),
-                    timeout_s=float(data.get("timeout", 60.0)), source=path)
-    if problems:
-        raise UserError(f"{path}: " + "; ".join(problems), fix="correct the matrix file")
-    return matrix
+            problems.add((key,), f"{what} names used twice: {', '.join(duplicates)} (set name: to tell them apart)")
+    problems.raise_if_any(fix="correct the matrix file (README.md: A models x boards matrix)")
+    assert spec is not None
+    return Matrix(models, boards, iterations=spec.iterations, inputs=spec.inputs, parallel=spec.parallel,
+                  timeout_s=spec.timeout, source=path)

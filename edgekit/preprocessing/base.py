@@ -76,6 +76,12 @@ class Preprocessor:
             raise ImageReadError(path, exc.message) from exc
         except self.read_errors as exc:
             raise ImageReadError(path, f"{type(exc).__name__}: {exc}") from exc
+        except Exception as exc:
+            from PIL import Image
+
+            if isinstance(exc, Image.DecompressionBombError):  # not an OSError: Pillow refuses huge images
+                raise ImageReadError(path, f"the image is too large to decode safely ({exc}); resize it first") from exc
+            raise
 
     def run_many(self, paths: Sequence[Path]) -> List[Result]:
         """Tensors for many files; a file that fails gives its ImageReadError in its place."""

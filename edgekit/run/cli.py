@@ -57,6 +57,8 @@ def register(subparsers) -> Dict[str, Callable]:
                    help="time the whole input pipeline (decode, preprocess, inference, post-process) per phase on the "
                         "device: the budget table (edgekit.run.pipeline); --inputs are the files as the app receives them")
     r.add_argument("-o", "--outdir", type=Path, default=Path("out/run"), help="output folder (default out/run)")
+    r.add_argument("--allow-mismatch", action="store_true",
+                   help="exit 0 even when the device's outputs are not bit-exact with the reference (default: exit 1)")
     h = r.add_argument_group("MLPerf Tiny harness (firmware built with --harness mlperf-tiny; qemu:BOARD or serial:PORT)")
     h.add_argument("--harness", choices=("mlperf-tiny",), help="drive the device as the MLPerf Tiny runner does")
     h.add_argument("--mode", choices=("performance", "accuracy"), default="performance",
@@ -235,7 +237,20 @@ def cmd_run(args) -> int:
 
     say(f"wrote {args.outdir}/run.json, report.md" + (", plots" if report.plots else "")
         + " (methods and sources of every figure)")
-    return 0
+    return mismatch_exit_code(report, args)
+
+
+def mismatch_exit_code(report: RunReport, args) -> int:
+    """1 when the device's outputs are NOT bit-exact with the reference (the run.json is written either way),
+    unless --allow-mismatch; else 0."""
+    exact = report.work.outputs_bit_exact
+    if exact is None or exact.value is not False or getattr(args, "allow_mismatch", False):
+        return 0
+    print(f"edgekit run: error: the device's outputs are NOT bit-exact with {exact.reference or 'the reference'} "
+          f"({exact.differing_elements} of {exact.total_elements} elements differ)\n"
+          "Fix: this is a wrong result on the device (see run.json outputs_bit_exact); pass --allow-mismatch to "
+          "exit 0 anyway (e.g. a runtime known to round differently)", file=sys.stderr)
+    return 1
 
 
 def warn_if_changed(artifact: Path, command: str) -> None:

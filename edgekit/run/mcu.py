@@ -99,6 +99,17 @@ def _read_info(project: Optional[Path]) -> Optional[FirmwareInfo]:
                                 fix="regenerate the project with edgekit firmware") from exc
 
 
+def refuse_harness_firmware(firmware: "Firmware", artifact: object) -> None:
+    """A firmware built as an MLPerf Tiny device under test (firmware.json app.harness) speaks the runner's
+    protocol, not edgekit's: say so at once instead of waiting for a HELLO that never comes."""
+    app = firmware.info.app if firmware.info is not None else None
+    if app is not None and app.get("harness"):
+        raise UserError(f"{artifact} is {app['harness']} harness firmware ({app.get('model_id', '?')}): it answers the "
+                        "MLPerf Tiny runner's commands, not edgekit's protocol",
+                        fix="add --harness mlperf-tiny (and --mode performance|accuracy), or build the firmware "
+                            "without --harness for a plain `edgekit run`")
+
+
 def resolve_firmware(artifact: Path, board_name: str) -> Firmware:
     """A .tflite, a project folder or an ELF -> the ELF to run, the model it embeds and its firmware.json."""
     artifact = Path(artifact)
@@ -342,6 +353,7 @@ class McuRunner(Runner):
         board = self.board(request)
         firmware = resolve_firmware(Path(request.artifact), board.name)
         try:
+            refuse_harness_firmware(firmware, request.artifact)
             return self._run(board, firmware, request)
         finally:
             firmware.close()

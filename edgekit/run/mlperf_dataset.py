@@ -220,6 +220,12 @@ def generate_dataset(model: bytes, task_name: str, outdir: Path, *, inputs: Opti
     scale, zp = (din["quantization"][0] or 1.0), int(din["quantization"][1])
     oscale, ozp = (dout["quantization"][0] or 1.0), int(dout["quantization"][1])
     shape = list(din["shape"])
+    from edgekit.firmware.mlperf import task_model_problems
+
+    problems = task_model_problems(task, int(np.prod(shape)), int(np.prod(dout["shape"])))
+    if problems:
+        raise UserError(f"the model cannot make a {task.model_id} dataset: {problems[0]}",
+                        fix="pass the MLPerf Tiny model of the task, or the --task the model is for")
     rng = np.random.default_rng(seed)
     samples = _from_array(task, inputs, shape, scale, zp) if inputs is not None else \
         _synthetic(task, shape, count, rng, frames)

@@ -26,14 +26,16 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Any, Dict, List, Literal, Optional, Sequence, Union
 
 import numpy as np
+from pydantic import PositiveInt
 from typing_extensions import TypedDict
 
 from edgekit import schemas
 from edgekit.console import say
 from edgekit.errors import DeviceError, UserError
+from edgekit.userconfig import ConfigSection, Problems, load_yaml, validate
 from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.profiles import Profile
 from edgekit.report import json_safe
@@ -64,22 +66,94 @@ ANDROID_SAMPLE_INTERVAL_S = 0.02
 MCU_KINDS = ("qemu", "serial")
 
 
+class DecodeSection(ConfigSection):
+    """decode: how frames arrive (encoded images, or raw sensor frames of a stated size)."""
+
+    format: Literal["auto", "jpeg", "png", "rgb565", "rgb888", "gray8"] = "auto"
+    width: Optional[PositiveInt] = None
+    height: Optional[PositiveInt] = None
+    library: Literal["pillow", "opencv"] = "pillow"
+
+
+class PreprocessSection(ConfigSection):
+    """preprocess: the spec (a preprocess.json path or an inline mapping) and its implementation."""
+
+    spec: Union[str, Dict[str, Any]]
+    implementation: Optional[Literal["pillow", "opencv", "c"]] = None
+
+
+class InferenceSection(ConfigSection):
+    runtime: str = "auto"
+
+
+class PostprocessSection(ConfigSection):
+    """postprocess: built-in steps (a list), or the user's own module:function."""
+
+    steps: Optional[List[Literal["dequantize", "softmax", "topk"]]] = None
+    top_k: PositiveInt = 5
+    function: Optional[str] = None
+    python_path: Optional[str] = None
+
+
+class PipelineFile(ConfigSection):
+    """The whole PIPELINE.yaml: one section per phase."""
+
+    decode: Optional[DecodeSection] = None
+    preprocess: Optional[PreprocessSection] = None
+    inference: Optional[InferenceSection] = None
+    postprocess: Optional[PostprocessSection] = None
+
+
+def _check_user_function(function: str, python_path: Optional[str], doc, device_kind: str) -> None:
+    """A post-processing module that is not there is the pipeline file's problem, found before any device work: in
+    python_path (shipped to the device) when given, else importable here for host/macos runs."""
+    import importlib.util
+
+    module = function.partition(":")[0]
+    where = doc.where(("postprocess", "function"))
+    if python_path is not None:
+        folder = Path(python_path)
+        candidates = [folder / (module.replace(".", "/") + ".py"), folder / module.replace(".", "/") / "__init__.py"]
+        if not folder.is_dir():
+            raise UserError(f"{doc.where(('postprocess', 'python_path'))}: postprocess.python_path {folder} is not a folder",
+                            fix="point python_path at the folder holding the module")
+        if not any(c.is_file() for c in candidates):
+            raise UserError(f"{where}: postprocess.function: module {module!r} is not in python_path {folder} "
+                            f"(no {candidates[0].name} or {module}/__init__.py)",
+                            fix="correct the module name or python_path in the pipeline file")
+        return
+    if device_kind in ("host", "macos"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise UserError(f"{where}: postprocess.function: module {module!r} cannot be imported",
+                            fix="add python_path: DIR (the folder holding the module) to postprocess in the pipeline file")
+
+
+def _phase_of(problem: str) -> tuple:
+    """The section a check's message is about (its line is reported): decode, preprocess or postprocess."""
+    for phase, starts in (("decode", ("decode",)), ("preprocess", ("preprocess", "the pipeline's spec", "antialias", "cannot read preprocessing spec")),
+                          ("postprocess", ("post-processing", "unknown post-processing"))):
+        if problem.startswith(starts):
+            return (phase,)
+    return ()
+
+
 def load_pipeline(path: Path, device_kind: str = "host") -> Pipeline:
     """Read and validate a pipeline file for a kind of device; every problem in one UserError listing the valid
-    choices. Microcontrollers take raw frames, the generated C preprocessing and a top-k post-process."""
-    import yaml
-
+    choices, each with file:line. Microcontrollers take raw frames, the generated C preprocessing and a top-k
+    post-process. The file is checked against ``PipelineFile`` first (types, values, unknown keys)."""
     from edgekit.preprocessing.spec import PreprocessSpec
 
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise UserError(f"cannot read pipeline file {path}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise UserError(f"pipeline file {path} is not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise UserError(f"pipeline file {path} must be a mapping of phases ({', '.join(PHASES)})")
+    doc = load_yaml(path, "pipeline file")
+    schema_problems = Problems(doc, "pipeline file")
+    parsed = validate(PipelineFile, doc, schema_problems)
+    schema_problems.raise_if_any(fix="see the pipeline section of README.md for the phases and their options")
+    assert parsed is not None
+    data = {k: v.model_dump(exclude_unset=True) for k, v in parsed if v is not None}
     problems: List[str] = []
     unknown = [k for k in data if k not in PHASES]
     if unknown:
@@ -135,12 +209,14 @@ def load_pipeline(path: Path, device_kind: str = "host") -> Pipeline:
     if post.get("function") and (":" not in str(post["function"])):
         problems.append(f"post-processing function {post['function']!r} must be module:function")
     inference = dict(data.get("inference") or {})
-    if problems:
-        raise UserError(f"invalid pipeline file {path}:\n" + "\n".join(f"  - {p}" for p in problems),
-                        fix="see the pipeline section of README.md for the phases and their options")
+    for problem in problems:  # each at the line of the phase it is about
+        schema_problems.add(_phase_of(problem), problem)
+    schema_problems.raise_if_any(fix="see the pipeline section of README.md for the phases and their options")
     python_path = post.get("python_path")
     if python_path:
         python_path = str((path.parent / python_path).resolve()) if not Path(python_path).is_absolute() else python_path
+    if post.get("function"):
+        _check_user_function(post["function"], python_path, doc, device_kind)
     return Pipeline(
         decode=Decode(format=fmt, library=library, width=decode.get("width"), height=decode.get("height")),
         preprocess=Preprocess(implementation=impl, spec=spec.to_dict() | {"antialias": spec.antialias,
@@ -392,6 +468,9 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Pipeline, fram
     if not lines:
         raise DeviceError("the pipeline runner printed no result", fix="run with -v to see the runner's output")
     out: RunnerOutput = json.loads(lines[-1])
+    if "error" in out and out.get("user_code"):
+        raise UserError(out["error"], fix="check postprocess: function: module:function and python_path: DIR (the "
+                                          "folder holding the module) in the pipeline file")
     if "error" in out:
         raise DeviceError(f"the pipeline failed on the device: {out['error']}")
     if c_library is not None:
@@ -576,6 +655,12 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
 
     if args.inputs is None:
         raise UserError("--pipeline needs --inputs: the files as the app receives them (JPEG/PNG or raw frames)")
+    if target.kind == "macos" and sys.platform != "darwin":  # never measure this machine and label it the Mac
+        from edgekit.errors import DeviceNotFoundError
+
+        raise DeviceNotFoundError(
+            f"--device macos runs on this machine, which is {sys.platform}, not macOS: its figures would be this "
+            "machine's, labelled as a Mac's", fix="run edgekit on the Mac itself, or reach it with --device ssh://USER@MAC")
     if not args.artifact.exists():
         raise UserError(f"model {args.artifact} does not exist")
     pipeline = load_pipeline(args.pipeline, target.kind)

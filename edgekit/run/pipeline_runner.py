@@ -332,6 +332,10 @@ def digest(array) -> str:
 
 
 # --- the loop -------------------------------------------------------------------------------------
+class UserCodeFailure(Exception):
+    """The pipeline file's post-processing function cannot be imported (a user error, not a device failure)."""
+
+
 def run(cfg: dict, args) -> dict:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import remote_runner as rr
@@ -341,7 +345,11 @@ def run(cfg: dict, args) -> dict:
         module, _, attr = post["function"].partition(":")
         for folder in post.get("python_path", []):
             sys.path.insert(0, folder)
-        post["_callable"] = getattr(importlib.import_module(module), attr)
+        try:
+            post["_callable"] = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:  # the user's code, not the device: reported as such
+            raise UserCodeFailure(f"post-processing function {post['function']!r} cannot be loaded: "
+                                  f"{type(exc).__name__}: {exc}") from None
     session_args = argparse.Namespace(model=args.model, runtime=cfg["inference"]["runtime"], threads=args.threads,
                                       resolver="default", arena_bytes=None, num_outputs=1, compute_units="all")
     try:
@@ -443,6 +451,9 @@ def main(argv=None) -> int:
         cfg = json.load(handle)
     try:
         out = run(cfg, args)
+    except UserCodeFailure as exc:
+        print(PREFIX + json.dumps({"error": str(exc), "user_code": True}), flush=True)
+        return 3
     except PipelineFailure as exc:
         print(PREFIX + json.dumps({"error": str(exc)}), flush=True)
         return 3

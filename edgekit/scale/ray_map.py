@@ -16,6 +16,7 @@ import numpy as np
 from typing_extensions import TypedDict
 
 from edgekit.scale.ray_parity import RaySettings, _ray, connect
+from edgekit.scale.ray_start import session_dir, shutdown_local_ray
 
 
 class ChunkActor:
@@ -34,11 +35,12 @@ def ray_session(settings: RaySettings) -> Iterator[Any]:
     """Ray joined or started for the block (shut down afterwards only when this block started it)."""
     ray = _ray()
     started = connect(settings)
+    session = session_dir(ray) if started and settings.address is None else None
     try:
         yield ray
     finally:
         if started:
-            ray.shutdown()
+            shutdown_local_ray(ray, session)
 
 
 @dataclass

@@ -26,7 +26,7 @@ from edgekit.parity.output_kind import detect_kind, overrides_for
 from edgekit.parity.result import Accuracy, OutputMetrics, ParityReport
 from edgekit.parity.streaming import TOP_K, ParitySums
 from edgekit.parity.tolerance import Tolerance
-from edgekit.scale.ray_start import start_local_ray
+from edgekit.scale.ray_start import session_dir, shutdown_local_ray, start_local_ray
 from edgekit.scale.sources import Decoding, ScaleSource, read_chunk
 
 log = logging.getLogger(__name__)
@@ -74,8 +74,9 @@ def connect(settings: RaySettings) -> bool:
 
 
 def check_reachable(address: str) -> None:
-    """A TCP connect to host:port of ``ray://host:port`` / ``host:port`` within CONNECT_TIMEOUT_S
-    (``auto`` is left to Ray, which fails at once when no local cluster is running)."""
+    """Within CONNECT_TIMEOUT_S, host:port of ``ray://host:port`` / ``host:port`` must accept a TCP connection AND
+    answer as a gRPC server (HTTP/2: its first frame is SETTINGS), so an address that accepts the connection but
+    never answers fails in seconds too (``auto`` is left to Ray, which fails at once when no local cluster runs)."""
     if address == "auto":
         return
     hostport = address.split("://", 1)[-1]
@@ -83,11 +84,47 @@ def check_reachable(address: str) -> None:
     if not host or not port.isdigit():
         raise UserError(f"Ray address {address!r} is not host:port, ray://host:port or auto",
                         fix="pass e.g. --ray-address ray://head-node:10001, --ray-address auto, or --ray for a local Ray")
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
     try:
-        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S):
-            pass
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S) as sock:
+            why = _grpc_answer_problem(sock, deadline)
     except OSError as exc:
         raise _unreachable(address, exc.strerror or str(exc)) from exc
+    if why:
+        raise _unreachable(address, why)
+
+
+# HTTP/2 client connection preface + an empty SETTINGS frame (RFC 9113 3.4); a gRPC server answers with SETTINGS
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_H2_SETTINGS = 4
+
+
+def _grpc_answer_problem(sock: socket.socket, deadline: float) -> Optional[str]:
+    """None when the peer answers the HTTP/2 preface with a SETTINGS frame before ``deadline``; else what went wrong."""
+    closed = "it accepts the connection and closes it without an answer (not a Ray head/client port)"
+    try:
+        sock.sendall(_H2_PREFACE)
+    except (BrokenPipeError, ConnectionResetError):  # closed before (or while) we spoke: same as closing unanswered
+        return closed
+    header = b""
+    while len(header) < 9:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return (f"it accepts the connection but sent no answer within {CONNECT_TIMEOUT_S:.0f} s "
+                    "(not a Ray head/client port, or the cluster is hung)")
+        sock.settimeout(remaining)
+        try:
+            chunk = sock.recv(9 - len(header))
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            return closed
+        if not chunk:
+            return closed
+        header += chunk
+    if header[3] != _H2_SETTINGS:
+        return f"it answers, but not as a Ray (gRPC) server does (first bytes {header[:9]!r})"
+    return None
 
 
 def _unreachable(address: str, why: str) -> UserError:
@@ -144,6 +181,7 @@ def ray_parity(
     overrides_for(cand_runner.output_names(), tolerance.output_kinds)  # an unknown name fails before Ray starts
     ray = _ray()
     started = connect(settings)
+    session = session_dir(ray) if started and settings.address is None else None
     t0 = time.perf_counter()
     try:
         import ray.data
@@ -172,7 +210,7 @@ def ray_parity(
         resources = ray.cluster_resources()
     finally:
         if started:
-            ray.shutdown()
+            shutdown_local_ray(ray, session)
     wall = time.perf_counter() - t0
     report = report_from_sums(ref_runner, cand_runner, total, tolerance)
     return report.with_data({

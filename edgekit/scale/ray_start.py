@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, Callable, List, Set
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable, List, Optional, Set
 
 import psutil
 
@@ -61,3 +64,28 @@ def start_local_ray(ray: Any, num_cpus: int, attempts: int = START_ATTEMPTS,
                             fix="the machine may be overloaded or out of memory/disk (/tmp/ray): retry when it is "
                                 "quieter, stop stray Ray processes (`ray stop`), or join a running cluster with "
                                 "--ray-address") from exc
+
+
+def session_dir(ray: Any) -> Optional[Path]:
+    """The session folder (``<ray temp>/session_<time>_<pid>``) of the Ray this process started, if known."""
+    try:
+        from ray._private import worker
+
+        node = worker._global_node
+        return Path(node.get_session_dir_path()) if node is not None else None
+    except Exception:  # noqa: BLE001 - a private API: without it the folder is only not removed
+        return None
+
+
+def shutdown_local_ray(ray: Any, session: Optional[Path]) -> None:
+    """``ray.shutdown()`` of a Ray this run started, then remove its session folder (logs, sockets, spilled
+    objects: Ray keeps it in the temp dir after a shutdown) and the ``session_latest`` link if it points there."""
+    ray.shutdown()
+    if session is None or not session.name.startswith("session_"):
+        return
+    shutil.rmtree(session, ignore_errors=True)
+    latest = session.parent / "session_latest"
+    with contextlib.suppress(OSError):
+        if latest.is_symlink() and Path(os.path.realpath(latest)) == Path(os.path.realpath(session)):
+            latest.unlink()
+    log.debug("removed the Ray session folder %s", session)

@@ -31,7 +31,8 @@ colour: blue
         load_matrix(path)
     message = info.value.message
     for part in ("missing.tflite does not exist", "is not an int8 .tflite; add calibration", "'mps9-nothing' is not a QEMU board",
-                 "instances > 1 only for qemu", "iterations: 0", "model names used twice: ad", "unknown keys colour"):
+                 "instances > 1 only for qemu", "iterations: input should be greater than 0 (got 0)",
+                 "model names used twice: ad", "colour: unknown key", f"{path}:10: colour"):
         assert part in message, (part, message)
 
 

@@ -133,9 +133,10 @@ def test_unknown_phase_and_implementation_are_refused_with_the_valid_ones(cli, t
                           postprocess={"steps": ["argmax"]})
     assert cli("run", IC_INT8, "--device", "host", "--pipeline", pipe, "--inputs", PHOTOS, "-o", tmp_path / "out") != 0
     err = capsys.readouterr().err
-    assert "unknown phase(s) ['camera']; valid phases: decode, preprocess, inference, postprocess" in err
-    assert "implementation 'skimage' is not one of pillow, opencv, c (c: the integer C generated from the spec)" in err
-    assert "unknown post-processing step(s) ['argmax']; valid steps: dequantize, softmax, topk" in err
+    assert ": camera: unknown key 'camera'; valid keys: decode, preprocess, inference, postprocess" in err
+    assert "preprocess.implementation: input should be 'pillow', 'opencv' or 'c' (got 'skimage')" in err
+    assert "postprocess.steps[0]: input should be 'dequantize', 'softmax' or 'topk' (got 'argmax')" in err
+    assert f"{pipe}:" in err  # every problem with file:line
     assert not (tmp_path / "out").exists()
 
 
