@@ -101,6 +101,9 @@ def kernel_files(kernels_dir: Path = KERNELS_DIR) -> Dict[str, Tuple[str, ...]]:
 # MicroMutableOpResolver methods (tensorflow/lite/micro/micro_mutable_op_resolver.h): builtin -> Add* name.
 TFLM_RESOLVER_METHODS: Dict[str, str] = {
     "ABS": "AddAbs", "ADD": "AddAdd", "ADD_N": "AddAddN", "ARG_MAX": "AddArgMax", "ARG_MIN": "AddArgMin",
+    "ASSIGN_VARIABLE": "AddAssignVariable", "BROADCAST_ARGS": "AddBroadcastArgs", "CALL_ONCE": "AddCallOnce",
+    "READ_VARIABLE": "AddReadVariable", "SLICE": "AddSlice",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "AddUnidirectionalSequenceLSTM", "VAR_HANDLE": "AddVarHandle", "WHILE": "AddWhile",
     "AVERAGE_POOL_2D": "AddAveragePool2D", "BATCH_MATMUL": "AddBatchMatMul", "BATCH_TO_SPACE_ND": "AddBatchToSpaceNd",
     "BROADCAST_TO": "AddBroadcastTo", "CAST": "AddCast", "CEIL": "AddCeil", "CONCATENATION": "AddConcatenation",
     "CONV_2D": "AddConv2D", "COS": "AddCos", "CUMSUM": "AddCumSum", "DEPTH_TO_SPACE": "AddDepthToSpace",
@@ -125,11 +128,23 @@ TFLM_RESOLVER_METHODS: Dict[str, str] = {
 }
 
 
+def _rewrite_hint(op: Op) -> str:
+    """The nearest supported rewrite (edgekit.firmware.rewrites), and TFLM as the escape hatch where it runs the op."""
+    from edgekit.firmware.rewrites import rewrite_for
+
+    hint = rewrite_for(op.name, op.custom_code)
+    text = f"; nearest supported rewrite: {hint}" if hint else ""
+    if op.name in TFLM_RESOLVER_METHODS:
+        text += "; or build with --runtime tflm, whose resolver has it"
+    return text
+
+
 def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) -> Tuple[bool, str]:
     if op.name == "CUSTOM":
-        return False, f"custom operator '{op.custom_code}': the edgekit runtime runs TFLite builtins only"
+        return False, (f"custom operator '{op.custom_code}': the edgekit runtime runs TFLite builtins only"
+                       + _rewrite_hint(op))
     if op.name not in EDGEKIT_OPS:
-        return False, "the edgekit int8 runtime has no kernel for this operator"
+        return False, "the edgekit int8 runtime has no kernel for this operator" + _rewrite_hint(op)
     if op.name not in kernels:
         return False, f"no kernel file defines ek_kernel for {op.name} in {KERNELS_DIR} (incomplete checkout or install)"
     problems = []
