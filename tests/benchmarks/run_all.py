@@ -37,6 +37,7 @@ BENCHMARKS = (
     "bench_optimized_kernels",
     "bench_ray_parity",
     "bench_lab_matrix",
+    "bench_model_zoo",
 )
 
 
