@@ -41,9 +41,9 @@ class ZooModel:
 # Input ranges: MediaPipe's ImageToTensorCalculator output_tensor_float_range of each model's graph.
 MODELS: Tuple[ZooModel, ...] = (
     ZooModel("mediapipe", "hand_landmark_lite.tflite", 0.0, 1.0),
-    ZooModel("mediapipe", "face_detection_short_range.tflite", -1.0, 1.0, needs=("RELU",)),
+    ZooModel("mediapipe", "face_detection_short_range.tflite", -1.0, 1.0),  # its RELUs fuse into ADD
     ZooModel("mediapipe", "face_landmark.tflite", 0.0, 1.0, needs=("PRELU",)),
-    ZooModel("mediapipe", "hand_recrop.tflite", 0.0, 1.0, needs=("PRELU", "STRIDED_SLICE")),
+    ZooModel("mediapipe", "hand_recrop.tflite", 0.0, 1.0, needs=("PRELU", "SLICE")),
 )
 
 
@@ -54,7 +54,7 @@ class ZooResult:
     model: ZooModel
     ops: Dict[str, int]
     folded: Dict[str, int] = field(default_factory=dict)
-    missing_ops: List[str] = field(default_factory=list)
+    missing_ops: List[str] = field(default_factory=list)   # of the int8 model once quantized (else the float one)
     error: str = ""
     int8_bytes: int = 0
     ram_bytes: int = 0            # arena + runtime state (firmware.json)
@@ -127,9 +127,10 @@ def run_model(model: ZooModel, workdir: Path, *, calib_count: int = 8, samples: 
     result.parity = {o.name: float(o.cosine) for o in quantized.parity.outputs}
     int8 = workdir / "quantize" / quantized.main_file
     result.int8_bytes = int8.stat().st_size
+    result.missing_ops = missing_ops(int8.read_bytes())  # what the int8 model really needs (RELU may have fused)
     fw = workdir / "firmware"
     if cli(["firmware", str(int8), "--board", BOARD, "--build", "-o", str(fw)]) != 0:
-        result.error = "edgekit firmware refused the int8 model (ops: " + ", ".join(missing_ops(int8.read_bytes())) + ")"
+        result.error = f"edgekit firmware refused the int8 model (ops it lacks: {', '.join(result.missing_ops) or 'none'})"
         return result
     info = json.loads((fw / "firmware.json").read_text())
     result.arena_bytes, result.state_bytes = int(info["arena_bytes"]), int(info["state_bytes"])
