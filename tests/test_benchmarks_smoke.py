@@ -17,6 +17,8 @@ EXPECTED_OUTPUT = {
                          "metrics identical across worker counts (floats within 1e-9 relative): True"),
     "bench_lab_matrix": ("1 parallel place(s): run", "2 parallel place(s): run", "speed-up 1 -> 2 parallel places",
                          "same instructions and bit-exactness per cell with 1 and 2 parallel places: True"),
+    "bench_model_zoo": ("folded before calibration: {'DEQUANTIZE'", "bit-exact vs LiteRT BUILTIN_REF: True",
+                        "smallest working arena", "instructions per inference:", "hand_landmark_lite:"),
 }
 
 
