@@ -4,6 +4,7 @@ calibration download only happens for its own int8 output, which we do not ask f
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 from pathlib import Path
 from typing import Optional, Tuple
@@ -11,7 +12,7 @@ from typing import Optional, Tuple
 from edgekit.errors import ConversionError, InvalidModelError, ToolMissingError, UnsupportedOpError, first_line
 from edgekit.quiet import captured_output
 from edgekit.support import OpSupport, SupportReport
-from edgekit.tool_messages import ONNX2TF, summarize, translate, wrap
+from edgekit.tool_messages import ONNX2TF, clean_lines, strip_ansi, summarize, translate, wrap
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,11 @@ def float_tflite_from_onnx(path: Path, input_shape: Optional[Tuple[int, ...]] = 
     from edgekit.converters.onnx.export import fix_input_shapes
 
     model = load_onnx(path)
-    inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    initializers = {t.name for t in model.graph.initializer}
+    # onnx2tf keeps the NCW/NCHW/NCDHW layout of the inputs named here and refuses any other rank (2-D inputs
+    # were refused: "only supports 3D/4D/5D input"); other inputs have no layout to keep
+    inputs = [i.name for i in model.graph.input
+              if i.name not in initializers and len(i.type.tensor_type.shape.dim) in (3, 4, 5)]
     note = fix_input_shapes(model, input_shape)
     try:
         import onnx2tf
@@ -56,7 +61,7 @@ def float_tflite_from_onnx(path: Path, input_shape: Optional[Tuple[int, ...]] = 
                 onnx2tf.convert(
                     input_onnx_file_path=str(source),
                     output_folder_path=work,
-                    keep_ncw_or_nchw_or_ncdhw_input_names=inputs,
+                    keep_ncw_or_nchw_or_ncdhw_input_names=inputs or None,
                     non_verbose=True,
                     disable_model_save=False,
                 )
@@ -71,6 +76,24 @@ def float_tflite_from_onnx(path: Path, input_shape: Optional[Tuple[int, ...]] = 
         return produced[0].read_bytes()
 
 
+# The advice onnx2tf prints after every failure, whatever its cause (it names -b/-ois, -kt/-kat, -onwdt): not evidence
+# of a dynamic dimension or a layout problem.
+_ONNX2TF_FOOTER = ("Read this and deal with it", "if the input OP has a dynamic dimension",
+                   "NHWC or an irregular channel arrangement", "NonMaxSuppression in the post-processing")
+
+
+def _has_dynamic_input(model) -> bool:
+    """Any graph input (not an initializer) with a dimension that is not a fixed positive number."""
+    initializers = {t.name for t in model.graph.initializer}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        for dim in value.type.tensor_type.shape.dim:
+            if not (dim.HasField("dim_value") and dim.dim_value > 0):
+                return True
+    return False
+
+
 def _conversion_failure(path: Path, model, output: list[str]) -> Exception:
     text = "\n".join(output)
     failing = []
@@ -83,8 +106,19 @@ def _conversion_failure(path: Path, model, output: list[str]) -> Exception:
             if node.op_type in {n.op_type for n in failing}:
                 report.ops.append(OpSupport(f"onnx::{node.op_type}", f"node '{node.name}'", False, "onnx2tf cannot convert it"))
         return UnsupportedOpError(report, target="TFLite")
-    known = translate(output, ONNX2TF)
+    specific = [line for line in output if not any(f in line for f in _ONNX2TF_FOOTER)]
+    known = translate(specific, ONNX2TF)
+    if known is ONNX2TF[0] and not _has_dynamic_input(model):
+        known = None  # the inputs are all fixed already
     if known is not None:
         return ConversionError(wrap(f"onnx2tf could not convert {path}: {known.problem}"), fix=known.fix)
-    return ConversionError(f"onnx2tf could not convert {path}; its last messages:\n{summarize(output)}",
+    node = re.search(r"onnx_op_name:\s*(\S+)", strip_ansi(text))
+    if node is not None:
+        errors = [line for line in clean_lines(output) if re.match(r"^[A-Za-z_.]*(Error|Exception): ", line)]
+        detail = f": {errors[-1][:200]}" if errors else ""
+        return ConversionError(
+            wrap(f"onnx2tf could not convert {path}: it failed on ONNX node '{node.group(1)}'{detail}"),
+            fix="quantize the ONNX model directly with --format onnx, or replace that node (e.g. simplify the "
+                "model with onnxsim) and try again; --verbose shows onnx2tf's log")
+    return ConversionError(f"onnx2tf could not convert {path}; its last messages:\n{summarize(specific or output)}",
                            fix="run with --verbose for the converter log, or quantize with --format onnx")
