@@ -5,7 +5,8 @@ inside the depthwise convolutions (SAME) or as separate PAD ops before VALID dep
 Blocks (depthwise k x k, stride s, then a 1x1 CONV_2D, BatchNorm folded, ReLU6 fused), input 112x112x24 int8:
 5x5 and 3x3 kernels, stride 1 and 2 (stride 2 on even sizes: SAME pads asymmetrically, 1 before and 2 after for
 5x5, 0 and 1 for 3x3), 24-256 channels, maps 112/56/28/14/7, one depth multiplier 2 layer. Built deterministically
-(seeded weights, no training, no download) as Keras models, quantized to full int8 with edgekit's own quantizer
+(seeded weights and trained-like BatchNorm statistics as tests/benchmarks/vww_model.py's `trained_like_batchnorm`:
+gammas over 3.5 decades, ~8 % dead filters; no training, no download) as Keras models, quantized to full int8 with edgekit's own quantizer
 (`edgekit.quantize.quantize`, the TFLiteConverter path) on seeded calibration data. The PAD form is derived from the
 quantized SAME model by editing the flatbuffer (`pad_form`): before every padded DEPTHWISE_CONV_2D a PAD op pads
 exactly what SAME pads (with the input's zero point: TFLite's PAD does), and the depthwise op becomes VALID. Same
@@ -31,6 +32,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+if str(REPO / "tests" / "benchmarks") not in sys.path:
+    sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
 import numpy as np  # noqa: E402
 
@@ -57,15 +60,20 @@ def build_keras(seed: int = SEED):
     inputs = keras.Input(shape=INPUT_SHAPE[1:], batch_size=1, name="input")
     x = inputs
     for kernel, stride, mult, filters in BLOCKS:
-        x = layers.DepthwiseConv2D(kernel, strides=stride, depth_multiplier=mult, padding="same")(x)
-        x = layers.ReLU(6.0)(x)
-        x = layers.Conv2D(filters, 1, padding="valid")(x)
-        x = layers.ReLU(6.0)(x)
+        x = layers.DepthwiseConv2D(kernel, strides=stride, depth_multiplier=mult, padding="same", use_bias=False)(x)
+        x = layers.ReLU(6.0)(layers.BatchNormalization()(x))
+        x = layers.Conv2D(filters, 1, padding="valid", use_bias=False)(x)
+        x = layers.ReLU(6.0)(layers.BatchNormalization()(x))
     model = keras.Model(inputs, x, name="hand_landmark_style")
+    from vww_model import trained_like_batchnorm
+
     rng = np.random.default_rng(seed)
     for layer in model.layers:
         weights = layer.get_weights()
         if not weights:
+            continue
+        if isinstance(layer, layers.BatchNormalization):
+            layer.set_weights([w.astype(np.float32) for w in trained_like_batchnorm(rng, weights[0].shape[0])])
             continue
         kernel = weights[0]
         fan_in = int(np.prod(kernel.shape[:2])) * (1 if isinstance(layer, layers.DepthwiseConv2D) else kernel.shape[-2])

@@ -283,7 +283,11 @@ static inline int32_t conv_requant(const conv_data *d, const ek_conv_channel *ch
   return ek_wrap_add(v, d->output_offset);
 }
 
-/* TFLite's reference loop nest (ConvPerChannel), with wrap-around int32 accumulation. */
+/* TFLite's reference loop nest (ConvPerChannel), with wrap-around int32 accumulation. Only for layers the blocked
+   path does not take (grouped, non-constant weights, huge windows): compiled for size (the firmware's code budget). */
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
 static void conv_reference(const conv_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
                            const ek_tensor *f, const int32_t *bias, ek_tensor *out, int32_t row0, int32_t row1) {
   const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
@@ -959,7 +963,8 @@ static void conv_block_expanded(const conv_data *d, const uint32_t *block, int32
   const int32_t records = d->records;
   const uint32_t *rec = conv_records(d);
 #if CONV_BLOCK_ASM
-  if (records > 0) {
+  if (records == 0) return; /* every channel constant */
+  {
     static void (*const first[4])(void) = {ek_conv_bx_first0, ek_conv_bx_first1, ek_conv_bx_first2,
                                            ek_conv_bx_first3};
     if (np <= 2) { /* one column at a time: 4 instructions per group and column instead of 11 for all four */
@@ -1251,12 +1256,10 @@ static ek_status conv_eval(ek_context *ctx, ek_op *op) {
   } else {
     conv_reference(d, ch, &op->params, in, f, bias_data, out, row0, row1);
   }
-  if (d->constants > 0) { /* after the rows: every path left these bytes to them (or wrote 0 + zp there) */
-    const int32_t ow = out->dims[2], per_batch = out->dims[1] * ow;
-    for (int32_t b = 0; b < in->dims[0]; ++b)
-      ek_conv_fill_constant((int8_t *)out->data + ((int64_t)b * per_batch + (int64_t)row0 * ow) * d->channels,
-                            (row1 - row0) * ow, d->channels, conv_constant_list(d), d->constants);
-  }
+  if (d->constants > 0) /* after the rows: every path left these bytes to them (or wrote 0 + zp there) */
+    ek_conv_fill_constant((int8_t *)out->data + (ptrdiff_t)row0 * out->dims[2] * d->channels, /* rows, batches */
+                          ((in->dims[0] - 1) * out->dims[1] + row1 - row0) * out->dims[2], d->channels,
+                          conv_constant_list(d), d->constants);
   return EK_OK;
 }
 

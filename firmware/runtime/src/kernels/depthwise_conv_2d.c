@@ -42,6 +42,13 @@ enum { DW_PATH_REFERENCE = 0, DW_PATH_BLOCKED = 1 };
 #else
 #define EK_DW_NOINLINE
 #endif
+/* The reference loop runs only for layers the blocked paths do not take (non-constant weights, huge maps): compiled
+   for size (the firmware's code budget). */
+#if defined(__GNUC__)
+#define EK_DW_COLD __attribute__((noinline, cold))
+#else
+#define EK_DW_COLD
+#endif
 
 typedef struct dw_data {
   int32_t pad_h, pad_w;
@@ -266,7 +273,7 @@ static inline int8_t dw_output(const dw_data *d, const ek_conv_channel *ch, int3
 }
 
 /* One output pixel, TFLite's loop (taps outside the image skipped, input offset added per tap). */
-static EK_DW_NOINLINE void dw_pixel_reference(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
+static EK_DW_COLD void dw_pixel_reference(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
                                               const ek_tensor *in, const ek_tensor *f, const int32_t *bias, int32_t b,
                                               int32_t oy, int32_t ox, int8_t *yp) {
   const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3];
@@ -1174,55 +1181,45 @@ static EK_DW_NOINLINE void dw_dot_mve(const dw_data *d, const ek_conv_channel *c
 }
 #endif
 
-static void dw_compute(ek_context *ctx, ek_op *op) {
+static ek_status dw_eval(ek_context *ctx, ek_op *op) {
   const dw_data *d = (const dw_data *)op->user_data;
   const ek_conv_channel *ch = dw_channels(op->user_data);
   const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias_t = ek_input(ctx, op, 2);
   ek_tensor *out = ek_output(ctx, op, 0);
   const ek_op_params *p = &op->params;
-  if (d->path == DW_PATH_BLOCKED) {
-    dw_geometry g;
-    if (dw_geometry_of(ctx, op, &g)) { /* always true after prepare chose this path */
-      if (d->multiplier > 1) {
-        dw_blocked_multiplier(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
-        return;
-      }
+  dw_geometry g;
+  if (d->path == DW_PATH_BLOCKED && dw_geometry_of(ctx, op, &g)) { /* always true after prepare chose this path */
+    if (d->multiplier > 1) {
+      dw_blocked_multiplier(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
+    } else {
 #if defined(DW_DOT_ASM)
       dw_dot_fit fit;
       if (dw_dot_applies(d, p, in, out, &g, &fit)) {
         dw_dot_mve(d, ch, in, f, out, (int8_t *)op->scratch, &fit);
-        return;
-      }
+      } else
 #endif
 #if EK_CONV_MVE
       if (dw_mve_applies(&g)) {
         dw_blocked_mve(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
-        return;
-      }
+      } else
 #endif
-      dw_blocked(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
-      return;
+      {
+        dw_blocked(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
+      }
     }
+  } else {
+    const int32_t *bias = bias_t ? (const int32_t *)bias_t->data : (const int32_t *)0;
+    const int32_t n = in->dims[0], oc = f->dims[3];
+    const int32_t oh = out->dims[1], ow = out->dims[2];
+    int8_t *y = (int8_t *)out->data;
+    for (int32_t b = 0; b < n; ++b)
+      for (int32_t oy = 0; oy < oh; ++oy)
+        for (int32_t ox = 0; ox < ow; ++ox)
+          dw_pixel_reference(d, ch, p, in, f, bias, b, oy, ox, y + (((int64_t)b * oh + oy) * ow + ox) * oc);
   }
-  const int32_t *bias = bias_t ? (const int32_t *)bias_t->data : (const int32_t *)0;
-  const int32_t n = in->dims[0], oc = f->dims[3];
-  const int32_t oh = out->dims[1], ow = out->dims[2];
-  int8_t *y = (int8_t *)out->data;
-  for (int32_t b = 0; b < n; ++b)
-    for (int32_t oy = 0; oy < oh; ++oy)
-      for (int32_t ox = 0; ox < ow; ++ox)
-        dw_pixel_reference(d, ch, p, in, f, bias, b, oy, ox, y + (((int64_t)b * oh + oy) * ow + ox) * oc);
-  return;
-}
-
-static ek_status dw_eval(ek_context *ctx, ek_op *op) {
-  const dw_data *d = (const dw_data *)op->user_data;
-  dw_compute(ctx, op);
-  if (d->constants > 0) { /* after the op (the input is no longer read): every path wrote 0 + zp there */
-    const ek_tensor *out = ek_output(ctx, op, 0);
+  if (d->constants > 0) /* after the op (the input is no longer read): every path wrote 0 + zp there */
     ek_conv_fill_constant((int8_t *)out->data, out->dims[0] * out->dims[1] * out->dims[2], d->channels,
                           dw_constant_list(d), d->constants);
-  }
   return EK_OK;
 }
 

@@ -371,10 +371,25 @@ static inline void ek_conv_mark_constant(ek_conv_channel *ch, const uint32_t *li
   }
 }
 
-/* Writes the constant channels of `pixels` consecutive output pixels (oc channels each). */
-static inline void ek_conv_fill_constant(int8_t *y, int32_t pixels, int32_t oc, const uint32_t *list, int32_t count) {
-  for (int32_t q = 0; q < pixels; ++q, y += oc)
-    for (int32_t k = 0; k < count; ++k) y[list[k] & 0xFFFFFFu] = (int8_t)(list[k] >> 24);
+/* Writes the constant channels (list, count >= 1) of `pixels` consecutive output pixels of oc channels each. Not
+   inlined (it runs once per op call) and, with GCC, a weak definition: the kernels that include this header share
+   one copy in the firmware (the code budget is tight). */
+#if defined(__GNUC__)
+__attribute__((noinline, weak)) void ek_conv_fill_constant(int8_t *y, int32_t pixels, int32_t oc, const uint32_t *list,
+                                                             int32_t count);
+#define EK_CONV_FILL_LINKAGE
+#else
+#define EK_CONV_FILL_LINKAGE static
+#endif
+EK_CONV_FILL_LINKAGE void ek_conv_fill_constant(int8_t *y, int32_t pixels, int32_t oc, const uint32_t *list, int32_t count) {
+  const uint32_t *list_end = list + count;
+  for (int8_t *end = y + (ptrdiff_t)pixels * oc; y < end; y += oc) {
+    const uint32_t *l = list;
+    do {
+      const uint32_t v = *l++;
+      y[v & 0xFFFFFFu] = (int8_t)(v >> 24);
+    } while (l < list_end);
+  }
 }
 
 /* The zero point folds into the rounding constant (ek_conv_requant_zp2) without wrapping: always for exponents
