@@ -15,6 +15,12 @@ re-measured here). For the VWW-style model TFLM's arena is measured here with th
 is what `measure_tflm_arena` estimates); no TFLM instruction count exists for it, so its instruction target is
 "not available".
 
+Also built here (tests/benchmarks/*_model.py): `VWW-T`, the VWW-style model with trained-like statistics (dead filters,
+per-channel scales over decades; on mps2-an386 and mps3-an547), and `HLM-SAME` / `HLM-PAD`, a hand-landmark-style
+model with its depthwise padding inside the op or as PAD + VALID (same weights); with both in one run the benchmark
+prints the depthwise instructions/MAC of the two forms and their ratio (issue 29's target: <= 1.5x). Every device
+row also gets a line of instructions and instructions/MAC per op class (measured).
+
     .venv/bin/python tests/benchmarks/bench_firmware_mlperf.py [--json out/bench/firmware_mlperf.json]
         [--md out/bench/firmware_mlperf.md] [--samples N] [--models KWS,AD] [--modes balanced] [--smoke]
 
