@@ -59,7 +59,8 @@ typedef struct dw_data {
   int32_t fast_requant;
   int32_t channels;
   int32_t constants; /* channels with a constant output (ek_conv_constant_channels), listed after the channel table */
-  int32_t pad_;
+  int32_t fill;      /* constants written after the op: paths other than the Cortex-M4/portable blocked one (whose
+                        group table gives them their value) */
 } dw_data;
 
 static ek_conv_channel *dw_channels(void *user_data) {
@@ -192,7 +193,7 @@ static ek_status dw_prepare(ek_context *ctx, ek_op *op) {
     return ek_fail(ctx, op, EK_ERR_MODEL, "DEPTHWISE_CONV_2D activation range does not fit the output scale");
   const int32_t constants = ek_conv_constant_channels(in, f, bias, out, p->activation, 1, (uint32_t *)0);
   d->constants = constants > 0 ? constants : 0;
-  d->pad_ = 0;
+  d->fill = 0;
   if (d->constants != dw_constant_count(ctx, op))
     return ek_fail(ctx, op, EK_ERR_INTERNAL, "DEPTHWISE_CONV_2D persistent data sized for other tensors");
   int fast = 1;
@@ -264,6 +265,8 @@ static ek_status dw_prepare(ek_context *ctx, ek_op *op) {
       d->fast_requant = 1;
     }
   }
+  /* the Helium paths (planned for Helium, or this build) and the reference loop need the fill pass */
+  d->fill = (d->path != DW_PATH_BLOCKED || ctx->plan_mve || EK_CONV_MVE) ? d->constants : 0;
   return EK_OK;
 }
 
@@ -490,7 +493,9 @@ static void dw_group_table(const ek_conv_channel *ch, const int8_t *wt, int32_t 
   for (int32_t j = 0; j < 4; ++j, wv += 3) {
     const ek_conv_channel *cc = &ch[c0 + (j < lanes ? j : 0)];
     wv[0] = (uint32_t)(j < lanes ? cc->multiplier : 0);
-    wv[1] = (uint32_t)ek_conv_half_zp(cc, zp);
+    /* a constant channel (multiplier 0, exponent 1): (2K + 1 - [acc < 0]) >> 1 = K, its value, with no fill pass */
+    wv[1] = ek_conv_is_constant(cc) ? 2u * (uint32_t)(int32_t)(int8_t)(cc->shifts >> 24) + 1u
+                                    : (uint32_t)ek_conv_half_zp(cc, zp);
     wv[2] = (uint32_t)ek_conv_exponent(cc);
   }
 }
@@ -1181,45 +1186,58 @@ static EK_DW_NOINLINE void dw_dot_mve(const dw_data *d, const ek_conv_channel *c
 }
 #endif
 
-static ek_status dw_eval(ek_context *ctx, ek_op *op) {
+/* The op's paths, exactly as before constant channels existed (kept a separate, not inlined function: the same code
+   and instruction counts as then); returns the output. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static ek_tensor *dw_compute(ek_context *ctx, ek_op *op) {
   const dw_data *d = (const dw_data *)op->user_data;
   const ek_conv_channel *ch = dw_channels(op->user_data);
   const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias_t = ek_input(ctx, op, 2);
   ek_tensor *out = ek_output(ctx, op, 0);
   const ek_op_params *p = &op->params;
-  dw_geometry g;
-  if (d->path == DW_PATH_BLOCKED && dw_geometry_of(ctx, op, &g)) { /* always true after prepare chose this path */
-    if (d->multiplier > 1) {
-      dw_blocked_multiplier(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
-    } else {
+  if (d->path == DW_PATH_BLOCKED) {
+    dw_geometry g;
+    if (dw_geometry_of(ctx, op, &g)) { /* always true after prepare chose this path */
+      if (d->multiplier > 1) {
+        dw_blocked_multiplier(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
+        return out;
+      }
 #if defined(DW_DOT_ASM)
       dw_dot_fit fit;
       if (dw_dot_applies(d, p, in, out, &g, &fit)) {
         dw_dot_mve(d, ch, in, f, out, (int8_t *)op->scratch, &fit);
-      } else
+        return out;
+      }
 #endif
 #if EK_CONV_MVE
       if (dw_mve_applies(&g)) {
         dw_blocked_mve(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
-      } else
-#endif
-      {
-        dw_blocked(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
+        return out;
       }
+#endif
+      dw_blocked(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
+      return out;
     }
-  } else {
-    const int32_t *bias = bias_t ? (const int32_t *)bias_t->data : (const int32_t *)0;
-    const int32_t n = in->dims[0], oc = f->dims[3];
-    const int32_t oh = out->dims[1], ow = out->dims[2];
-    int8_t *y = (int8_t *)out->data;
-    for (int32_t b = 0; b < n; ++b)
-      for (int32_t oy = 0; oy < oh; ++oy)
-        for (int32_t ox = 0; ox < ow; ++ox)
-          dw_pixel_reference(d, ch, p, in, f, bias, b, oy, ox, y + (((int64_t)b * oh + oy) * ow + ox) * oc);
   }
-  if (d->constants > 0) /* after the op (the input is no longer read): every path wrote 0 + zp there */
+  const int32_t *bias = bias_t ? (const int32_t *)bias_t->data : (const int32_t *)0;
+  const int32_t n = in->dims[0], oc = f->dims[3];
+  const int32_t oh = out->dims[1], ow = out->dims[2];
+  int8_t *y = (int8_t *)out->data;
+  for (int32_t b = 0; b < n; ++b)
+    for (int32_t oy = 0; oy < oh; ++oy)
+      for (int32_t ox = 0; ox < ow; ++ox)
+        dw_pixel_reference(d, ch, p, in, f, bias, b, oy, ox, y + (((int64_t)b * oh + oy) * ow + ox) * oc);
+  return out;
+}
+
+static ek_status dw_eval(ek_context *ctx, ek_op *op) {
+  const dw_data *d = (const dw_data *)op->user_data;
+  const ek_tensor *out = dw_compute(ctx, op);
+  if (d->fill > 0) /* after the op (the input is no longer read): those paths wrote 0 + zp there */
     ek_conv_fill_constant((int8_t *)out->data, out->dims[0] * out->dims[1] * out->dims[2], d->channels,
-                          dw_constant_list(d), d->constants);
+                          dw_constant_list(d), d->fill);
   return EK_OK;
 }
 
