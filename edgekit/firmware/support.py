@@ -19,6 +19,24 @@ RUNTIMES = ("edgekit", "tflm")
 EDGEKIT_OPS = (
     "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D", "ADD", "MUL", "RESHAPE",
     "SOFTMAX", "MEAN", "PAD", "CONCATENATION", "TRANSPOSE", "QUANTIZE", "DEQUANTIZE", "LOGISTIC", "HARD_SWISH",
+    "SPLIT",
+    "SPLIT_V",
+    "UNPACK",
+    "PACK",
+    "STRIDED_SLICE",
+    "SLICE",
+    "SQUEEZE",
+    "EXPAND_DIMS",
+    "GATHER",
+    "DEPTH_TO_SPACE",
+    "SPACE_TO_DEPTH",
+    "RESIZE_NEAREST_NEIGHBOR",
+    "RESIZE_BILINEAR",
+    "CAST",
+    "FILL",
+    "SHAPE",
+    "ZEROS_LIKE",
+    "TRANSPOSE_CONV",
 )
 
 # Which inputs of an op carry activations that must be int8 (None = every input). Other inputs are
@@ -27,7 +45,23 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "CONV_2D": (0, 1), "DEPTHWISE_CONV_2D": (0, 1), "FULLY_CONNECTED": (0, 1), "AVERAGE_POOL_2D": (0,),
     "MAX_POOL_2D": (0,), "ADD": (0, 1), "MUL": (0, 1), "RESHAPE": (0,), "SOFTMAX": (0,), "MEAN": (0,), "PAD": (0,),
     "CONCATENATION": None, "TRANSPOSE": (0,), "LOGISTIC": (0,), "HARD_SWISH": (0,),
+    "SPLIT": (1,),  # (axis, input)
+    "SPLIT_V": (0,),
+    "STRIDED_SLICE": (0,),
+    "SLICE": (0,),
+    "EXPAND_DIMS": (0,),
+    "GATHER": (0,),  # positions: int16/int32/int64
+    "RESIZE_NEAREST_NEIGHBOR": (0,),
+    "RESIZE_BILINEAR": (0,),
+    "FILL": (1,),  # (dims, value)
+    "TRANSPOSE_CONV": (1, 2),  # (output_shape, weights, input, bias)
 }
+# Pure data-movement ops: their data inputs and outputs may be of any of these types (the kernel moves bytes;
+# shape/axis inputs are INT32 constants the kernel's prepare() checks). SHAPE outputs INT32/INT64, CAST converts.
+_ANY_TYPE_OPS = frozenset({"SPLIT", "SPLIT_V", "UNPACK", "PACK", "STRIDED_SLICE", "SLICE", "SQUEEZE", "EXPAND_DIMS",
+                           "GATHER", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "RESIZE_NEAREST_NEIGHBOR", "CAST", "FILL",
+                           "SHAPE", "ZEROS_LIKE"})
+_MOVABLE_TYPES = ("INT8", "UINT8", "INT16", "INT32", "INT64", "FLOAT32", "BOOL")
 _QUANTIZE_INPUT_TYPES = ("FLOAT32", "INT8")
 INT8_ONLY = "the edgekit runtime is int8-only"
 
@@ -101,14 +135,17 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
         positions = _DATA_INPUTS.get(op.name)
         picked = op.inputs if positions is None else [op.inputs[p] for p in positions if p < len(op.inputs)]
         bad: Dict[str, List[str]] = {}
+        allowed = _MOVABLE_TYPES if op.name in _ANY_TYPE_OPS else ("INT8",)
         for i in list(picked) + list(op.outputs):
             t = tensor(i)
-            if t is not None and t.type != "INT8":
+            if t is not None and t.type not in allowed:
                 bad.setdefault(t.type, []).append(f"'{t.name.split(';')[0]}'")
         for kind, names in bad.items():
             shown = ", ".join(names[:2]) + (f" +{len(names) - 2} more" if len(names) > 2 else "")
             problems.append(f"{kind} tensor(s) {shown}")
-        if problems:
+        if problems and op.name in _ANY_TYPE_OPS:
+            problems[-1] += f": {op.name} moves {', '.join(_MOVABLE_TYPES)} tensors only"
+        elif problems:
             problems[-1] += f": {INT8_ONLY} (quantize fully, e.g. with `edgekit quantize`)"
     return (False, "; ".join(problems)) if problems else (True, "")
 

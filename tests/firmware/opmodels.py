@@ -23,6 +23,7 @@ _DTYPES = {
     "int16": (schema.TensorType.INT16, np.int16),
     "int64": (schema.TensorType.INT64, np.int64),
     "uint8": (schema.TensorType.UINT8, np.uint8),
+    "bool": (schema.TensorType.BOOL, np.bool_),
 }
 
 # op name -> (BuiltinOptions union member, options class, defaults by schema field name)
@@ -44,6 +45,24 @@ _OPTIONS = {
     "TRANSPOSE": ("TransposeOptions", {}),
     "DEQUANTIZE": ("DequantizeOptions", {}),
     "HARD_SWISH": ("HardSwishOptions", {}),
+    "SPLIT": ("SplitOptions", {}),
+    "SPLIT_V": ("SplitVOptions", {}),
+    "UNPACK": ("UnpackOptions", {}),
+    "PACK": ("PackOptions", {}),
+    "STRIDED_SLICE": ("StridedSliceOptions", {}),
+    "SLICE": ("SliceOptions", {}),
+    "SQUEEZE": ("SqueezeOptions", {}),
+    "EXPAND_DIMS": ("ExpandDimsOptions", {}),
+    "GATHER": ("GatherOptions", {}),
+    "DEPTH_TO_SPACE": ("DepthToSpaceOptions", {}),
+    "SPACE_TO_DEPTH": ("SpaceToDepthOptions", {}),
+    "RESIZE_NEAREST_NEIGHBOR": ("ResizeNearestNeighborOptions", {}),
+    "RESIZE_BILINEAR": ("ResizeBilinearOptions", {}),
+    "CAST": ("CastOptions", {}),
+    "FILL": ("FillOptions", {}),
+    "SHAPE": ("ShapeOptions", {}),
+    "ZEROS_LIKE": ("ZerosLikeOptions", {}),
+    "TRANSPOSE_CONV": ("TransposeConvOptions", {"stride_w": 1, "stride_h": 1}),
 }
 _ENUMS = {"padding": schema.Padding, "fused_activation_function": schema.ActivationFunctionType,
           "weights_format": schema.FullyConnectedOptionsWeightsFormat}
