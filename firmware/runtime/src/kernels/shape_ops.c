@@ -5,9 +5,9 @@
  * no-op then (a copy otherwise). The output tensor's static shape is authoritative: it must be the input's with
  * extent-1 dimensions removed (SQUEEZE) or one inserted (EXPAND_DIMS); squeeze_dims and the axis input are not
  * needed for that.
- * CAST (tflite/kernels/cast.cc): element-wise static_cast between float32, int8, uint8, int16, int32, int64 and bool
- * (to bool: x != 0; float to integer truncates toward zero; integer narrowing wraps, as gcc/clang do for
- * LiteRT's static_cast). Quantization parameters are ignored, as in LiteRT.
+ * CAST (tflite/kernels/cast.cc): element-wise between float32, int8, uint8, int16, int32, int64 and bool (to bool:
+ * x != 0; float to integer truncates toward zero and saturates to the destination's range, NaN giving its maximum,
+ * integer narrowing wraps: what LiteRT BUILTIN_REF measurably does). Quantization parameters are ignored, as in LiteRT.
  * FILL (tflite/kernels/fill.cc): inputs (dims, value): dims a constant int32/int64 vector equal to the output's
  * shape, value a scalar of the output's type copied to every element (int8/int16 need the output's scale and zero
  * point, as LiteRT checks).
@@ -121,6 +121,17 @@ static void store_int(uint8_t *y, int32_t t, int32_t i, int64_t v) {
   }
 }
 
+/* float to integer as LiteRT's CAST does it (measured against BUILTIN_REF): truncation toward zero, saturated to
+   the destination's range, NaN to its maximum. */
+static int64_t saturate(float f, int32_t to) {
+  const int64_t hi = to == EK_INT8 ? 127 : to == EK_UINT8 ? 255 : to == EK_INT16 ? 32767 : to == EK_INT32 ? INT32_MAX : INT64_MAX;
+  const int64_t lo = to == EK_INT8 ? -128 : to == EK_UINT8 ? 0 : to == EK_INT16 ? -32768 : to == EK_INT32 ? INT32_MIN : INT64_MIN;
+  const double d = (double)f;
+  if (d != d || d >= (double)hi) return hi; /* (double)INT64_MAX rounds up to 2^63: >= catches it */
+  if (d <= (double)lo) return lo;
+  return (int64_t)d;
+}
+
 static ek_status cast_eval(ek_context *ctx, ek_op *op) {
   const ek_tensor *in = ek_input(ctx, op, 0);
   ek_tensor *out = ek_output(ctx, op, 0);
@@ -133,11 +144,7 @@ static ek_status cast_eval(ek_context *ctx, ek_op *op) {
       memcpy(&f, x + 4 * i, 4);
       if (to == EK_FLOAT32) memcpy(y + 4 * i, &f, 4);
       else if (to == EK_BOOL) y[i] = f != 0.0f;
-      else if (to == EK_INT64) store_int(y, to, i, (int64_t)f);
-      else if (to == EK_INT32) store_int(y, to, i, (int32_t)f);
-      else if (to == EK_INT16) store_int(y, to, i, (int16_t)(int32_t)f);
-      else if (to == EK_INT8) store_int(y, to, i, (int8_t)(int32_t)f);
-      else store_int(y, to, i, (uint8_t)(int32_t)f);
+      else store_int(y, to, i, saturate(f, to));
     } else {
       store_int(y, to, i, load_int(x, ti, i));
     }

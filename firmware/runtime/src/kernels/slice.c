@@ -143,6 +143,9 @@ static ek_status strided_slice_prepare(ek_context *ctx, ek_op *op) {
     else if (stride < 0) n = (n + 1) / stride + 1;
     else n = n == 0 ? 0 : (n - 1) / stride + 1;
     if (n < 0 || n > INT32_MAX) return ek_fail(ctx, op, EK_ERR_SHAPE, "STRIDED_SLICE output extent overflows");
+    if (shrink && n != 1) /* LiteRT's loop then writes nothing and leaves the (scalar-sized) output unset */
+      return ek_fail(ctx, op, EK_ERR_UNSUPPORTED,
+                     "STRIDED_SLICE shrinks an axis to no element (negative stride or begin past the end): LiteRT leaves its output unwritten");
     if (!shrink) {
       int64_t shape_n = n;
       if (offset) { /* LiteRT: the output extent comes from end alone */
