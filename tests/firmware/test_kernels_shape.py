@@ -365,3 +365,37 @@ def test_transpose_conv_random():
         model = build_model("TRANSPOSE_CONV", tensors, [T([n, oh, ow, oc], scale=s_out, zero_point=int(rng.integers(-128, 128)))],
                             options, version=4 if "fused_activation_function" in options else 3)
         assert_bit_exact(model, [values(rng, "int8", [n, h, w, ic])], f"TRANSPOSE_CONV it {it}")
+
+
+# --- SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND / BROADCAST_TO ------------------------------------------------------
+
+def test_space_to_batch_and_batch_to_space_random():
+    rng = np.random.default_rng(18)
+    for it in range(20):
+        bh, bw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        n, c = int(rng.integers(1, 3)), int(rng.integers(1, 4))
+        pads = [[int(rng.integers(0, 3)), 0], [int(rng.integers(0, 3)), 0]]
+        h, w = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        pads[0][1] = (-(h + pads[0][0])) % bh  # pad the bottom/right up to a multiple of the block
+        pads[1][1] = (-(w + pads[1][0])) % bw
+        oh, ow = (h + sum(pads[0])) // bh, (w + sum(pads[1])) // bw
+        dtype = "int8" if it % 3 else "float32"
+        pad_t = T([2, 2], "int32", scale=None, data=np.array(pads))
+        s2b = build_model("SPACE_TO_BATCH_ND", [act([n, h, w, c], dtype), const_i32([bh, bw]), pad_t],
+                          [act([n * bh * bw, oh, ow, c], dtype)])
+        assert_bit_exact(s2b, [values(rng, dtype, [n, h, w, c])], f"SPACE_TO_BATCH_ND {h}x{w} block {bh}x{bw} pads {pads}")
+        b2s = build_model("BATCH_TO_SPACE_ND", [act([n * bh * bw, oh, ow, c], dtype), const_i32([bh, bw]), pad_t],
+                          [act([n, h, w, c], dtype)])
+        assert_bit_exact(b2s, [values(rng, dtype, [n * bh * bw, oh, ow, c])], f"BATCH_TO_SPACE_ND block {bh}x{bw} crops {pads}")
+
+
+def test_broadcast_to_random():
+    rng = np.random.default_rng(19)
+    for it in range(25):
+        rank = int(rng.integers(1, 6))
+        target = random_dims(rng, rank, 300, max_dim=5)
+        lead = int(rng.integers(0, rank))
+        src = [1 if rng.random() < 0.5 else d for d in target[lead:]]
+        dtype = ["int8", "float32", "int32", "bool"][it % 4]
+        model = build_model("BROADCAST_TO", [act(src, dtype), const_i32(target)], [act(target, dtype)], version=2)
+        assert_bit_exact(model, [values(rng, dtype, src)], f"BROADCAST_TO {src} -> {target}")

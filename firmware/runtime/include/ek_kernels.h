@@ -57,7 +57,10 @@ enum {
   EK_OP_FILL = 94,
   EK_OP_SHAPE = 77,
   EK_OP_ZEROS_LIKE = 93,
-  EK_OP_TRANSPOSE_CONV = 67
+  EK_OP_TRANSPOSE_CONV = 67,
+  EK_OP_SPACE_TO_BATCH_ND = 38,
+  EK_OP_BATCH_TO_SPACE_ND = 37,
+  EK_OP_BROADCAST_TO = 130
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -257,6 +260,9 @@ extern const ek_kernel ek_kernel_fill;
 extern const ek_kernel ek_kernel_shape;
 extern const ek_kernel ek_kernel_zeros_like;
 extern const ek_kernel ek_kernel_transpose_conv;
+extern const ek_kernel ek_kernel_space_to_batch_nd;
+extern const ek_kernel ek_kernel_batch_to_space_nd;
+extern const ek_kernel ek_kernel_broadcast_to;
 
 #ifdef __cplusplus
 }

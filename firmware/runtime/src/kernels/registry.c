@@ -25,6 +25,9 @@ extern const ek_kernel ek_kernel_fill EK_WEAK;
 extern const ek_kernel ek_kernel_shape EK_WEAK;
 extern const ek_kernel ek_kernel_zeros_like EK_WEAK;
 extern const ek_kernel ek_kernel_transpose_conv EK_WEAK;
+extern const ek_kernel ek_kernel_space_to_batch_nd EK_WEAK;
+extern const ek_kernel ek_kernel_batch_to_space_nd EK_WEAK;
+extern const ek_kernel ek_kernel_broadcast_to EK_WEAK;
 
 static const ek_kernel *const kernels[] = {
     &ek_kernel_add, &ek_kernel_average_pool_2d, &ek_kernel_concatenation, &ek_kernel_conv_2d,
@@ -49,6 +52,9 @@ static const ek_kernel *const kernels[] = {
     &ek_kernel_shape,
     &ek_kernel_zeros_like,
     &ek_kernel_transpose_conv,
+    &ek_kernel_space_to_batch_nd,
+    &ek_kernel_batch_to_space_nd,
+    &ek_kernel_broadcast_to,
 };
 
 const ek_kernel *ek_find_kernel(int32_t opcode) {
