@@ -399,3 +399,19 @@ def test_broadcast_to_random():
         dtype = ["int8", "float32", "int32", "bool"][it % 4]
         model = build_model("BROADCAST_TO", [act(src, dtype), const_i32(target)], [act(target, dtype)], version=2)
         assert_bit_exact(model, [values(rng, dtype, src)], f"BROADCAST_TO {src} -> {target}")
+
+
+def test_support_report_accepts_data_movement_of_any_type_and_keeps_int8_rules():
+    from edgekit.firmware.support import check_support
+    from edgekit.tflite_graph import read_graph
+
+    f32 = lambda *d: T(list(d), "float32", scale=None)  # noqa: E731
+    moves = build_model("STRIDED_SLICE", [f32(4, 4), const_i32([0, 0]), const_i32([2, 2]), const_i32([1, 1])], [f32(2, 2)])
+    shape = build_model("SHAPE", [act([2, 3])], [T([2], "int32", scale=None)], {"out_type": 2})
+    gather = build_model("GATHER", [act([5, 3]), const_i32([1, 2])], [act([2, 3])])
+    bilinear_f32 = build_model("RESIZE_BILINEAR", [f32(1, 2, 2, 1), const_i32([4, 4])], [f32(1, 4, 4, 1)])
+    for model in (moves, shape, gather):
+        report = check_support(read_graph(model))
+        assert all(o.supported for o in report.ops), [(o.op, o.reason) for o in report.ops]
+    report = check_support(read_graph(bilinear_f32))
+    assert not report.ops[0].supported and "int8-only" in report.ops[0].reason
