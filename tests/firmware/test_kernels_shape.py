@@ -415,3 +415,30 @@ def test_support_report_accepts_data_movement_of_any_type_and_keeps_int8_rules()
         assert all(o.supported for o in report.ops), [(o.op, o.reason) for o in report.ops]
     report = check_support(read_graph(bilinear_f32))
     assert not report.ops[0].supported and "int8-only" in report.ops[0].reason
+
+
+@pytest.mark.parametrize("constant_indices", [True, False])
+def test_gather_nd_random(constant_indices):
+    rng = np.random.default_rng(20 + constant_indices)
+    for it in range(20):
+        rank = int(rng.integers(1, 5))
+        dims = random_dims(rng, rank, 200, max_dim=5)
+        nd = int(rng.integers(1, rank + 1))
+        lead = [int(rng.integers(1, 4)) for _ in range(int(rng.integers(0, 3)))]
+        itype = ["int32", "int64", "int16"][it % 3]
+        idx = np.stack([rng.integers(0, d, size=lead) for d in dims[:nd]], axis=-1).astype(NP_OF[itype])
+        out = lead + dims[nd:]
+        dtype = "int8" if it % 3 else "float32"
+        model = build_model("GATHER_ND", [act(dims, dtype), T(list(idx.shape), itype, scale=None,
+                                                                data=idx if constant_indices else None)], [act(out, dtype)])
+        inputs = [values(rng, dtype, dims)] + ([] if constant_indices else [idx])
+        assert_bit_exact(model, inputs, f"GATHER_ND {dims} indices {list(idx.shape)}")
+
+
+def test_padv2_with_a_constant_value():
+    rng = np.random.default_rng(22)
+    pads = T([4, 2], "int32", scale=None, data=np.array([[0, 1], [2, 0], [1, 1], [0, 0]]))
+    value = T([], scale=0.05, zero_point=3, data=np.array(-77, dtype=np.int8))
+    model = build_model("PADV2", [act([1, 3, 2, 4]), pads, value], [act([2, 5, 4, 4])])
+    got = assert_bit_exact(model, [values(rng, "int8", [1, 3, 2, 4])], "PADV2")
+    assert (got[0][1] == -77).all()

@@ -60,7 +60,9 @@ enum {
   EK_OP_TRANSPOSE_CONV = 67,
   EK_OP_SPACE_TO_BATCH_ND = 38,
   EK_OP_BATCH_TO_SPACE_ND = 37,
-  EK_OP_BROADCAST_TO = 130
+  EK_OP_BROADCAST_TO = 130,
+  EK_OP_GATHER_ND = 107,
+  EK_OP_PADV2 = 60
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -263,6 +265,8 @@ extern const ek_kernel ek_kernel_transpose_conv;
 extern const ek_kernel ek_kernel_space_to_batch_nd;
 extern const ek_kernel ek_kernel_batch_to_space_nd;
 extern const ek_kernel ek_kernel_broadcast_to;
+extern const ek_kernel ek_kernel_gather_nd;
+extern const ek_kernel ek_kernel_padv2;
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,8 @@ extern const ek_kernel ek_kernel_transpose_conv EK_WEAK;
 extern const ek_kernel ek_kernel_space_to_batch_nd EK_WEAK;
 extern const ek_kernel ek_kernel_batch_to_space_nd EK_WEAK;
 extern const ek_kernel ek_kernel_broadcast_to EK_WEAK;
+extern const ek_kernel ek_kernel_gather_nd EK_WEAK;
+extern const ek_kernel ek_kernel_padv2 EK_WEAK;
 
 static const ek_kernel *const kernels[] = {
     &ek_kernel_add, &ek_kernel_average_pool_2d, &ek_kernel_concatenation, &ek_kernel_conv_2d,
@@ -55,6 +57,8 @@ static const ek_kernel *const kernels[] = {
     &ek_kernel_space_to_batch_nd,
     &ek_kernel_batch_to_space_nd,
     &ek_kernel_broadcast_to,
+    &ek_kernel_gather_nd,
+    &ek_kernel_padv2,
 };
 
 const ek_kernel *ek_find_kernel(int32_t opcode) {
