@@ -153,8 +153,6 @@ static ek_status check_groups(ek_prepared *p, const uint8_t *b, const ekp_op *op
   for (uint32_t i = 0; i < N; ++i) {
     const ekp_op *r = &ops[i];
     if (r->group == 0) continue;
-    for (int32_t k = 0; k <= r->group && r->group > 0 && (uint32_t)k < N - i; ++k)
-      if (ops[i + (uint32_t)k].num_outputs != 1) return bad(p, "prepared model: a row-streamed group op has several outputs");
     if (r->group < 0 || (uint32_t)r->group >= N - i || r->group + 1 > EKS_MAX_OPS)
       return bad(p, "prepared model: bad row-streamed group");
     eks_graph g;
@@ -195,9 +193,9 @@ static ek_status check_groups(ek_prepared *p, const uint8_t *b, const ekp_op *op
 size_t ek_prepared_state_bytes(const void *blob, size_t blob_len) {
   const uint8_t *b = (const uint8_t *)blob;
   if (!b || blob_len < 4u * EKP_HEADER_WORDS) return 0;
-  const uint32_t max_in = rd32(b + 4 * H_MAX_OP_INPUTS), max_out = rd32(b + 4 * H_MAX_OP_OUTPUTS);
-  if (max_in > EK_MAX_OP_INPUTS || max_out > EK_MAX_OP_OUTPUTS) return 0;
-  const uint32_t slots = max_in + max_out + rd32(b + 4 * H_INPUTS) + rd32(b + 4 * H_OUTPUTS);
+  /* (a wrapped sum of out-of-range counts is harmless: ek_prepared_init rejects those counts first) */
+  const uint32_t slots = rd32(b + 4 * H_MAX_OP_INPUTS) + rd32(b + 4 * H_MAX_OP_OUTPUTS) + rd32(b + 4 * H_INPUTS) +
+                         rd32(b + 4 * H_OUTPUTS);
   if (slots > 64u * EK_MAX_IO) return 0;
   return (size_t)slots * sizeof(ek_tensor) + EK_STATE_ALIGN;
 }
@@ -226,8 +224,7 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
   const uint32_t NI = rd32(b + 4 * H_INPUTS), NO = rd32(b + 4 * H_OUTPUTS), max_in = rd32(b + 4 * H_MAX_OP_INPUTS);
   const uint32_t max_out = rd32(b + 4 * H_MAX_OP_OUTPUTS);
   const uint32_t arena_bytes = rd32(b + 4 * H_ARENA);
-  if (T > EK_MAX_TENSORS || N > EK_MAX_OPS || NI > EK_MAX_IO || NO > EK_MAX_IO || max_in > EK_MAX_OP_INPUTS ||
-      max_out < 1 || max_out > EK_MAX_OP_OUTPUTS ||
+  if (T > EK_MAX_TENSORS || N > EK_MAX_OPS || NI > EK_MAX_IO || NO > EK_MAX_IO || max_in > EK_MAX_OP_INPUTS || max_out > EK_MAX_OP_OUTPUTS ||
       arena_bytes > INT32_MAX || (rd32(b + 4 * H_OPTIMIZE) & ~EKP_FOR_MVE) > EK_OPTIMIZE_RAM)
     return bad(p, "prepared model counts out of range");
   if (EKP_THIS_MVE && !(rd32(b + 4 * H_OPTIMIZE) & EKP_FOR_MVE))
@@ -261,8 +258,7 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
     const ekp_op *r = &ops[i];
     if (!ek_find_kernel(r->opcode))
       return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_UNSUPPORTED, "prepared model uses an operator not linked in");
-    if (r->num_inputs < 0 || (uint32_t)r->num_inputs > max_in || r->num_outputs < 1 ||
-        (uint32_t)r->num_outputs > max_out)
+    if (r->num_inputs < 0 || (uint32_t)r->num_inputs > max_in || (uint32_t)r->num_outputs - 1u >= max_out)
       return bad(p, "prepared model: bad operator arity");
     if (!in_range(r->inputs_off, 4 * (int64_t)r->num_inputs, len, 4) || r->inputs_off < d_off ||
         !in_range(r->outputs_off, 4 * (int64_t)r->num_outputs, len, 4) || r->outputs_off < d_off)

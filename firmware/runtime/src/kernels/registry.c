@@ -1,6 +1,12 @@
-/* Kernel table. Weak references: only the kernels a build links are found. */
+/* Kernel table. Weak references: only the kernels a build links are found. A firmware build may instead give the
+   exact list (-DEK_KERNEL_LIST with ek_kernel_list.h defining EK_LINKED_KERNELS as `&ek_kernel_conv_2d, ...`, written
+   by the generator): then the table holds only the model's kernels (4 bytes of flash per entry). */
 #include "ek_kernels.h"
 
+#ifdef EK_KERNEL_LIST
+#include "ek_kernel_list.h"
+static const ek_kernel *const kernels[] = {EK_LINKED_KERNELS};
+#else
 #define EK_WEAK __attribute__((weak))
 extern const ek_kernel ek_kernel_add EK_WEAK, ek_kernel_average_pool_2d EK_WEAK, ek_kernel_concatenation EK_WEAK,
     ek_kernel_conv_2d EK_WEAK, ek_kernel_depthwise_conv_2d EK_WEAK, ek_kernel_dequantize EK_WEAK,
@@ -60,6 +66,7 @@ static const ek_kernel *const kernels[] = {
     &ek_kernel_gather_nd,
     &ek_kernel_padv2,
 };
+#endif
 
 const ek_kernel *ek_find_kernel(int32_t opcode) {
   for (size_t i = 0; i < sizeof(kernels) / sizeof(kernels[0]); ++i) {
