@@ -136,7 +136,7 @@ def firmware_sources_hash() -> str:
 OPTIMIZE_MODES = ("speed", "balanced", "ram")
 DEFAULT_OPTIMIZE = "balanced"
 TENSOR_RECORD_BYTES_32 = 56     # sizeof(ek_tensor) on a 32-bit MCU (one per decoded tensor slot)
-PREPARED_OBJECT_BYTES_32 = 164  # sizeof(ek_prepared) on a 32-bit MCU (measured on mps2-an386; the device reports it)
+PREPARED_OBJECT_BYTES_32 = 172  # sizeof(ek_prepared) on a 32-bit MCU (measured on mps2-an386: g_rt in the linker map; the device reports it; 164 before ek_op_params grew by 8 B)
 
 
 def plans_for_mve(board) -> bool:
