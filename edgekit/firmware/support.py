@@ -42,6 +42,7 @@ EDGEKIT_OPS = (
     "BROADCAST_TO",
     "GATHER_ND",
     "PADV2",
+    "MIRROR_PAD",
 )
 
 # Which inputs of an op carry activations that must be int8 (None = every input). Other inputs are
@@ -65,13 +66,14 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "BROADCAST_TO": (0,),
     "GATHER_ND": (0,),  # indices: int16/int32/int64
     "PADV2": (0, 2),  # (input, paddings, constant_values)
+    "MIRROR_PAD": (0,),
 }
 # Pure data-movement ops: their data inputs and outputs may be of any of these types (the kernel moves bytes;
 # shape/axis inputs are INT32 constants the kernel's prepare() checks). SHAPE outputs INT32/INT64, CAST converts.
 _ANY_TYPE_OPS = frozenset({"SPLIT", "SPLIT_V", "UNPACK", "PACK", "STRIDED_SLICE", "SLICE", "SQUEEZE", "EXPAND_DIMS",
                            "GATHER", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "RESIZE_NEAREST_NEIGHBOR", "CAST", "FILL",
                            "SHAPE", "ZEROS_LIKE", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "BROADCAST_TO",
-                           "GATHER_ND"})
+                           "GATHER_ND", "MIRROR_PAD"})
 _MOVABLE_TYPES = ("INT8", "UINT8", "INT16", "INT32", "INT64", "FLOAT32", "BOOL")
 _QUANTIZE_INPUT_TYPES = ("FLOAT32", "INT8")
 INT8_ONLY = "the edgekit runtime is int8-only"

@@ -117,6 +117,9 @@ def shape_op_models(rng: np.random.Generator) -> Dict[str, bytes]:
                                  [x(2, 2)])
     m["padv2"] = build_model("PADV2", [x(1, 3, 3, 2), T((4, 2), "int32", scale=None, data=np.array([[0, 0], [1, 1], [0, 2], [0, 0]])),
                                        T((), scale=0.1, zero_point=2, data=np.array(-7, dtype=np.int8))], [x(1, 5, 5, 2)])
+    m["mirror_pad"] = build_model("MIRROR_PAD", [x(1, 3, 4, 2), T((4, 2), "int32", scale=None,
+                                                                  data=np.array([[0, 0], [2, 1], [1, 3], [0, 0]]))],
+                                  [x(1, 6, 8, 2)])
     m["shape"] = build_model("SHAPE", [x(2, 3, 1)], [T((3,), "int32", scale=None)], {"out_type": 2})
     w = rng.integers(-127, 128, size=(3, 3, 3, 2)).astype(np.int8)
     m["transpose_conv"] = build_model(
@@ -154,7 +157,7 @@ def graph_models(rng: np.random.Generator) -> Dict[str, bytes]:
 
 
 _SUPPORTED_CODES = [0, 1, 2, 3, 4, 6, 9, 14, 17, 18, 22, 25, 34, 39, 40, 114, 117,
-                    49, 102, 88, 83, 45, 65, 43, 70, 36, 5, 26, 97, 23, 53, 94, 77, 93, 67, 38, 37, 130, 107, 60]
+                    49, 102, 88, 83, 45, 65, 43, 70, 36, 5, 26, 97, 23, 53, 94, 77, 93, 67, 38, 37, 130, 107, 60, 100]
 _TYPES = [0, 1, 2, 3, 4, 6, 7, 9]
 _TYPE_NP = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
 _EDGE_INTS = [0, 1, 2, 3, -1, 7, 64, 255, 1 << 15, (1 << 31) - 1, -(1 << 31)]

@@ -63,6 +63,7 @@ _OPTIONS = {
     "SHAPE": ("ShapeOptions", {}),
     "ZEROS_LIKE": ("ZerosLikeOptions", {}),
     "TRANSPOSE_CONV": ("TransposeConvOptions", {"stride_w": 1, "stride_h": 1}),
+    "MIRROR_PAD": ("MirrorPadOptions", {}),
 }
 _ENUMS = {"padding": schema.Padding, "fused_activation_function": schema.ActivationFunctionType,
           "weights_format": schema.FullyConnectedOptionsWeightsFormat}

@@ -442,3 +442,20 @@ def test_padv2_with_a_constant_value():
     model = build_model("PADV2", [act([1, 3, 2, 4]), pads, value], [act([2, 5, 4, 4])])
     got = assert_bit_exact(model, [values(rng, "int8", [1, 3, 2, 4])], "PADV2")
     assert (got[0][1] == -77).all()
+
+
+@pytest.mark.parametrize("mode", ["REFLECT", "SYMMETRIC"])
+def test_mirror_pad_random(mode):
+    from ai_edge_litert import schema_py_generated as schema
+
+    rng = np.random.default_rng(23 + (mode == "SYMMETRIC"))
+    offset = 1 if mode == "REFLECT" else 0
+    for it in range(15):
+        rank = int(rng.integers(1, 5))
+        dims = random_dims(rng, rank, 200, max_dim=5)
+        pads = [[int(rng.integers(0, d - offset + 1)), int(rng.integers(0, d - offset + 1))] for d in dims]
+        out = [d + a + b for d, (a, b) in zip(dims, pads)]
+        dtype = "int8" if it % 3 else "float32"
+        model = build_model("MIRROR_PAD", [act(dims, dtype), T([rank, 2], "int32", scale=None, data=np.array(pads))],
+                            [act(out, dtype)], {"mode": getattr(schema.MirrorPadMode, mode)})
+        assert_bit_exact(model, [values(rng, dtype, dims)], f"MIRROR_PAD {mode} {dims} {pads}")

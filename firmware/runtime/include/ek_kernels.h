@@ -62,7 +62,8 @@ enum {
   EK_OP_BATCH_TO_SPACE_ND = 37,
   EK_OP_BROADCAST_TO = 130,
   EK_OP_GATHER_ND = 107,
-  EK_OP_PADV2 = 60
+  EK_OP_PADV2 = 60,
+  EK_OP_MIRROR_PAD = 100
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -126,11 +127,12 @@ typedef struct ek_op_params {
   /* STRIDED_SLICE masks: the low 8 bits (the reader rejects more than 8 begin/end/stride indices, so no higher bit
      is ever read) */
   uint8_t begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask;
-  uint8_t flags;              /* EK_FLAG_*: STRIDED_SLICE offset, RESIZE_* align_corners / half_pixel_centers */
+  uint8_t flags;              /* EK_FLAG_*: STRIDED_SLICE offset, RESIZE_* align_corners / half_pixel_centers,
+                                 MIRROR_PAD mode */
   int8_t batch_dims;          /* GATHER */
   uint8_t block_size;         /* DEPTH_TO_SPACE / SPACE_TO_DEPTH (the reader rejects > 255) */
 } ek_op_params;
-enum { EK_FLAG_OFFSET = 1, EK_FLAG_ALIGN_CORNERS = 2, EK_FLAG_HALF_PIXEL_CENTERS = 4 };
+enum { EK_FLAG_OFFSET = 1, EK_FLAG_ALIGN_CORNERS = 2, EK_FLAG_HALF_PIXEL_CENTERS = 4, EK_FLAG_MIRROR_SYMMETRIC = 8 };
 
 typedef struct ek_op {
   int32_t opcode;             /* EK_OP_* */
@@ -267,6 +269,7 @@ extern const ek_kernel ek_kernel_batch_to_space_nd;
 extern const ek_kernel ek_kernel_broadcast_to;
 extern const ek_kernel ek_kernel_gather_nd;
 extern const ek_kernel ek_kernel_padv2;
+extern const ek_kernel ek_kernel_mirror_pad;
 
 #ifdef __cplusplus
 }

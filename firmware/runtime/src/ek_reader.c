@@ -193,7 +193,8 @@ enum {
   OPT_SPLIT = 35, OPT_SPLIT_V = 79, OPT_UNPACK = 64, OPT_PACK = 59, OPT_STRIDED_SLICE = 32, OPT_SLICE = 48,
   OPT_SQUEEZE = 30, OPT_EXPAND_DIMS = 52, OPT_GATHER = 23, OPT_DEPTH_TO_SPACE = 94, OPT_SPACE_TO_DEPTH = 19,
   OPT_RESIZE_NEAREST_NEIGHBOR = 74, OPT_RESIZE_BILINEAR = 15, OPT_CAST = 37, OPT_FILL = 68, OPT_SHAPE = 55,
-  OPT_ZEROS_LIKE = 67, OPT_TRANSPOSE_CONV = 49
+  OPT_ZEROS_LIKE = 67, OPT_TRANSPOSE_CONV = 49,
+  OPT_MIRROR_PAD = 77
 };
 
 #define TFLITE_SCHEMA_VERSION 3u
@@ -458,6 +459,7 @@ static int expected_options(int32_t opcode) {
     case EK_OP_SHAPE: return OPT_SHAPE;
     case EK_OP_ZEROS_LIKE: return OPT_ZEROS_LIKE;
     case EK_OP_TRANSPOSE_CONV: return OPT_TRANSPOSE_CONV;
+    case EK_OP_MIRROR_PAD: return OPT_MIRROR_PAD;
     default: return -1; /* options ignored */
   }
 }
@@ -562,6 +564,13 @@ static int read_options(const fb *b, const fb_table *o, ek_op *op, int *fits) {
       uint32_t align, half;
       if (!fb_u8(b, o, first, 0, &align) || !fb_u8(b, o, first + 1, 0, &half)) return 0;
       p->flags = (uint8_t)((align ? EK_FLAG_ALIGN_CORNERS : 0) | (half ? EK_FLAG_HALF_PIXEL_CENTERS : 0));
+      return 1;
+    }
+    case EK_OP_MIRROR_PAD: {
+      uint32_t mode;
+      if (!fb_u8(b, o, 0, 0, &mode)) return 0;
+      p->flags = mode == 1 ? EK_FLAG_MIRROR_SYMMETRIC : 0;
+      if (mode > 1) *fits = 0;
       return 1;
     }
     case EK_OP_TRANSPOSE_CONV:

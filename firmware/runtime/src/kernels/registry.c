@@ -36,6 +36,7 @@ extern const ek_kernel ek_kernel_batch_to_space_nd EK_WEAK;
 extern const ek_kernel ek_kernel_broadcast_to EK_WEAK;
 extern const ek_kernel ek_kernel_gather_nd EK_WEAK;
 extern const ek_kernel ek_kernel_padv2 EK_WEAK;
+extern const ek_kernel ek_kernel_mirror_pad EK_WEAK;
 
 static const ek_kernel *const kernels[] = {
     &ek_kernel_add, &ek_kernel_average_pool_2d, &ek_kernel_concatenation, &ek_kernel_conv_2d,
@@ -65,6 +66,7 @@ static const ek_kernel *const kernels[] = {
     &ek_kernel_broadcast_to,
     &ek_kernel_gather_nd,
     &ek_kernel_padv2,
+    &ek_kernel_mirror_pad,
 };
 #endif
 
