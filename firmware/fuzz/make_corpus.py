@@ -112,7 +112,7 @@ def shape_op_models(rng: np.random.Generator) -> Dict[str, bytes]:
     pads = T((2, 2), "int32", scale=None, data=np.array([[1, 0], [0, 1]]))
     m["space_to_batch_nd"] = build_model("SPACE_TO_BATCH_ND", [x(1, 3, 3, 2), i32(2, 2), pads], [x(4, 2, 2, 2)])
     m["batch_to_space_nd"] = build_model("BATCH_TO_SPACE_ND", [x(4, 2, 2, 2), i32(2, 2), pads], [x(1, 3, 3, 2)])
-    m["broadcast_to"] = build_model("BROADCAST_TO", [x(3, 1), i32(2, 3, 4)], [x(2, 3, 4)])
+    m["broadcast_to"] = build_model("BROADCAST_TO", [x(3, 1), i32(2, 3, 4)], [x(2, 3, 4)], version=2)
     m["gather_nd"] = build_model("GATHER_ND", [x(3, 4, 2), T((2, 2), "int32", scale=None, data=np.array([[2, 1], [0, 3]]))],
                                  [x(2, 2)])
     m["padv2"] = build_model("PADV2", [x(1, 3, 3, 2), T((4, 2), "int32", scale=None, data=np.array([[0, 0], [1, 1], [0, 2], [0, 0]])),

@@ -19,7 +19,7 @@
 /* edgekit-op: EXPAND_DIMS | types: int8, int16, int32, float32, uint8, bool, int64 | versions: 1-2 | fast path: none */
 /* edgekit-op: CAST | types: float32, int8, uint8, int16, int32, int64, bool | versions: 1-6 | fast path: none */
 /* edgekit-op: FILL | types: int8, int16, int32, int64, float32, bool | versions: 1-4 | fast path: none */
-/* edgekit-op: SHAPE | types: any | versions: 1 | fast path: none */
+/* edgekit-op: SHAPE | types: int8, int16, int32, float32, uint8, bool, int64 | versions: 1 | fast path: none */
 /* edgekit-op: ZEROS_LIKE | types: int32, int64, float32 | versions: 1 | fast path: none */
 #include <stdint.h>
 #include <string.h>
