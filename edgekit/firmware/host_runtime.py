@@ -521,8 +521,9 @@ class _CtypesBackend:
         if status != 0:
             err = lib.ek_prepared_last_error(self.prep)
             raise InternalError(f"{self.owner.source}: the prepared model was rejected: {(err.message or b'').decode()}")
-        header = np.frombuffer(blob[:4 * 21].tobytes(), dtype="<u4")
-        slots = int(header[16]) + 1 + int(header[9]) + int(header[10])
+        header = np.frombuffer(blob[:4 * 22].tobytes(), dtype="<u4")
+        # op input slots + op output slots (header word 21, blob version 3) + graph inputs + graph outputs
+        slots = int(header[16]) + int(header[21]) + int(header[9]) + int(header[10])
         return {"blob": blob.tobytes(), "arena_bytes": plan["arena_bytes"], "state_slots": slots,
                 "optimize": self.owner.optimize, "overlaps": overlaps, "plan": plan,
                 "streamed_groups": streamed_groups(blob.tobytes())}

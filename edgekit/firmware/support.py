@@ -78,6 +78,30 @@ def _typed_problems(op: Op, tensor) -> List[str]:
             problems.append(f"{role} '{t.name.split(';')[0]}' is {t.type} ({op.name} {'takes' if role != 'output' else 'produces'} "
                             f"{' or '.join(kinds)})")
     return problems
+    "SPLIT": (1,),  # (axis, input)
+    "SPLIT_V": (0,),
+    "STRIDED_SLICE": (0,),
+    "SLICE": (0,),
+    "EXPAND_DIMS": (0,),
+    "GATHER": (0,),  # positions: int16/int32/int64
+    "RESIZE_NEAREST_NEIGHBOR": (0,),
+    "RESIZE_BILINEAR": (0,),
+    "FILL": (1,),  # (dims, value)
+    "TRANSPOSE_CONV": (1, 2),  # (output_shape, weights, input, bias)
+    "SPACE_TO_BATCH_ND": (0,),
+    "BATCH_TO_SPACE_ND": (0,),
+    "BROADCAST_TO": (0,),
+    "GATHER_ND": (0,),  # indices: int16/int32/int64
+    "PADV2": (0, 2),  # (input, paddings, constant_values)
+    "MIRROR_PAD": (0,),
+}
+# Pure data-movement ops: their data inputs and outputs may be of any of these types (the kernel moves bytes;
+# shape/axis inputs are INT32 constants the kernel's prepare() checks). SHAPE outputs INT32/INT64, CAST converts.
+_ANY_TYPE_OPS = frozenset({"SPLIT", "SPLIT_V", "UNPACK", "PACK", "STRIDED_SLICE", "SLICE", "SQUEEZE", "EXPAND_DIMS",
+                           "GATHER", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "RESIZE_NEAREST_NEIGHBOR", "CAST", "FILL",
+                           "SHAPE", "ZEROS_LIKE", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "BROADCAST_TO",
+                           "GATHER_ND", "MIRROR_PAD"})
+_MOVABLE_TYPES = ("INT8", "UINT8", "INT16", "INT32", "INT64", "FLOAT32", "BOOL")
 _QUANTIZE_INPUT_TYPES = ("FLOAT32", "INT8")
 INT8_ONLY = "the edgekit runtime is int8-only"
 
@@ -168,13 +192,17 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
         int8_outputs = [] if op.name in _OUTPUT_TYPES else list(op.outputs)
         bad: Dict[str, List[str]] = {}
         for i in list(picked) + int8_outputs:
+        allowed = _MOVABLE_TYPES if op.name in _ANY_TYPE_OPS else ("INT8",)
+        for i in list(picked) + list(op.outputs):
             t = tensor(i)
-            if t is not None and t.type != "INT8":
+            if t is not None and t.type not in allowed:
                 bad.setdefault(t.type, []).append(f"'{t.name.split(';')[0]}'")
         for kind, names in bad.items():
             shown = ", ".join(names[:2]) + (f" +{len(names) - 2} more" if len(names) > 2 else "")
             problems.append(f"{kind} tensor(s) {shown}")
-        if problems:
+        if problems and op.name in _ANY_TYPE_OPS:
+            problems[-1] += f": {op.name} moves {', '.join(_MOVABLE_TYPES)} tensors only"
+        elif problems:
             problems[-1] += f": {INT8_ONLY} (quantize fully, e.g. with `edgekit quantize`)"
         problems.extend(_typed_problems(op, tensor))
     return (False, "; ".join(problems)) if problems else (True, "")

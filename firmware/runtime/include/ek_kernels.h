@@ -25,7 +25,7 @@ extern "C" {
 
 #define EK_MAX_DIMS 6
 #define EK_MAX_OP_INPUTS 8   /* CONCATENATION is the widest op we support */
-#define EK_MAX_OP_OUTPUTS 1
+#define EK_MAX_OP_OUTPUTS 16  /* SPLIT / SPLIT_V / UNPACK (read in place from the model: no RAM per output) */
 
 /* Tensor element types: the TFLite schema's TensorType numbers. */
 enum {
@@ -76,7 +76,31 @@ enum {
   EK_OP_DIV = 42,
   EK_OP_L2_NORMALIZATION = 11,
   EK_OP_BATCH_MATMUL = 126,
-  EK_OP_LOG_SOFTMAX = 50
+  EK_OP_LOG_SOFTMAX = 50,
+  EK_OP_SPLIT = 49,
+  EK_OP_SPLIT_V = 102,
+  EK_OP_UNPACK = 88,
+  EK_OP_PACK = 83,
+  EK_OP_STRIDED_SLICE = 45,
+  EK_OP_SLICE = 65,
+  EK_OP_SQUEEZE = 43,
+  EK_OP_EXPAND_DIMS = 70,
+  EK_OP_GATHER = 36,
+  EK_OP_DEPTH_TO_SPACE = 5,
+  EK_OP_SPACE_TO_DEPTH = 26,
+  EK_OP_RESIZE_NEAREST_NEIGHBOR = 97,
+  EK_OP_RESIZE_BILINEAR = 23,
+  EK_OP_CAST = 53,
+  EK_OP_FILL = 94,
+  EK_OP_SHAPE = 77,
+  EK_OP_ZEROS_LIKE = 93,
+  EK_OP_TRANSPOSE_CONV = 67,
+  EK_OP_SPACE_TO_BATCH_ND = 38,
+  EK_OP_BATCH_TO_SPACE_ND = 37,
+  EK_OP_BROADCAST_TO = 130,
+  EK_OP_GATHER_ND = 107,
+  EK_OP_PADV2 = 60,
+  EK_OP_MIRROR_PAD = 100
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -140,13 +164,21 @@ typedef struct ek_op_params {
   float alpha;                /* LEAKY_RELU (schema default 0.0) */
   uint8_t approximate;        /* GELU (schema default false) */
   uint8_t adj_x, adj_y;       /* BATCH_MATMUL */
+  /* STRIDED_SLICE masks: the low 8 bits (the reader rejects more than 8 begin/end/stride indices, so no higher bit
+     is ever read) */
+  uint8_t begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask;
+  uint8_t flags;              /* EK_FLAG_*: STRIDED_SLICE offset, RESIZE_* align_corners / half_pixel_centers,
+                                 MIRROR_PAD mode */
+  int8_t batch_dims;          /* GATHER */
+  uint8_t block_size;         /* DEPTH_TO_SPACE / SPACE_TO_DEPTH (the reader rejects > 255) */
 } ek_op_params;
+enum { EK_FLAG_OFFSET = 1, EK_FLAG_ALIGN_CORNERS = 2, EK_FLAG_HALF_PIXEL_CENTERS = 4, EK_FLAG_MIRROR_SYMMETRIC = 8 };
 
 typedef struct ek_op {
   int32_t opcode;             /* EK_OP_* */
   int32_t index;              /* position in the subgraph (for error messages and per-op counts) */
   int32_t version;            /* operator_codes[].version */
-  int32_t num_inputs, num_outputs;  /* <= EK_MAX_OP_INPUTS, == EK_MAX_OP_OUTPUTS */
+  int32_t num_inputs, num_outputs;  /* <= EK_MAX_OP_INPUTS; 1..EK_MAX_OP_OUTPUTS */
   const int32_t *inputs;      /* num_inputs tensor indices (-1 = optional input absent), read in place from the
                                  model (validated: each in [-1, num_tensors)); index only below num_inputs */
   const int32_t *outputs;     /* num_outputs tensor indices, in place likewise */
@@ -159,7 +191,7 @@ typedef struct ek_context {
   ek_tensor *tensors;         /* one record per tensor (.tflite path); NULL for a prepared model (below) */
   int32_t num_tensors;
   /* Prepared model (ek_prepared.c): tensor records stay in flash; ek_input/ek_output decode the ones an op
-     asks for into `slots` (inputs at 0.., the output at out_slot). */
+     asks for into `slots` (inputs at 0.., output i at out_slot + i). */
   const uint8_t *prep_tensors; /* ekp_tensor records in the prepared blob, or NULL */
   const uint8_t *prep_blob;
   const uint8_t *prep_model;
@@ -279,6 +311,31 @@ extern const ek_kernel ek_kernel_div;
 extern const ek_kernel ek_kernel_l2_normalization;
 extern const ek_kernel ek_kernel_batch_matmul;
 extern const ek_kernel ek_kernel_log_softmax;
+/* shape and data-movement ops (h-shape) */
+extern const ek_kernel ek_kernel_split;
+extern const ek_kernel ek_kernel_split_v;
+extern const ek_kernel ek_kernel_unpack;
+extern const ek_kernel ek_kernel_pack;
+extern const ek_kernel ek_kernel_strided_slice;
+extern const ek_kernel ek_kernel_slice;
+extern const ek_kernel ek_kernel_squeeze;
+extern const ek_kernel ek_kernel_expand_dims;
+extern const ek_kernel ek_kernel_gather;
+extern const ek_kernel ek_kernel_depth_to_space;
+extern const ek_kernel ek_kernel_space_to_depth;
+extern const ek_kernel ek_kernel_resize_nearest_neighbor;
+extern const ek_kernel ek_kernel_resize_bilinear;
+extern const ek_kernel ek_kernel_cast;
+extern const ek_kernel ek_kernel_fill;
+extern const ek_kernel ek_kernel_shape;
+extern const ek_kernel ek_kernel_zeros_like;
+extern const ek_kernel ek_kernel_transpose_conv;
+extern const ek_kernel ek_kernel_space_to_batch_nd;
+extern const ek_kernel ek_kernel_batch_to_space_nd;
+extern const ek_kernel ek_kernel_broadcast_to;
+extern const ek_kernel ek_kernel_gather_nd;
+extern const ek_kernel ek_kernel_padv2;
+extern const ek_kernel ek_kernel_mirror_pad;
 
 #ifdef __cplusplus
 }

@@ -256,13 +256,18 @@ static void compute_lifetimes(ek_runtime *rt) {
   }
 }
 
-/* RESHAPE in place: the output shares the (root of the) input's memory. */
+/* Ops that only relabel the shape of their first input: RESHAPE, SQUEEZE, EXPAND_DIMS. */
+static int is_reshape_like(int32_t opcode) {
+  return opcode == EK_OP_RESHAPE || opcode == EK_OP_SQUEEZE || opcode == EK_OP_EXPAND_DIMS;
+}
+
+/* RESHAPE / SQUEEZE / EXPAND_DIMS in place: the output shares the (root of the) input's memory. */
 static void alias_reshapes(ek_runtime *rt) {
   const ek_tensor *tensors = rt->ctx.tensors;
   ek_plan_entry *tp = rt->tensor_plan;
   for (int32_t i = 0; i < rt->num_ops; ++i) {
     const ek_op *op = &rt->ops[i];
-    if (op->opcode != EK_OP_RESHAPE || op->num_inputs < 1 || op->num_outputs != 1) continue;
+    if (!is_reshape_like(op->opcode) || op->num_inputs < 1 || op->num_outputs != 1) continue;
     const int32_t in = op->inputs[0], out = op->outputs[0];
     if (in < 0 || out < 0 || in == out || tensors[in].is_constant || tensors[out].is_constant) continue;
     if (tensors[in].bytes != tensors[out].bytes || tensors[in].type != tensors[out].type) continue;
@@ -570,7 +575,7 @@ static ek_status plan_with_groups(ek_runtime *rt, pbuf *bufs, int32_t *order, in
     const ek_op *op = &rt->ops[i];
     const ek_kernel *kern = rt->kernels[i];
     if (group[i] != 0) continue;
-    if (!kern->overlap || op->num_outputs != 1 || op->outputs[0] < 0 || op->opcode == EK_OP_RESHAPE) continue;
+    if (!kern->overlap || op->num_outputs != 1 || op->outputs[0] < 0 || is_reshape_like(op->opcode)) continue;
     const int32_t out_root = root_of(rt, op->outputs[0]);
     if (buf_of[out_root] < 0) continue;
     for (int32_t k = 0; k < op->num_inputs; ++k) {

@@ -195,7 +195,12 @@ enum {
   OPT_SUB = 28,
   OPT_DIV = 29,
   OPT_L2_NORM = 12,
-  OPT_BATCH_MATMUL = 101
+  OPT_BATCH_MATMUL = 101,
+  OPT_SPLIT = 35, OPT_SPLIT_V = 79, OPT_UNPACK = 64, OPT_PACK = 59, OPT_STRIDED_SLICE = 32, OPT_SLICE = 48,
+  OPT_SQUEEZE = 30, OPT_EXPAND_DIMS = 52, OPT_GATHER = 23, OPT_DEPTH_TO_SPACE = 94, OPT_SPACE_TO_DEPTH = 19,
+  OPT_RESIZE_NEAREST_NEIGHBOR = 74, OPT_RESIZE_BILINEAR = 15, OPT_CAST = 37, OPT_FILL = 68, OPT_SHAPE = 55,
+  OPT_ZEROS_LIKE = 67, OPT_TRANSPOSE_CONV = 49,
+  OPT_MIRROR_PAD = 77
 };
 
 #define TFLITE_SCHEMA_VERSION 3u
@@ -449,6 +454,25 @@ static int expected_options(int32_t opcode) {
     case EK_OP_L2_NORMALIZATION: return OPT_L2_NORM;
     case EK_OP_BATCH_MATMUL: return OPT_BATCH_MATMUL;
     case EK_OP_SUM: case EK_OP_REDUCE_MAX: case EK_OP_REDUCE_MIN: return OPT_REDUCER;
+    case EK_OP_SPLIT: return OPT_SPLIT;
+    case EK_OP_SPLIT_V: return OPT_SPLIT_V;
+    case EK_OP_UNPACK: return OPT_UNPACK;
+    case EK_OP_PACK: return OPT_PACK;
+    case EK_OP_STRIDED_SLICE: return OPT_STRIDED_SLICE;
+    case EK_OP_SLICE: return OPT_SLICE;
+    case EK_OP_SQUEEZE: return OPT_SQUEEZE;
+    case EK_OP_EXPAND_DIMS: return OPT_EXPAND_DIMS;
+    case EK_OP_GATHER: return OPT_GATHER;
+    case EK_OP_DEPTH_TO_SPACE: return OPT_DEPTH_TO_SPACE;
+    case EK_OP_SPACE_TO_DEPTH: return OPT_SPACE_TO_DEPTH;
+    case EK_OP_RESIZE_NEAREST_NEIGHBOR: return OPT_RESIZE_NEAREST_NEIGHBOR;
+    case EK_OP_RESIZE_BILINEAR: return OPT_RESIZE_BILINEAR;
+    case EK_OP_CAST: return OPT_CAST;
+    case EK_OP_FILL: return OPT_FILL;
+    case EK_OP_SHAPE: return OPT_SHAPE;
+    case EK_OP_ZEROS_LIKE: return OPT_ZEROS_LIKE;
+    case EK_OP_TRANSPOSE_CONV: return OPT_TRANSPOSE_CONV;
+    case EK_OP_MIRROR_PAD: return OPT_MIRROR_PAD;
     default: return -1; /* options ignored */
   }
 }
@@ -470,6 +494,15 @@ static int fb_i16_param(const fb *b, const fb_table *t, int slot, int32_t dflt, 
     v = 0;
   }
   *out = (int16_t)v;
+  return 1;
+}
+
+/* SPLIT num_splits / PACK values_count / UNPACK num: must equal the op's output (input) count, as TFLite checks;
+   clears *fits otherwise. */
+static int fb_count_matches(const fb *b, const fb_table *t, int slot, int32_t count, int *fits) {
+  int32_t v;
+  if (!fb_i32(b, t, slot, 0, &v)) return 0;
+  if (v != count) *fits = 0;
   return 1;
 }
 
@@ -519,6 +552,57 @@ static int read_options(const fb *b, const fb_table *o, ek_op *op, int *fits) {
       return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation);
     case EK_OP_SUB: /* SubOptions: fused_activation_function, pot_scale_int16 (default true) */
       return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation) && fb_u8_param(b, o, 1, 1, &p->pot_scale_int16);
+    case EK_OP_SPLIT:
+    case EK_OP_SPLIT_V:
+      return fb_count_matches(b, o, 0, op->num_outputs, fits);
+    case EK_OP_UNPACK:
+      return fb_count_matches(b, o, 0, op->num_outputs, fits) && fb_i16_param(b, o, 1, 0, &p->axis, fits);
+    case EK_OP_PACK:
+      return fb_count_matches(b, o, 0, op->num_inputs, fits) && fb_i16_param(b, o, 1, 0, &p->axis, fits);
+    case EK_OP_STRIDED_SLICE: {
+      int32_t m[5];
+      uint32_t offset;
+      for (int k = 0; k < 5; ++k)
+        if (!fb_i32(b, o, k, 0, &m[k])) return 0;
+      if (!fb_u8(b, o, 5, 0, &offset)) return 0;
+      p->begin_mask = (uint8_t)m[0], p->end_mask = (uint8_t)m[1], p->ellipsis_mask = (uint8_t)m[2];
+      p->new_axis_mask = (uint8_t)m[3], p->shrink_axis_mask = (uint8_t)m[4]; /* low 8 bits: see ek_op_params */
+      p->flags = offset ? EK_FLAG_OFFSET : 0;
+      return 1;
+    }
+    case EK_OP_GATHER: {
+      int32_t bd;
+      if (!fb_i16_param(b, o, 0, 0, &p->axis, fits) || !fb_i32(b, o, 1, 0, &bd)) return 0;
+      if (bd < -128 || bd > 127) *fits = 0;
+      p->batch_dims = (int8_t)(bd < -128 || bd > 127 ? 0 : bd);
+      return 1;
+    }
+    case EK_OP_DEPTH_TO_SPACE:
+    case EK_OP_SPACE_TO_DEPTH: {
+      int32_t bs;
+      if (!fb_i32(b, o, 0, 0, &bs)) return 0;
+      if (bs < 0 || bs > 255) *fits = 0;
+      p->block_size = (uint8_t)(bs < 0 || bs > 255 ? 0 : bs);
+      return 1;
+    }
+    case EK_OP_RESIZE_BILINEAR:
+    case EK_OP_RESIZE_NEAREST_NEIGHBOR: {
+      const int first = op->opcode == EK_OP_RESIZE_BILINEAR ? 2 : 0; /* ResizeBilinearOptions: 2 deprecated fields first */
+      uint32_t align, half;
+      if (!fb_u8(b, o, first, 0, &align) || !fb_u8(b, o, first + 1, 0, &half)) return 0;
+      p->flags = (uint8_t)((align ? EK_FLAG_ALIGN_CORNERS : 0) | (half ? EK_FLAG_HALF_PIXEL_CENTERS : 0));
+      return 1;
+    }
+    case EK_OP_MIRROR_PAD: {
+      uint32_t mode;
+      if (!fb_u8(b, o, 0, 0, &mode)) return 0;
+      p->flags = mode == 1 ? EK_FLAG_MIRROR_SYMMETRIC : 0;
+      if (mode > 1) *fits = 0;
+      return 1;
+    }
+    case EK_OP_TRANSPOSE_CONV:
+      return fb_u8_param(b, o, 0, EK_PAD_SAME, &p->padding) && fb_i16_param(b, o, 1, 0, &p->stride_w, fits) &&
+             fb_i16_param(b, o, 2, 0, &p->stride_h, fits) && fb_u8_param(b, o, 3, EK_ACT_NONE, &p->activation);
     default:
       return 1; /* RESHAPE (the kernel uses the output shape), PAD, TRANSPOSE, QUANTIZE, ...: nothing to decode */
   }
@@ -595,9 +679,11 @@ static ek_status read_operator(reader *r, uint32_t i, ek_op *op, const ek_kernel
                          "operator has more than 8 inputs");
   if (st != EK_OK) return st;
   st = read_index_vector(r, op, &ot, OPERATOR_OUTPUTS, &op->outputs, EK_MAX_OP_OUTPUTS, &op->num_outputs,
-                         "operator has more than one output");
+                         "operator has more than 16 outputs");
   if (st != EK_OK) return st;
-  if (op->num_outputs != 1 || op->outputs[0] < 0) return fail_op(r, op, EK_ERR_MODEL, "operator has no output tensor");
+  if (op->num_outputs < 1) return fail_op(r, op, EK_ERR_MODEL, "operator has no output tensor");
+  for (int32_t k = 0; k < op->num_outputs; ++k)
+    if (op->outputs[k] < 0) return fail_op(r, op, EK_ERR_MODEL, "operator output tensor index is -1 (absent output)");
   if (!fb_u8(b, &ot, OPERATOR_OPTIONS_TYPE, OPT_NONE, &options_type))
     return fail_op(r, op, EK_ERR_MODEL, "corrupt model: bad builtin_options_type field");
   const int expected = expected_options(code);
@@ -610,7 +696,9 @@ static ek_status read_operator(reader *r, uint32_t i, ek_op *op, const ek_kernel
     return fail_op(r, op, EK_ERR_MODEL, "corrupt model: builtin_options field out of bounds");
   if (!fits)
     return fail_op(r, op, EK_ERR_UNSUPPORTED,
-                   "operator option (stride, dilation, filter size, depth multiplier or axis) is outside -32768..32767");
+                   "operator option out of range (stride, dilation, filter size, depth multiplier or axis outside "
+                   "-32768..32767, block size > 255, batch_dims outside int8, or a split/pack count that differs from "
+                   "the op's outputs/inputs)");
   op->params.keep_dims = op->params.keep_dims != 0; /* schema bools: any non-zero byte is true */
   op->params.keep_num_dims = op->params.keep_num_dims != 0;
   op->params.pot_scale_int16 = op->params.pot_scale_int16 != 0;
@@ -651,11 +739,13 @@ static ek_status check_graph(reader *r) {
       if (pe[t].first_op == -2)
         return fail_op(r, op, EK_ERR_MODEL, "operator reads a tensor that is neither constant, a graph input nor produced by an earlier operator");
     }
-    const int32_t o = op->outputs[0];
-    if (rt->ctx.tensors[o].is_constant) return fail_op(r, op, EK_ERR_MODEL, "operator writes to a constant tensor");
-    if (pe[o].first_op != -2)
-      return fail_op(r, op, EK_ERR_MODEL, "operator output is already a graph input or written by another operator");
-    pe[o].first_op = i;
+    for (int32_t k = 0; k < op->num_outputs; ++k) {
+      const int32_t o = op->outputs[k];
+      if (rt->ctx.tensors[o].is_constant) return fail_op(r, op, EK_ERR_MODEL, "operator writes to a constant tensor");
+      if (pe[o].first_op != -2)
+        return fail_op(r, op, EK_ERR_MODEL, "operator output is already a graph input or written by another operator (or listed twice)");
+      pe[o].first_op = i;
+    }
   }
   for (int32_t k = 0; k < rt->num_outputs; ++k) {
     const int32_t t = rt->outputs[k];
