@@ -51,6 +51,22 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "L2_NORMALIZATION": (0,),
     "BATCH_MATMUL": (0, 1),
     "LOG_SOFTMAX": (0,),
+    "SPLIT": (1,),  # (axis, input)
+    "SPLIT_V": (0,),
+    "STRIDED_SLICE": (0,),
+    "SLICE": (0,),
+    "EXPAND_DIMS": (0,),
+    "GATHER": (0,),  # positions: int16/int32/int64
+    "RESIZE_NEAREST_NEIGHBOR": (0,),
+    "RESIZE_BILINEAR": (0,),
+    "FILL": (1,),  # (dims, value)
+    "TRANSPOSE_CONV": (1, 2),  # (output_shape, weights, input, bias)
+    "SPACE_TO_BATCH_ND": (0,),
+    "BATCH_TO_SPACE_ND": (0,),
+    "BROADCAST_TO": (0,),
+    "GATHER_ND": (0,),  # indices: int16/int32/int64
+    "PADV2": (0, 2),  # (input, paddings, constant_values)
+    "MIRROR_PAD": (0,),
 }
 
 # Per-op tensor type rules beyond "activations are int8" (each kernel's prepare() checks the same):
@@ -78,23 +94,6 @@ def _typed_problems(op: Op, tensor) -> List[str]:
             problems.append(f"{role} '{t.name.split(';')[0]}' is {t.type} ({op.name} {'takes' if role != 'output' else 'produces'} "
                             f"{' or '.join(kinds)})")
     return problems
-    "SPLIT": (1,),  # (axis, input)
-    "SPLIT_V": (0,),
-    "STRIDED_SLICE": (0,),
-    "SLICE": (0,),
-    "EXPAND_DIMS": (0,),
-    "GATHER": (0,),  # positions: int16/int32/int64
-    "RESIZE_NEAREST_NEIGHBOR": (0,),
-    "RESIZE_BILINEAR": (0,),
-    "FILL": (1,),  # (dims, value)
-    "TRANSPOSE_CONV": (1, 2),  # (output_shape, weights, input, bias)
-    "SPACE_TO_BATCH_ND": (0,),
-    "BATCH_TO_SPACE_ND": (0,),
-    "BROADCAST_TO": (0,),
-    "GATHER_ND": (0,),  # indices: int16/int32/int64
-    "PADV2": (0, 2),  # (input, paddings, constant_values)
-    "MIRROR_PAD": (0,),
-}
 # Pure data-movement ops: their data inputs and outputs may be of any of these types (the kernel moves bytes;
 # shape/axis inputs are INT32 constants the kernel's prepare() checks). SHAPE outputs INT32/INT64, CAST converts.
 _ANY_TYPE_OPS = frozenset({"SPLIT", "SPLIT_V", "UNPACK", "PACK", "STRIDED_SLICE", "SLICE", "SQUEEZE", "EXPAND_DIMS",
@@ -191,9 +190,8 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
         picked = op.inputs if positions is None else [op.inputs[p] for p in positions if p < len(op.inputs)]
         int8_outputs = [] if op.name in _OUTPUT_TYPES else list(op.outputs)
         bad: Dict[str, List[str]] = {}
-        for i in list(picked) + int8_outputs:
         allowed = _MOVABLE_TYPES if op.name in _ANY_TYPE_OPS else ("INT8",)
-        for i in list(picked) + list(op.outputs):
+        for i in list(picked) + int8_outputs:
             t = tensor(i)
             if t is not None and t.type not in allowed:
                 bad.setdefault(t.type, []).append(f"'{t.name.split(';')[0]}'")
