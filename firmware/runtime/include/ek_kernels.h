@@ -25,12 +25,13 @@ extern "C" {
 
 #define EK_MAX_DIMS 6
 #define EK_MAX_OP_INPUTS 8   /* CONCATENATION is the widest op we support */
-#define EK_MAX_OP_OUTPUTS 1
+#define EK_MAX_OP_OUTPUTS 1  /* ASSIGN_VARIABLE and CALL_ONCE have none */
 
 /* Tensor element types: the TFLite schema's TensorType numbers. */
 enum {
   EK_FLOAT32 = 0, EK_FLOAT16 = 1, EK_INT32 = 2, EK_UINT8 = 3, EK_INT64 = 4,
-  EK_BOOL = 6, EK_INT16 = 7, EK_INT8 = 9
+  EK_BOOL = 6, EK_INT16 = 7, EK_INT8 = 9,
+  EK_RESOURCE = 13 /* a resource variable's handle (VAR_HANDLE output): its bytes are the variable's memory */
 };
 
 /* Builtin operator codes we implement: the TFLite schema's BuiltinOperator numbers. */
@@ -39,7 +40,8 @@ enum {
   EK_OP_DEPTHWISE_CONV_2D = 4, EK_OP_DEQUANTIZE = 6, EK_OP_FULLY_CONNECTED = 9,
   EK_OP_LOGISTIC = 14, EK_OP_MAX_POOL_2D = 17, EK_OP_MUL = 18, EK_OP_RESHAPE = 22,
   EK_OP_SOFTMAX = 25, EK_OP_PAD = 34, EK_OP_TRANSPOSE = 39, EK_OP_MEAN = 40,
-  EK_OP_QUANTIZE = 114, EK_OP_HARD_SWISH = 117
+  EK_OP_QUANTIZE = 114, EK_OP_HARD_SWISH = 117,
+  EK_OP_CALL_ONCE = 129, EK_OP_VAR_HANDLE = 142, EK_OP_READ_VARIABLE = 143, EK_OP_ASSIGN_VARIABLE = 144
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -115,6 +117,13 @@ typedef struct ek_op {
   void *scratch;              /* scratch_bytes of per-invoke scratch, 8-byte aligned, or NULL */
 } ek_op;
 
+/* One resource variable (kernels/variables.c): its handle tensor in the main graph (whose bytes are the variable's
+   memory) and its initial value: `src` bytes at that model offset (the CALL_ONCE init subgraph's constant) or, when
+   src is -1, `bytes` copies of `fill` (TFLM's default: the first assigned value's zero point). 16 bytes. */
+typedef struct ek_var_init {
+  int32_t tensor, src, bytes, fill;
+} ek_var_init;
+
 typedef struct ek_context {
   ek_tensor *tensors;         /* one record per tensor (.tflite path); NULL for a prepared model (below) */
   int32_t num_tensors;
@@ -134,6 +143,13 @@ typedef struct ek_context {
      the prepared slots as the group runner filled them (tensor views whose data point at row windows). */
   int32_t row_begin, row_end;
   int32_t frozen;
+  /* Resource variables (kernels/variables.c): the reader's init table (in-place path; NULL for a prepared model,
+     whose CALL_ONCE carries its copy in the blob), the model (both paths) and whether CALL_ONCE has run since init
+     or the last reset (ek_reset_variables / ek_prepared_reset). */
+  const struct ek_var_init *var_init;
+  int32_t num_var_init;
+  const uint8_t *model;
+  int32_t call_once_done;
   /* error reporting: first failure wins */
   ek_status status;
   int32_t error_op;           /* op index or -1 */
@@ -213,6 +229,7 @@ extern const ek_kernel ek_kernel_add, ek_kernel_average_pool_2d, ek_kernel_conca
     ek_kernel_depthwise_conv_2d, ek_kernel_dequantize, ek_kernel_fully_connected, ek_kernel_logistic,
     ek_kernel_max_pool_2d, ek_kernel_mul, ek_kernel_reshape, ek_kernel_softmax, ek_kernel_pad,
     ek_kernel_transpose, ek_kernel_mean, ek_kernel_quantize, ek_kernel_hard_swish;
+extern const ek_kernel ek_kernel_call_once, ek_kernel_var_handle, ek_kernel_read_variable, ek_kernel_assign_variable;
 
 #ifdef __cplusplus
 }

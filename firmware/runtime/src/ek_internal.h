@@ -17,6 +17,9 @@ typedef struct ek_model_view {
   size_t ops_vec; uint32_t num_ops;          /* vector of Operator tables */
   size_t inputs_vec; uint32_t num_inputs;    /* vector of int32 */
   size_t outputs_vec; uint32_t num_outputs;  /* vector of int32 */
+  size_t subgraphs_vec; uint32_t num_subgraphs;
+  int32_t init_subgraph;                     /* the CALL_ONCE op's init subgraph, or -1 (ek_reader.c) */
+  uint32_t num_var_handles;                  /* VAR_HANDLE ops of the main graph (ek_var_init entries in the state) */
 } ek_model_view;
 
 /* Errors of the reader before an ek_runtime exists (ek_model_opcodes). */

@@ -247,6 +247,11 @@ static void compute_lifetimes(ek_runtime *rt) {
     }
   }
   for (int32_t k = 0; k < rt->num_outputs; ++k) extend(&tp[rt->outputs[k]], rt->num_ops);
+  for (int32_t t = 0; t < rt->ctx.num_tensors; ++t) /* resource variables: alive over the whole graph, never shared */
+    if (tensors[t].type == EK_RESOURCE && tp[t].first_op != UNUSED_OP) {
+      extend(&tp[t], -1);
+      extend(&tp[t], rt->num_ops);
+    }
   for (int32_t i = 0; i < rt->num_ops; ++i) {
     ek_plan_entry *sp = &rt->scratch_plan[i];
     sp->offset = -1;

@@ -19,7 +19,7 @@
 #include "ek_stream_group.h"
 
 #define EKP_MAGIC 0x4D504B45u /* "EKPM" */
-#define EKP_VERSION 2u /* 2: row-streamed groups (ekp_op.group) */
+#define EKP_VERSION 3u /* 2: row-streamed groups (ekp_op.group); 3: resource variables (RESOURCE tensors, ops without outputs) */
 enum {
   H_MAGIC, H_VERSION, H_TOTAL, H_CHECKSUM, H_MODEL_LEN, H_MODEL_SUM, H_ARENA, H_TENSORS, H_OPS, H_INPUTS, H_OUTPUTS,
   H_TENSORS_OFF, H_OPS_OFF, H_IO_OFF, H_DATA_OFF, H_DATA_LEN, H_MAX_OP_INPUTS, H_PARAMS_SIZE, H_TENSOR_REC, H_OP_REC,
@@ -79,15 +79,17 @@ static int in_range(int64_t off, int64_t len, int64_t limit, int64_t align) {
 
 static ek_status check_tensor(ek_prepared *p, const ekp_tensor *r, size_t model_len, size_t arena_bytes) {
   if (r->ndim < 0 || r->ndim > EK_MAX_DIMS || r->bytes < 0) return bad(p, "prepared model: bad tensor shape");
-  const int32_t size = ek_type_size(r->type);
+  const int resource = r->type == EK_RESOURCE; /* a variable: its bytes in the arena, whatever its (scalar) shape */
+  const int32_t size = resource ? 1 : ek_type_size(r->type);
   if (size <= 0) return bad(p, "prepared model: unknown tensor type");
+  if (resource && r->where != EKP_WHERE_ARENA && r->bytes > 0) return bad(p, "prepared model: resource variable outside the arena");
   int64_t elements = 1;
   for (int32_t d = 0; d < r->ndim; ++d) {
     if (r->dims[d] < 0) return bad(p, "prepared model: negative dimension");
     elements *= r->dims[d];
     if (elements > INT32_MAX) return bad(p, "prepared model: tensor too large");
   }
-  if (elements * size != r->bytes) return bad(p, "prepared model: tensor bytes differ from its shape");
+  if (!resource && elements * size != r->bytes) return bad(p, "prepared model: tensor bytes differ from its shape");
   const int64_t align = size >= 8 ? 8 : size;
   if (r->where == EKP_WHERE_ARENA) {
     if (!in_range(r->offset, r->bytes, (int64_t)arena_bytes, 1) || r->offset % EK_ARENA_ALIGN != 0 || r->is_constant)
@@ -255,7 +257,8 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
     const ekp_op *r = &ops[i];
     if (!ek_find_kernel(r->opcode))
       return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_UNSUPPORTED, "prepared model uses an operator not linked in");
-    if (r->num_inputs < 0 || (uint32_t)r->num_inputs > max_in || r->num_outputs != EK_MAX_OP_OUTPUTS)
+    const int no_output = r->opcode == EK_OP_ASSIGN_VARIABLE || r->opcode == EK_OP_CALL_ONCE;
+    if (r->num_inputs < 0 || (uint32_t)r->num_inputs > max_in || r->num_outputs != (no_output ? 0 : EK_MAX_OP_OUTPUTS))
       return bad(p, "prepared model: bad operator arity");
     if (!in_range(r->inputs_off, 4 * (int64_t)r->num_inputs, len, 4) || r->inputs_off < d_off ||
         !in_range(r->outputs_off, 4 * (int64_t)r->num_outputs, len, 4) || r->outputs_off < d_off)
@@ -292,6 +295,7 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
   p->ctx.prep_tensors = (const uint8_t *)tr;
   p->ctx.prep_blob = b;
   p->ctx.prep_model = (const uint8_t *)model;
+  p->ctx.model = (const uint8_t *)model;
   p->ctx.prep_arena = abase;
   p->blob = b;
   p->arena = abase;
@@ -425,6 +429,10 @@ ek_tensor *ek_prepared_input(ek_prepared *p, int32_t i) {
 ek_tensor *ek_prepared_output(ek_prepared *p, int32_t i) {
   if (!p || !p->ready || i < 0 || i >= p->num_outputs) return (ek_tensor *)0;
   return io_tensor(p, p->num_inputs + i);
+}
+
+void ek_prepared_reset(ek_prepared *p) {
+  if (p) p->ctx.call_once_done = 0; /* the next invoke's CALL_ONCE writes every variable's initial value again */
 }
 
 void ek_prepared_set_op_hook(ek_prepared *p, ek_op_hook hook, void *user) {

@@ -107,6 +107,10 @@ const char *ek_op_name(int32_t opcode) {
     case EK_OP_MEAN: return "MEAN";
     case EK_OP_QUANTIZE: return "QUANTIZE";
     case EK_OP_HARD_SWISH: return "HARD_SWISH";
+    case EK_OP_CALL_ONCE: return "CALL_ONCE";
+    case EK_OP_VAR_HANDLE: return "VAR_HANDLE";
+    case EK_OP_READ_VARIABLE: return "READ_VARIABLE";
+    case EK_OP_ASSIGN_VARIABLE: return "ASSIGN_VARIABLE";
     case 32: return "CUSTOM";
     default: return "UNKNOWN";
   }
