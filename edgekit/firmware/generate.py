@@ -580,6 +580,8 @@ def add_splits(flash: FlashFigures, ram: RamFigures, plan: MemoryPlan, build_inf
                       "method": ("measured on the device: arena + the state the runtime reported (ek_prepared object + "
                                  "decoded tensor records)") if device else
                                 "estimated: arena + 32-bit state from the prepared model's slot count"}
+    if plan.get("variables_bytes"):  # resource variables: arena buffers the planner never reuses (already in arena)
+        ram["runtime"]["variables"] = plan["variables_bytes"]
 
 
 # --- the command ---------------------------------------------------------------------------------------------
@@ -687,6 +689,7 @@ def firmware_info(data: bytes, graph: Graph, board, plan: MemoryPlan, flash: Fla
         "kernels": written.get("kernels", []),
         "plan": {"tensors": plan.get("tensors", []), "scratch": plan.get("scratch", []),
                  "persistent_bytes": plan.get("persistent_bytes"), "optimize": plan.get("optimize"),
+                 **({"variables_bytes": plan["variables_bytes"]} if plan.get("variables_bytes") else {}),
                  "prepared_bytes": plan.get("prepared_bytes"), "overlaps": overlap_report(plan),
                  "streamed_groups": streamed_group_report(plan),
                  "weight_layouts": plan.get("weight_layouts"),

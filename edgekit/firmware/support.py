@@ -19,6 +19,7 @@ RUNTIMES = ("edgekit", "tflm")
 EDGEKIT_OPS = (
     "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D", "ADD", "MUL", "RESHAPE",
     "SOFTMAX", "MEAN", "PAD", "CONCATENATION", "TRANSPOSE", "QUANTIZE", "DEQUANTIZE", "LOGISTIC", "HARD_SWISH",
+    "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE",
 )
 
 # Which inputs of an op carry activations that must be int8 (None = every input). Other inputs are
@@ -27,7 +28,10 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "CONV_2D": (0, 1), "DEPTHWISE_CONV_2D": (0, 1), "FULLY_CONNECTED": (0, 1), "AVERAGE_POOL_2D": (0,),
     "MAX_POOL_2D": (0,), "ADD": (0, 1), "MUL": (0, 1), "RESHAPE": (0,), "SOFTMAX": (0,), "MEAN": (0,), "PAD": (0,),
     "CONCATENATION": None, "TRANSPOSE": (0,), "LOGISTIC": (0,), "HARD_SWISH": (0,),
+    "READ_VARIABLE": (), "ASSIGN_VARIABLE": (1,),
 }
+# Resource-variable ops without int8 data: CALL_ONCE (no tensors), VAR_HANDLE (a RESOURCE handle).
+_NO_DATA_OPS = ("CALL_ONCE", "VAR_HANDLE")
 _QUANTIZE_INPUT_TYPES = ("FLOAT32", "INT8")
 INT8_ONLY = "the edgekit runtime is int8-only"
 
@@ -91,6 +95,8 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
             problems.append(f"input '{t_in.name.split(';')[0]}' is {t_in.type} (QUANTIZE takes FLOAT32 or INT8)")
         if t_out is not None and t_out.type != "INT8":
             problems.append(f"output '{t_out.name.split(';')[0]}' is {t_out.type} (QUANTIZE must produce INT8)")
+    elif op.name in _NO_DATA_OPS:
+        pass
     elif op.name == "DEQUANTIZE":
         t_in, t_out = tensor(op.inputs[0]) if op.inputs else None, tensor(op.outputs[0]) if op.outputs else None
         if t_in is not None and t_in.type != "INT8":
@@ -121,6 +127,13 @@ def _tflm_verdict(op: Op) -> Tuple[bool, str]:
     return True, ""
 
 
+def _subgraph_reason(runtime: str) -> str:
+    if runtime == "edgekit":
+        return ("control flow (IF / WHILE subgraphs) or several signatures are not supported; the edgekit runtime runs "
+                "a main graph plus at most one CALL_ONCE init subgraph (resource variables)")
+    return "control flow (more than one subgraph) is not supported; only subgraph 0 would run"
+
+
 def check_support(graph: Graph, runtime: str = "edgekit", *, kernels_dir: Path = KERNELS_DIR) -> SupportReport:
     """Every op accepted or rejected (with location and reason) for a firmware runtime."""
     if runtime not in RUNTIMES:
@@ -129,9 +142,9 @@ def check_support(graph: Graph, runtime: str = "edgekit", *, kernels_dir: Path =
         raise UnknownNameError("firmware runtime", runtime, RUNTIMES)
     report = SupportReport(f"firmware-{runtime}")
     kernels = kernel_files(kernels_dir)
-    if graph.subgraphs > 1:
-        report.ops.append(OpSupport("SUBGRAPHS", f"model ({graph.subgraphs} subgraphs)", False,
-                                    "control flow (more than one subgraph) is not supported; only subgraph 0 would run"))
+    calls = sum(op.name == "CALL_ONCE" for op in graph.ops)
+    if graph.subgraphs > 1 and not (runtime == "edgekit" and calls == 1 and graph.subgraphs == 2):
+        report.ops.append(OpSupport("SUBGRAPHS", f"model ({graph.subgraphs} subgraphs)", False, _subgraph_reason(runtime)))
     for op in graph.ops:
         ok, reason = _edgekit_verdict(graph, op, kernels) if runtime == "edgekit" else _tflm_verdict(op)
         report.ops.append(OpSupport(op.label, graph.location(op), ok, reason))
