@@ -442,7 +442,8 @@ class HostRuntime:
             raise error
         if status == _EK_ERR_UNSUPPORTED:
             raise InvalidModelError(f"{self.source}: not supported by {TARGET}: {message}",
-                                    fix="convert the model to a single-subgraph full-int8 TFLite model")
+                                    fix="convert the model to full-int8 TFLite with one main graph (resource variables with "
+                                        "one CALL_ONCE init subgraph are fine)")
         if status == _EK_ERR_INTERNAL:
             raise InternalError(f"{self.source}: {TARGET} internal error{where}: {message}")
         raise InvalidModelError(f"{self.source}: rejected by {TARGET}{where} [{EK_STATUS.get(status, status)}]: {message}",
