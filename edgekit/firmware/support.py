@@ -93,8 +93,8 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
         t_in, t_out = tensor(op.inputs[0]) if op.inputs else None, tensor(op.outputs[0]) if op.outputs else None
         if t_in is not None and t_in.type not in _QUANTIZE_INPUT_TYPES:
             problems.append(f"input '{t_in.name.split(';')[0]}' is {t_in.type} (QUANTIZE takes FLOAT32 or INT8)")
-        if t_out is not None and t_out.type != "INT8":
-            problems.append(f"output '{t_out.name.split(';')[0]}' is {t_out.type} (QUANTIZE must produce INT8)")
+        if t_out is not None and t_out.type not in ("INT8", "UINT8"):
+            problems.append(f"output '{t_out.name.split(';')[0]}' is {t_out.type} (QUANTIZE produces INT8 or UINT8)")
     elif op.name in _NO_DATA_OPS:
         pass
     elif op.name == "DEQUANTIZE":
