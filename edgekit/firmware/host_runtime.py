@@ -660,9 +660,9 @@ def streamed_groups(blob: bytes) -> List[StreamedGroup]:
     records = []
     for i in range(num_ops):
         at = ops_off + i * rec
-        outputs_off = int(np.frombuffer(blob, dtype="<i4", count=1, offset=at + 24)[0])
+        num_outputs, _, outputs_off = (int(v) for v in np.frombuffer(blob, dtype="<i4", count=3, offset=at + 16))
         scratch_off, scratch_len, group = (int(v) for v in np.frombuffer(blob, dtype="<i4", count=3, offset=at + rec - 12))
-        output = int(np.frombuffer(blob, dtype="<i4", count=1, offset=outputs_off)[0])
+        output = int(np.frombuffer(blob, dtype="<i4", count=1, offset=outputs_off)[0]) if num_outputs else -1
         records.append((scratch_off, scratch_len, group, output))
     groups: List[StreamedGroup] = []
     for i, (_, region, group, _) in enumerate(records):
