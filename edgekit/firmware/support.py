@@ -20,6 +20,7 @@ EDGEKIT_OPS = (
     "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D", "ADD", "MUL", "RESHAPE",
     "SOFTMAX", "MEAN", "PAD", "CONCATENATION", "TRANSPOSE", "QUANTIZE", "DEQUANTIZE", "LOGISTIC", "HARD_SWISH",
     "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE",
+    "SVDF",
 )
 
 # Which inputs of an op carry activations that must be int8 (None = every input). Other inputs are
@@ -29,6 +30,7 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "MAX_POOL_2D": (0,), "ADD": (0, 1), "MUL": (0, 1), "RESHAPE": (0,), "SOFTMAX": (0,), "MEAN": (0,), "PAD": (0,),
     "CONCATENATION": None, "TRANSPOSE": (0,), "LOGISTIC": (0,), "HARD_SWISH": (0,),
     "READ_VARIABLE": (), "ASSIGN_VARIABLE": (1,),
+    "SVDF": (0, 1),  # time weights and the state are int16 by design (the integer SVDF path)
 }
 # Resource-variable ops without int8 data: CALL_ONCE (no tensors), VAR_HANDLE (a RESOURCE handle).
 _NO_DATA_OPS = ("CALL_ONCE", "VAR_HANDLE")

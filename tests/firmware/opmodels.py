@@ -44,6 +44,7 @@ _OPTIONS = {
     "TRANSPOSE": ("TransposeOptions", {}),
     "DEQUANTIZE": ("DequantizeOptions", {}),
     "HARD_SWISH": ("HardSwishOptions", {}),
+    "SVDF": ("SVDFOptions", {"rank": 1, "fused_activation_function": 1}),
 }
 _ENUMS = {"padding": schema.Padding, "fused_activation_function": schema.ActivationFunctionType,
           "weights_format": schema.FullyConnectedOptionsWeightsFormat}

@@ -41,7 +41,7 @@ enum {
   EK_OP_LOGISTIC = 14, EK_OP_MAX_POOL_2D = 17, EK_OP_MUL = 18, EK_OP_RESHAPE = 22,
   EK_OP_SOFTMAX = 25, EK_OP_PAD = 34, EK_OP_TRANSPOSE = 39, EK_OP_MEAN = 40,
   EK_OP_QUANTIZE = 114, EK_OP_HARD_SWISH = 117,
-  EK_OP_CALL_ONCE = 129, EK_OP_VAR_HANDLE = 142, EK_OP_READ_VARIABLE = 143, EK_OP_ASSIGN_VARIABLE = 144
+  EK_OP_SVDF = 27, EK_OP_CALL_ONCE = 129, EK_OP_VAR_HANDLE = 142, EK_OP_READ_VARIABLE = 143, EK_OP_ASSIGN_VARIABLE = 144
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -102,6 +102,7 @@ typedef struct ek_op_params {
   uint8_t keep_num_dims;      /* FULLY_CONNECTED */
   uint8_t weights_format;     /* FULLY_CONNECTED: 0 = DEFAULT only */
   uint8_t pot_scale_int16;    /* ADD/SUB: unused for int8 */
+  int16_t rank;               /* SVDF */
 } ek_op_params;
 
 typedef struct ek_op {
@@ -229,6 +230,7 @@ extern const ek_kernel ek_kernel_add, ek_kernel_average_pool_2d, ek_kernel_conca
     ek_kernel_depthwise_conv_2d, ek_kernel_dequantize, ek_kernel_fully_connected, ek_kernel_logistic,
     ek_kernel_max_pool_2d, ek_kernel_mul, ek_kernel_reshape, ek_kernel_softmax, ek_kernel_pad,
     ek_kernel_transpose, ek_kernel_mean, ek_kernel_quantize, ek_kernel_hard_swish;
+extern const ek_kernel ek_kernel_svdf;
 extern const ek_kernel ek_kernel_call_once, ek_kernel_var_handle, ek_kernel_read_variable, ek_kernel_assign_variable;
 
 #ifdef __cplusplus

@@ -38,6 +38,9 @@ ek_status ek_read_opcode(const uint8_t *model, size_t len, const ek_model_view *
    The arrays must already point into the state buffer. */
 ek_status ek_read_graph(ek_runtime *rt, const ek_model_view *mv);
 
+/* ek_interp.c: variable tensors (op state) set to their initial values (init, reset, after re-planning). */
+void ek_reset_state_tensors(ek_runtime *rt);
+
 /* ek_plan.c */
 /* Planner work memory for num_buffers buffers (non-constant tensors + ops), a multiple of 8 bytes. */
 size_t ek_plan_work_bytes(int32_t num_buffers);
@@ -57,8 +60,9 @@ typedef struct ekp_tensor { /* 64 bytes */
   int32_t num_scales;
   int8_t ndim, type, quantized_dimension;
   uint8_t is_constant;
-  int32_t reserved;
+  int32_t flags; /* EKP_STATE: a variable tensor (op state): set to `fill` at init and reset; bits 8-15: fill */
 } ekp_tensor;
+#define EKP_STATE 1
 
 
 /* ek_util.c */

@@ -241,6 +241,7 @@ ek_status ek_init_opt(ek_runtime *rt, const void *model, size_t model_len, void 
       return rt->ctx.status;
     }
   }
+  ek_reset_state_tensors(rt);
   rt->ready = 1;
   return EK_OK;
 }
@@ -287,8 +288,19 @@ ek_status ek_invoke(ek_runtime *rt) {
   return EK_OK;
 }
 
+/* Variable tensors (op state, not resource variables: those are CALL_ONCE's) back to their initial value. */
+void ek_reset_state_tensors(ek_runtime *rt) {
+  for (int32_t k = 0; k < rt->ctx.num_var_init; ++k) {
+    const ek_var_init *v = &rt->ctx.var_init[k];
+    ek_tensor *t = &rt->ctx.tensors[v->tensor];
+    if (t->type != EK_RESOURCE && t->data && v->bytes > 0) memset(t->data, v->fill & 0xff, (size_t)v->bytes);
+  }
+}
+
 void ek_reset_variables(ek_runtime *rt) {
-  if (rt) rt->ctx.call_once_done = 0; /* the next invoke's CALL_ONCE writes every variable's initial value again */
+  if (!rt || !rt->ready) return;
+  rt->ctx.call_once_done = 0; /* the next invoke's CALL_ONCE writes every variable's initial value again */
+  ek_reset_state_tensors(rt);
 }
 
 size_t ek_variables_bytes(const ek_runtime *rt) {

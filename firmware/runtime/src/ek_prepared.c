@@ -100,6 +100,8 @@ static ek_status check_tensor(ek_prepared *p, const ekp_tensor *r, size_t model_
   } else if (r->where != EKP_WHERE_NONE) {
     return bad(p, "prepared model: bad tensor location");
   }
+  if ((r->flags & ~0xff01) != 0 || ((r->flags & EKP_STATE) && r->where != EKP_WHERE_ARENA))
+    return bad(p, "prepared model: bad tensor flags");
   if (r->num_scales < 0 || (r->ndim > 0 && (r->quantized_dimension < 0 || r->quantized_dimension >= r->ndim)) ||
       (r->ndim == 0 && r->quantized_dimension != 0))
     return bad(p, "prepared model: bad quantization");
@@ -304,6 +306,7 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
   p->num_inputs = (int32_t)NI;
   p->num_outputs = (int32_t)NO;
   p->ready = 1;
+  ek_prepared_reset(p);
   return EK_OK;
 }
 
@@ -432,7 +435,11 @@ ek_tensor *ek_prepared_output(ek_prepared *p, int32_t i) {
 }
 
 void ek_prepared_reset(ek_prepared *p) {
-  if (p) p->ctx.call_once_done = 0; /* the next invoke's CALL_ONCE writes every variable's initial value again */
+  if (!p || !p->ready) return;
+  p->ctx.call_once_done = 0; /* the next invoke's CALL_ONCE writes every variable's initial value again */
+  const ekp_tensor *tr = (const ekp_tensor *)(const void *)p->ctx.prep_tensors;
+  for (int32_t t = 0; t < p->ctx.num_tensors; ++t) /* variable tensors (op state), validated in the arena */
+    if ((tr[t].flags & EKP_STATE) && tr[t].bytes > 0) memset(p->arena + tr[t].offset, (tr[t].flags >> 8) & 0xff, (size_t)tr[t].bytes);
 }
 
 void ek_prepared_set_op_hook(ek_prepared *p, ek_op_hook hook, void *user) {
@@ -509,6 +516,9 @@ ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len)
     r->type = x->type;
     r->quantized_dimension = x->quantized_dimension;
     r->is_constant = x->is_constant;
+    for (int32_t k = 0; k < rt->ctx.num_var_init; ++k)
+      if (rt->ctx.var_init[k].tensor == t && x->type != EK_RESOURCE && r->where == EKP_WHERE_ARENA)
+        r->flags = EKP_STATE | (int32_t)((uint32_t)(rt->ctx.var_init[k].fill & 0xff) << 8);
   }
   ekp_op *orr = (ekp_op *)(void *)(b + o_off);
   size_t at = d_off;

@@ -189,7 +189,8 @@ enum { BUFFER_DATA = 0, BUFFER_OFFSET = 1, BUFFER_SIZE = 2 };
 enum {
   OPT_NONE = 0, OPT_CONV_2D = 1, OPT_DEPTHWISE_CONV_2D = 2, OPT_POOL_2D = 5, OPT_FULLY_CONNECTED = 8, OPT_SOFTMAX = 9,
   OPT_CONCATENATION = 10, OPT_ADD = 11, OPT_RESHAPE = 17, OPT_MUL = 21, OPT_PAD = 22, OPT_TRANSPOSE = 26,
-  OPT_REDUCER = 27, OPT_DEQUANTIZE = 38, OPT_QUANTIZE = 89, OPT_HARD_SWISH = 91
+  OPT_REDUCER = 27, OPT_DEQUANTIZE = 38, OPT_QUANTIZE = 89, OPT_HARD_SWISH = 91,
+  OPT_SVDF = 6
 };
 
 #define TFLITE_SCHEMA_VERSION 3u
@@ -234,6 +235,13 @@ static ek_status check_subgraphs(const fb *b, ek_model_view *mv, ek_read_error *
     return read_fail(err, EK_ERR_UNSUPPORTED, -1, "model has more than one CALL_ONCE op; only one init subgraph is supported");
   if (calls == 1 && (init <= 0 || (uint32_t)init >= mv->num_subgraphs))
     return read_fail(err, EK_ERR_MODEL, -1, "CALL_ONCE's init_subgraph_index is not another subgraph of the model");
+  for (uint32_t t = 0; t < mv->num_tensors; ++t) { /* variable tensors take an ek_var_init entry too */
+    fb_table tt;
+    uint32_t var;
+    if (!fb_vector_table(b, mv->tensors_vec, t, &tt) || !fb_u8(b, &tt, TENSOR_IS_VARIABLE, 0, &var))
+      return read_fail(err, EK_ERR_MODEL, -1, "corrupt model: tensor table out of bounds (truncated?)");
+    mv->num_var_handles += var != 0;
+  }
   if (mv->num_subgraphs > 1u + calls)
     return read_fail(err, EK_ERR_UNSUPPORTED, -1,
                      "model has subgraphs other than a CALL_ONCE init subgraph (control flow: IF / WHILE, or several "
@@ -322,6 +330,7 @@ typedef struct reader {
   fb b;
   ek_runtime *rt;
   const ek_model_view *mv;
+  int is_variable; /* of the tensor read_tensor read last */
 } reader;
 
 static ek_status fail_tensor(reader *r, ek_status status, const char *message) {
@@ -437,7 +446,8 @@ static ek_status read_tensor(reader *r, uint32_t i, ek_tensor *t) {
   t->type = (int8_t)type; /* a type ek_type_size knows (< 128) or RESOURCE */
   if (elements * size > INT32_MAX) return fail_tensor(r, EK_ERR_UNSUPPORTED, "tensor is larger than 2 GiB");
   t->bytes = type == EK_RESOURCE ? 0 : (int32_t)(elements * size); /* a handle: its variable's bytes (read_variables) */
-  if (is_variable) return fail_tensor(r, EK_ERR_UNSUPPORTED, "variable (stateful) tensors are not supported");
+  r->is_variable = is_variable != 0; /* a state tensor (SVDF, LSTM): persistent, see read_variable_tensor */
+  if (is_variable && type == EK_RESOURCE) return fail_tensor(r, EK_ERR_MODEL, "a RESOURCE tensor is marked variable");
   const int has_sparsity = fb_ref(b, &tt, TENSOR_SPARSITY, &sparsity);
   if (has_sparsity < 0) return fail_tensor(r, EK_ERR_MODEL, "corrupt model: tensor sparsity out of bounds");
   if (has_sparsity > 0) return fail_tensor(r, EK_ERR_UNSUPPORTED, "sparse tensors are not supported");
@@ -479,6 +489,7 @@ static int expected_options(int32_t opcode) {
     case EK_OP_DEQUANTIZE: return OPT_DEQUANTIZE;
     case EK_OP_QUANTIZE: return OPT_QUANTIZE;
     case EK_OP_HARD_SWISH: return OPT_HARD_SWISH;
+    case EK_OP_SVDF: return OPT_SVDF;
     default: return -1; /* options ignored */
   }
 }
@@ -535,6 +546,8 @@ static int read_options(const fb *b, const fb_table *o, ek_op *op, int *fits) {
       return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation);
     case EK_OP_MEAN:
       return fb_u8_param(b, o, 0, 0, &p->keep_dims);
+    case EK_OP_SVDF: /* SVDFOptions: rank, fused_activation_function, asymmetric_quantize_inputs */
+      return fb_i16_param(b, o, 0, 0, &p->rank, fits) && fb_u8_param(b, o, 1, EK_ACT_NONE, &p->activation);
     default:
       return 1; /* RESHAPE (the kernel uses the output shape), PAD, TRANSPOSE, QUANTIZE, ...: nothing to decode */
   }
@@ -649,6 +662,8 @@ static ek_status read_io(reader *r, size_t vec, uint32_t n, int32_t *out) {
   return EK_OK;
 }
 
+static int32_t variable_of(const ek_runtime *rt, int32_t t);
+
 /* Producer of each tensor, kept in tensor_plan[].first_op during the check (-2: none, -1: graph input). */
 static ek_status check_graph(reader *r) {
   ek_runtime *rt = r->rt;
@@ -664,7 +679,7 @@ static ek_status check_graph(reader *r) {
     ek_op *op = &rt->ops[i];
     for (int32_t k = 0; k < op->num_inputs; ++k) {
       const int32_t t = op->inputs[k];
-      if (t < 0 || rt->ctx.tensors[t].is_constant) continue;
+      if (t < 0 || rt->ctx.tensors[t].is_constant || variable_of(rt, t) >= 0) continue; /* state: persistent */
       if (pe[t].first_op == -2)
         return fail_op(r, op, EK_ERR_MODEL, "operator reads a tensor that is neither constant, a graph input nor produced by an earlier operator");
     }
@@ -685,6 +700,25 @@ static ek_status check_graph(reader *r) {
 }
 
 /* ---- resource variables ---------------------------------------------------- */
+
+/* A variable tensor (is_variable: an op's state, e.g. SVDF's activation state) is kept like a resource variable: an
+   arena buffer alive over the whole graph, set to its initial value at init and on reset (its constant data if it
+   has some, otherwise LiteRT's ResetVariableTensor value: the zero point for int8, 0 otherwise). */
+static ek_status read_variable_tensor(reader *r, int32_t t) {
+  ek_runtime *rt = r->rt;
+  ek_tensor *x = &rt->ctx.tensors[t];
+  const int32_t k = rt->ctx.num_var_init;
+  if ((uint32_t)k >= r->mv->num_var_handles) return fail_tensor(r, EK_ERR_INTERNAL, "variable tensor count changed");
+  if (x->is_constant) return fail_tensor(r, EK_ERR_UNSUPPORTED, "a variable tensor with constant data is not supported");
+  ek_var_init *v = (ek_var_init *)&rt->ctx.var_init[k];
+  v->tensor = t;
+  v->src = -1;
+  v->bytes = x->bytes;
+  v->fill = x->type == EK_INT8 && x->num_scales > 0 ? (int32_t)(uint8_t)(int8_t)x->zero_point : 0;
+  rt->tensor_plan[k].alias_of = -1; /* not a VAR_HANDLE (read_variables) */
+  rt->ctx.num_var_init = k + 1;
+  return EK_OK;
+}
 
 /* A VAR_HANDLE's (container, shared_name) as positions in the model (VarHandleOptions slots 0, 1). */
 typedef struct var_name {
@@ -778,6 +812,7 @@ static ek_status read_init_subgraph(reader *r) {
     int32_t k = -1;
     for (int32_t m = 0; m < rt->ctx.num_var_init && k < 0; ++m) {
       var_name mn;
+      if (rt->tensor_plan[m].alias_of < 0) continue; /* a variable tensor, not a handle */
       if (!handle_name(b, r->mv->ops_vec, (uint32_t)rt->tensor_plan[m].alias_of, &mn))
         return fail_tensor(r, EK_ERR_MODEL, "corrupt model: VAR_HANDLE options out of bounds");
       if (same_variable(b, &name, &mn)) k = m;
@@ -803,7 +838,7 @@ static ek_status read_variables(reader *r) {
   ek_runtime *rt = r->rt;
   const fb *b = &r->b;
   ek_var_init *vars = (ek_var_init *)rt->ctx.var_init;
-  int32_t n = 0, call_once = -1;
+  int32_t n = rt->ctx.num_var_init, first_handle = n, call_once = -1; /* after the variable tensors */
   for (int32_t i = 0; i < rt->num_ops; ++i) {
     ek_op *op = &rt->ops[i];
     if (op->opcode == EK_OP_CALL_ONCE && call_once < 0) call_once = i;
@@ -821,6 +856,7 @@ static ek_status read_variables(reader *r) {
     if (!handle_name(b, r->mv->ops_vec, (uint32_t)i, &name))
       return fail_op(r, op, EK_ERR_MODEL, "corrupt model: VAR_HANDLE options out of bounds");
     for (int32_t m = 0; m < n; ++m) {
+      if (rt->tensor_plan[m].alias_of < 0) continue; /* a variable tensor, not a handle */
       if (!handle_name(b, r->mv->ops_vec, (uint32_t)rt->tensor_plan[m].alias_of, &other))
         return fail_op(r, op, EK_ERR_MODEL, "corrupt model: VAR_HANDLE options out of bounds");
       if (same_variable(b, &name, &other))
@@ -852,7 +888,7 @@ static ek_status read_variables(reader *r) {
     const ek_status st = read_init_subgraph(r);
     if (st != EK_OK) return st;
   }
-  for (int32_t k = 0; k < n; ++k) {
+  for (int32_t k = first_handle; k < n; ++k) {
     if (vars[k].bytes < 0) vars[k].bytes = 0;
     if (vars[k].fill < 0) vars[k].fill = 0;
     rt->ctx.tensors[vars[k].tensor].bytes = vars[k].bytes;
@@ -873,6 +909,10 @@ ek_status ek_read_graph(ek_runtime *rt, const ek_model_view *mv) {
   for (uint32_t i = 0; i < mv->num_tensors; ++i) {
     st = read_tensor(&r, i, &rt->ctx.tensors[i]);
     if (st != EK_OK) return st;
+    if (r.is_variable) {
+      st = read_variable_tensor(&r, (int32_t)i);
+      if (st != EK_OK) return st;
+    }
   }
   for (uint32_t i = 0; i < mv->num_ops; ++i) {
     st = read_operator(&r, i, &rt->ops[i], &rt->kernels[i]);

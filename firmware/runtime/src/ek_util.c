@@ -107,6 +107,7 @@ const char *ek_op_name(int32_t opcode) {
     case EK_OP_MEAN: return "MEAN";
     case EK_OP_QUANTIZE: return "QUANTIZE";
     case EK_OP_HARD_SWISH: return "HARD_SWISH";
+    case EK_OP_SVDF: return "SVDF";
     case EK_OP_CALL_ONCE: return "CALL_ONCE";
     case EK_OP_VAR_HANDLE: return "VAR_HANDLE";
     case EK_OP_READ_VARIABLE: return "READ_VARIABLE";
