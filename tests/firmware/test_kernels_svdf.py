@@ -2,6 +2,8 @@
 its state is a variable tensor kept across invocations (in place and prepared), zeroed at init and by reset()."""
 from __future__ import annotations
 
+import shutil
+
 import flatbuffers
 import numpy as np
 import pytest
@@ -69,3 +71,24 @@ def test_svdf_is_bit_exact_over_a_sequence(case, optimize):
     assert rt.plan["variables_bytes"] == -(-batch * memory * units * rank * 2 // 16) * 16
     rt.reset()
     assert all(np.array_equal(rt.invoke([x])[0], r) for x, r in zip(xs[:3], ref))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc")),
+                    reason="qemu-system-arm and arm-none-eabi-gcc are needed")
+def test_svdf_on_qemu_keeps_its_state_and_resets(tmp_path):
+    from edgekit.firmware.boards import load_board
+    from edgekit.firmware.generate import generate_firmware
+    from edgekit.firmware.qemu import QemuSession
+
+    rng = np.random.default_rng(7)
+    model = svdf_model(rng, 1, 8, 3, 2, 4)
+    xs = [rng.integers(-128, 128, (1, 8), dtype=np.int8) for _ in range(STEPS)]
+    ref = litert_sequence(model, xs)
+    result = generate_firmware(model, "mps2-an386", tmp_path / "fw", build=True)
+    with QemuSession(load_board("mps2-an386"), result.elf, timeout_s=30) as qemu:
+        got = [qemu.infer([x]).outputs[0].reshape(r.shape) for x, r in zip(xs, ref)]
+        qemu.client.reset()
+        again = [qemu.infer([x]).outputs[0].reshape(r.shape) for x, r in zip(xs[:3], ref)]
+    assert sum(int((r != g).sum()) for r, g in zip(ref, got)) == 0
+    assert all(np.array_equal(g, r) for g, r in zip(again, ref))
