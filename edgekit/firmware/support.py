@@ -32,6 +32,8 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "READ_VARIABLE": (), "ASSIGN_VARIABLE": (1,),
     "SVDF": (0, 1),  # time weights and the state are int16 by design (the integer SVDF path)
 }
+# Ops that also take int16 activations with int8 weights (16x8 quantization).
+_INT16_OPS = ("FULLY_CONNECTED",)
 # Resource-variable ops without int8 data: CALL_ONCE (no tensors), VAR_HANDLE (a RESOURCE handle).
 _NO_DATA_OPS = ("CALL_ONCE", "VAR_HANDLE")
 _QUANTIZE_INPUT_TYPES = ("FLOAT32", "INT8")
@@ -109,9 +111,12 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
         positions = _DATA_INPUTS.get(op.name)
         picked = op.inputs if positions is None else [op.inputs[p] for p in positions if p < len(op.inputs)]
         bad: Dict[str, List[str]] = {}
-        for i in list(picked) + list(op.outputs):
+        first = tensor(op.inputs[0]) if op.inputs else None
+        wide = op.name in _INT16_OPS and first is not None and first.type == "INT16"  # 16x8: int16 activations
+        for k, i in enumerate(list(picked) + list(op.outputs)):
             t = tensor(i)
-            if t is not None and t.type != "INT8":
+            allowed = "INT16" if wide and (k == 0 or k >= len(picked)) else "INT8"
+            if t is not None and t.type != allowed:
                 bad.setdefault(t.type, []).append(f"'{t.name.split(';')[0]}'")
         for kind, names in bad.items():
             shown = ", ".join(names[:2]) + (f" +{len(names) - 2} more" if len(names) > 2 else "")
