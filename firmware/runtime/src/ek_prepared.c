@@ -532,9 +532,9 @@ ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len)
     r->num_inputs = op->num_inputs;
     r->num_outputs = op->num_outputs;
     r->inputs_off = (int32_t)at;
-    memcpy(b + at, op->inputs, 4u * (size_t)op->num_inputs);
+    if (op->num_inputs > 0) memcpy(b + at, op->inputs, 4u * (size_t)op->num_inputs); /* NULL without inputs */
     r->outputs_off = (int32_t)(at + 4u * (size_t)op->num_inputs);
-    memcpy(b + r->outputs_off, op->outputs, 4u * (size_t)op->num_outputs);
+    if (op->num_outputs > 0) memcpy(b + r->outputs_off, op->outputs, 4u * (size_t)op->num_outputs);
     at = up(at + 4u * (size_t)(op->num_inputs + op->num_outputs), 8);
     r->params = op->params;
     const size_t pb = k->persistent_bytes ? k->persistent_bytes(&rt->ctx, op) : 0;
