@@ -2,7 +2,8 @@
 microWakeWord's hey_jarvis (tests/fixtures/zoo/pymicro_wakeword/) and a tiny CONCATENATION + STRIDED_SLICE streaming
 convolution, bit-exact with LiteRT BUILTIN_REF over sequences with the state carried, on the host and on QEMU.
 
-Add as tests/firmware/test_streaming_wakeword.py once the h-shape and h-state branches are merged."""
+Add as tests/firmware/test_streaming_wakeword.py once the h-shape and h-state branches are merged. Checked on the
+h-state branch with a throwaway STRIDED_SLICE kernel (not committed): all 5 tests passed, the QEMU one in 48 s."""
 from __future__ import annotations
 
 import shutil
