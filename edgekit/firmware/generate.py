@@ -137,7 +137,7 @@ def firmware_sources_hash() -> str:
 OPTIMIZE_MODES = ("speed", "balanced", "ram")
 DEFAULT_OPTIMIZE = "balanced"
 TENSOR_RECORD_BYTES_32 = 56     # sizeof(ek_tensor) on a 32-bit MCU (one per decoded tensor slot)
-PREPARED_OBJECT_BYTES_32 = 172  # sizeof(ek_prepared) on a 32-bit MCU (measured on mps2-an386: g_rt in the linker map; the device reports it; 164 before ek_op_params grew by 8 B)
+PREPARED_OBJECT_BYTES_32 = 204  # sizeof(ek_prepared) on a 32-bit MCU (arm-none-eabi-gcc -mcpu=cortex-m4; the device reports it; 164 before ek_op_params grew with the options of issue 25's ops and ek_context with resource-variable state)
 
 
 def plans_for_mve(board) -> bool:
@@ -613,6 +613,8 @@ def add_splits(flash: FlashFigures, ram: RamFigures, plan: MemoryPlan, build_inf
                       "method": ("measured on the device: arena + the state the runtime reported (ek_prepared object + "
                                  "decoded tensor records)") if device else
                                 "estimated: arena + 32-bit state from the prepared model's slot count"}
+    if plan.get("variables_bytes"):  # resource variables: arena buffers the planner never reuses (already in arena)
+        ram["runtime"]["variables"] = plan["variables_bytes"]
 
 
 # --- the command ---------------------------------------------------------------------------------------------
@@ -727,6 +729,7 @@ def firmware_info(data: bytes, graph: Graph, board, plan: MemoryPlan, flash: Fla
         "kernels": written.get("kernels", []),
         "plan": {"tensors": plan.get("tensors", []), "scratch": plan.get("scratch", []),
                  "persistent_bytes": plan.get("persistent_bytes"), "optimize": plan.get("optimize"),
+                 **({"variables_bytes": plan["variables_bytes"]} if plan.get("variables_bytes") else {}),
                  "prepared_bytes": plan.get("prepared_bytes"), "overlaps": overlap_report(plan),
                  "streamed_groups": streamed_group_report(plan),
                  "weight_layouts": plan.get("weight_layouts"),

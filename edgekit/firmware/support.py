@@ -101,6 +101,13 @@ _ANY_TYPE_OPS = frozenset({"SPLIT", "SPLIT_V", "UNPACK", "PACK", "STRIDED_SLICE"
                            "SHAPE", "ZEROS_LIKE", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "BROADCAST_TO",
                            "GATHER_ND", "MIRROR_PAD"})
 _MOVABLE_TYPES = ("INT8", "UINT8", "INT16", "INT32", "INT64", "FLOAT32", "BOOL")
+    "READ_VARIABLE": (), "ASSIGN_VARIABLE": (1,),
+    "SVDF": (0, 1),  # time weights and the state are int16 by design (the integer SVDF path)
+}
+# Ops that also take int16 activations with int8 weights (16x8 quantization).
+_INT16_OPS = ("FULLY_CONNECTED",)
+# Resource-variable ops without int8 data: CALL_ONCE (no tensors), VAR_HANDLE (a RESOURCE handle).
+_NO_DATA_OPS = ("CALL_ONCE", "VAR_HANDLE")
 _QUANTIZE_INPUT_TYPES = ("FLOAT32", "INT8")
 INT8_ONLY = "the edgekit runtime is int8-only"
 
@@ -177,8 +184,10 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
         t_in, t_out = tensor(op.inputs[0]) if op.inputs else None, tensor(op.outputs[0]) if op.outputs else None
         if t_in is not None and t_in.type not in _QUANTIZE_INPUT_TYPES:
             problems.append(f"input '{t_in.name.split(';')[0]}' is {t_in.type} (QUANTIZE takes FLOAT32 or INT8)")
-        if t_out is not None and t_out.type != "INT8":
-            problems.append(f"output '{t_out.name.split(';')[0]}' is {t_out.type} (QUANTIZE must produce INT8)")
+        if t_out is not None and t_out.type not in ("INT8", "UINT8"):
+            problems.append(f"output '{t_out.name.split(';')[0]}' is {t_out.type} (QUANTIZE produces INT8 or UINT8)")
+    elif op.name in _NO_DATA_OPS:
+        pass
     elif op.name == "DEQUANTIZE":
         t_in, t_out = tensor(op.inputs[0]) if op.inputs else None, tensor(op.outputs[0]) if op.outputs else None
         if t_in is not None and t_in.type != "INT8":
@@ -194,6 +203,12 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
         for i in list(picked) + int8_outputs:
             t = tensor(i)
             if t is not None and t.type not in allowed:
+        first = tensor(op.inputs[0]) if op.inputs else None
+        wide = op.name in _INT16_OPS and first is not None and first.type == "INT16"  # 16x8: int16 activations
+        for k, i in enumerate(list(picked) + list(op.outputs)):
+            t = tensor(i)
+            allowed = "INT16" if wide and (k == 0 or k >= len(picked)) else "INT8"
+            if t is not None and t.type != allowed:
                 bad.setdefault(t.type, []).append(f"'{t.name.split(';')[0]}'")
         for kind, names in bad.items():
             shown = ", ".join(names[:2]) + (f" +{len(names) - 2} more" if len(names) > 2 else "")
@@ -214,6 +229,13 @@ def _tflm_verdict(op: Op) -> Tuple[bool, str]:
     return True, ""
 
 
+def _subgraph_reason(runtime: str) -> str:
+    if runtime == "edgekit":
+        return ("control flow (IF / WHILE subgraphs) or several signatures are not supported; the edgekit runtime runs "
+                "a main graph plus at most one CALL_ONCE init subgraph (resource variables)")
+    return "control flow (more than one subgraph) is not supported; only subgraph 0 would run"
+
+
 def check_support(graph: Graph, runtime: str = "edgekit", *, kernels_dir: Path = KERNELS_DIR) -> SupportReport:
     """Every op accepted or rejected (with location and reason) for a firmware runtime."""
     if runtime not in RUNTIMES:
@@ -222,9 +244,9 @@ def check_support(graph: Graph, runtime: str = "edgekit", *, kernels_dir: Path =
         raise UnknownNameError("firmware runtime", runtime, RUNTIMES)
     report = SupportReport(f"firmware-{runtime}")
     kernels = kernel_files(kernels_dir)
-    if graph.subgraphs > 1:
-        report.ops.append(OpSupport("SUBGRAPHS", f"model ({graph.subgraphs} subgraphs)", False,
-                                    "control flow (more than one subgraph) is not supported; only subgraph 0 would run"))
+    calls = sum(op.name == "CALL_ONCE" for op in graph.ops)
+    if graph.subgraphs > 1 and not (runtime == "edgekit" and calls == 1 and graph.subgraphs == 2):
+        report.ops.append(OpSupport("SUBGRAPHS", f"model ({graph.subgraphs} subgraphs)", False, _subgraph_reason(runtime)))
     for op in graph.ops:
         ok, reason = _edgekit_verdict(graph, op, kernels) if runtime == "edgekit" else _tflm_verdict(op)
         report.ops.append(OpSupport(op.label, graph.location(op), ok, reason))

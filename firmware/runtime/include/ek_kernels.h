@@ -25,12 +25,13 @@ extern "C" {
 
 #define EK_MAX_DIMS 6
 #define EK_MAX_OP_INPUTS 8   /* CONCATENATION is the widest op we support */
-#define EK_MAX_OP_OUTPUTS 16  /* SPLIT / SPLIT_V / UNPACK (read in place from the model: no RAM per output) */
+#define EK_MAX_OP_OUTPUTS 16  /* SPLIT / SPLIT_V / UNPACK (read in place from the model: no RAM per output); ASSIGN_VARIABLE and CALL_ONCE have none */
 
 /* Tensor element types: the TFLite schema's TensorType numbers. */
 enum {
   EK_FLOAT32 = 0, EK_FLOAT16 = 1, EK_INT32 = 2, EK_UINT8 = 3, EK_INT64 = 4,
-  EK_BOOL = 6, EK_INT16 = 7, EK_INT8 = 9
+  EK_BOOL = 6, EK_INT16 = 7, EK_INT8 = 9,
+  EK_RESOURCE = 13 /* a resource variable's handle (VAR_HANDLE output): its bytes are the variable's memory */
 };
 
 /* Builtin operator codes we implement: the TFLite schema's BuiltinOperator numbers. */
@@ -100,7 +101,8 @@ enum {
   EK_OP_BROADCAST_TO = 130,
   EK_OP_GATHER_ND = 107,
   EK_OP_PADV2 = 60,
-  EK_OP_MIRROR_PAD = 100
+  EK_OP_MIRROR_PAD = 100,
+  EK_OP_SVDF = 27, EK_OP_CALL_ONCE = 129, EK_OP_VAR_HANDLE = 142, EK_OP_READ_VARIABLE = 143, EK_OP_ASSIGN_VARIABLE = 144
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -171,6 +173,7 @@ typedef struct ek_op_params {
                                  MIRROR_PAD mode */
   int8_t batch_dims;          /* GATHER */
   uint8_t block_size;         /* DEPTH_TO_SPACE / SPACE_TO_DEPTH (the reader rejects > 255) */
+  int16_t rank;               /* SVDF */
 } ek_op_params;
 enum { EK_FLAG_OFFSET = 1, EK_FLAG_ALIGN_CORNERS = 2, EK_FLAG_HALF_PIXEL_CENTERS = 4, EK_FLAG_MIRROR_SYMMETRIC = 8 };
 
@@ -186,6 +189,13 @@ typedef struct ek_op {
   void *user_data;            /* persistent per-op data (persistent_bytes of it), 8-byte aligned */
   void *scratch;              /* scratch_bytes of per-invoke scratch, 8-byte aligned, or NULL */
 } ek_op;
+
+/* One resource variable (kernels/variables.c): its handle tensor in the main graph (whose bytes are the variable's
+   memory) and its initial value: `src` bytes at that model offset (the CALL_ONCE init subgraph's constant) or, when
+   src is -1, `bytes` copies of `fill` (TFLM's default: the first assigned value's zero point). 16 bytes. */
+typedef struct ek_var_init {
+  int32_t tensor, src, bytes, fill;
+} ek_var_init;
 
 typedef struct ek_context {
   ek_tensor *tensors;         /* one record per tensor (.tflite path); NULL for a prepared model (below) */
@@ -206,6 +216,13 @@ typedef struct ek_context {
      the prepared slots as the group runner filled them (tensor views whose data point at row windows). */
   int32_t row_begin, row_end;
   int32_t frozen;
+  /* Resource variables (kernels/variables.c): the reader's init table (in-place path; NULL for a prepared model,
+     whose CALL_ONCE carries its copy in the blob), the model (both paths) and whether CALL_ONCE has run since init
+     or the last reset (ek_reset_variables / ek_prepared_reset). */
+  const struct ek_var_init *var_init;
+  int32_t num_var_init;
+  const uint8_t *model;
+  int32_t call_once_done;
   /* error reporting: first failure wins */
   ek_status status;
   int32_t error_op;           /* op index or -1 */
@@ -336,6 +353,8 @@ extern const ek_kernel ek_kernel_broadcast_to;
 extern const ek_kernel ek_kernel_gather_nd;
 extern const ek_kernel ek_kernel_padv2;
 extern const ek_kernel ek_kernel_mirror_pad;
+extern const ek_kernel ek_kernel_svdf;
+extern const ek_kernel ek_kernel_call_once, ek_kernel_var_handle, ek_kernel_read_variable, ek_kernel_assign_variable;
 
 #ifdef __cplusplus
 }

@@ -247,6 +247,13 @@ static void compute_lifetimes(ek_runtime *rt) {
     }
   }
   for (int32_t k = 0; k < rt->num_outputs; ++k) extend(&tp[rt->outputs[k]], rt->num_ops);
+  for (int32_t k = 0; k < rt->ctx.num_var_init; ++k) { /* variables: alive over the whole graph, never shared */
+    const int32_t t = rt->ctx.var_init[k].tensor;
+    if (t >= 0 && t < rt->ctx.num_tensors && tp[t].first_op != UNUSED_OP) {
+      extend(&tp[t], -1);
+      extend(&tp[t], rt->num_ops);
+    }
+  }
   for (int32_t i = 0; i < rt->num_ops; ++i) {
     ek_plan_entry *sp = &rt->scratch_plan[i];
     sp->offset = -1;
@@ -675,5 +682,7 @@ ek_status ek_plan_overlapped(ek_runtime *rt, void *work, size_t work_len, ek_ove
     if (group[i] < 0 && i + 1 < N && group[i + 1] < 0) rt->ctx.tensors[rt->ops[i].outputs[0]].data = (void *)0;
     if (group[i] > 0) rt->ctx.tensors[rt->ops[i].outputs[0]].data = (void *)0;
   }
+  rt->ctx.call_once_done = 0; /* variables moved: start from their initial values */
+  ek_reset_state_tensors(rt);
   return EK_OK;
 }

@@ -19,7 +19,8 @@
 #include "ek_stream_group.h"
 
 #define EKP_MAGIC 0x4D504B45u /* "EKPM" */
-#define EKP_VERSION 3u /* 2: row-streamed groups (ekp_op.group); 3: ops with several outputs (H_MAX_OP_OUTPUTS) */
+#define EKP_VERSION 3u /* 2: row-streamed groups (ekp_op.group); 3: ops with several outputs (H_MAX_OP_OUTPUTS) and
+                              resource variables (RESOURCE tensors, ops without outputs) */
 enum {
   H_MAGIC, H_VERSION, H_TOTAL, H_CHECKSUM, H_MODEL_LEN, H_MODEL_SUM, H_ARENA, H_TENSORS, H_OPS, H_INPUTS, H_OUTPUTS,
   H_TENSORS_OFF, H_OPS_OFF, H_IO_OFF, H_DATA_OFF, H_DATA_LEN, H_MAX_OP_INPUTS, H_PARAMS_SIZE, H_TENSOR_REC, H_OP_REC,
@@ -79,15 +80,17 @@ static int in_range(int64_t off, int64_t len, int64_t limit, int64_t align) {
 
 static ek_status check_tensor(ek_prepared *p, const ekp_tensor *r, size_t model_len, size_t arena_bytes) {
   if (r->ndim < 0 || r->ndim > EK_MAX_DIMS || r->bytes < 0) return bad(p, "prepared model: bad tensor shape");
-  const int32_t size = ek_type_size(r->type);
+  const int resource = r->type == EK_RESOURCE; /* a variable: its bytes in the arena, whatever its (scalar) shape */
+  const int32_t size = resource ? 1 : ek_type_size(r->type);
   if (size <= 0) return bad(p, "prepared model: unknown tensor type");
+  if (resource && r->where != EKP_WHERE_ARENA && r->bytes > 0) return bad(p, "prepared model: resource variable outside the arena");
   int64_t elements = 1;
   for (int32_t d = 0; d < r->ndim; ++d) {
     if (r->dims[d] < 0) return bad(p, "prepared model: negative dimension");
     elements *= r->dims[d];
     if (elements > INT32_MAX) return bad(p, "prepared model: tensor too large");
   }
-  if (elements * size != r->bytes) return bad(p, "prepared model: tensor bytes differ from its shape");
+  if (!resource && elements * size != r->bytes) return bad(p, "prepared model: tensor bytes differ from its shape");
   const int64_t align = size >= 8 ? 8 : size;
   if (r->where == EKP_WHERE_ARENA) {
     if (!in_range(r->offset, r->bytes, (int64_t)arena_bytes, 1) || r->offset % EK_ARENA_ALIGN != 0 || r->is_constant)
@@ -98,6 +101,8 @@ static ek_status check_tensor(ek_prepared *p, const ekp_tensor *r, size_t model_
   } else if (r->where != EKP_WHERE_NONE) {
     return bad(p, "prepared model: bad tensor location");
   }
+  if ((r->flags & ~0xff01) != 0 || ((r->flags & EKP_STATE) && r->where != EKP_WHERE_ARENA))
+    return bad(p, "prepared model: bad tensor flags");
   if (r->num_scales < 0 || (r->ndim > 0 && (r->quantized_dimension < 0 || r->quantized_dimension >= r->ndim)) ||
       (r->ndim == 0 && r->quantized_dimension != 0))
     return bad(p, "prepared model: bad quantization");
@@ -258,7 +263,9 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
     const ekp_op *r = &ops[i];
     if (!ek_find_kernel(r->opcode))
       return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_UNSUPPORTED, "prepared model uses an operator not linked in");
-    if (r->num_inputs < 0 || (uint32_t)r->num_inputs > max_in || (uint32_t)r->num_outputs - 1u >= max_out)
+    const int no_output = r->opcode == EK_OP_ASSIGN_VARIABLE || r->opcode == EK_OP_CALL_ONCE;
+    if (r->num_inputs < 0 || (uint32_t)r->num_inputs > max_in ||
+        (no_output ? r->num_outputs != 0 : (uint32_t)r->num_outputs - 1u >= max_out))
       return bad(p, "prepared model: bad operator arity");
     if (!in_range(r->inputs_off, 4 * (int64_t)r->num_inputs, len, 4) || r->inputs_off < d_off ||
         !in_range(r->outputs_off, 4 * (int64_t)r->num_outputs, len, 4) || r->outputs_off < d_off)
@@ -295,6 +302,7 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
   p->ctx.prep_tensors = (const uint8_t *)tr;
   p->ctx.prep_blob = b;
   p->ctx.prep_model = (const uint8_t *)model;
+  p->ctx.model = (const uint8_t *)model;
   p->ctx.prep_arena = abase;
   p->blob = b;
   p->arena = abase;
@@ -303,6 +311,7 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
   p->num_inputs = (int32_t)NI;
   p->num_outputs = (int32_t)NO;
   p->ready = 1;
+  ek_prepared_reset(p);
   return EK_OK;
 }
 
@@ -430,6 +439,14 @@ ek_tensor *ek_prepared_output(ek_prepared *p, int32_t i) {
   return io_tensor(p, p->num_inputs + i);
 }
 
+void ek_prepared_reset(ek_prepared *p) {
+  if (!p || !p->ready) return;
+  p->ctx.call_once_done = 0; /* the next invoke's CALL_ONCE writes every variable's initial value again */
+  const ekp_tensor *tr = (const ekp_tensor *)(const void *)p->ctx.prep_tensors;
+  for (int32_t t = 0; t < p->ctx.num_tensors; ++t) /* variable tensors (op state), validated in the arena */
+    if ((tr[t].flags & EKP_STATE) && tr[t].bytes > 0) memset(p->arena + tr[t].offset, (tr[t].flags >> 8) & 0xff, (size_t)tr[t].bytes);
+}
+
 void ek_prepared_set_op_hook(ek_prepared *p, ek_op_hook hook, void *user) {
   if (!p) return;
   p->hook = hook;
@@ -505,6 +522,9 @@ ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len)
     r->type = x->type;
     r->quantized_dimension = x->quantized_dimension;
     r->is_constant = x->is_constant;
+    for (int32_t k = 0; k < rt->ctx.num_var_init; ++k)
+      if (rt->ctx.var_init[k].tensor == t && x->type != EK_RESOURCE && r->where == EKP_WHERE_ARENA)
+        r->flags = EKP_STATE | (int32_t)((uint32_t)(rt->ctx.var_init[k].fill & 0xff) << 8);
   }
   ekp_op *orr = (ekp_op *)(void *)(b + o_off);
   size_t at = d_off;
@@ -518,9 +538,9 @@ ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len)
     r->num_inputs = op->num_inputs;
     r->num_outputs = op->num_outputs;
     r->inputs_off = (int32_t)at;
-    memcpy(b + at, op->inputs, 4u * (size_t)op->num_inputs);
+    if (op->num_inputs > 0) memcpy(b + at, op->inputs, 4u * (size_t)op->num_inputs); /* NULL without inputs */
     r->outputs_off = (int32_t)(at + 4u * (size_t)op->num_inputs);
-    memcpy(b + r->outputs_off, op->outputs, 4u * (size_t)op->num_outputs);
+    if (op->num_outputs > 0) memcpy(b + r->outputs_off, op->outputs, 4u * (size_t)op->num_outputs);
     at = up(at + 4u * (size_t)(op->num_inputs + op->num_outputs), 8);
     r->params = op->params;
     const size_t pb = k->persistent_bytes ? k->persistent_bytes(&rt->ctx, op) : 0;
