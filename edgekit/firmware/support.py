@@ -67,6 +67,8 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "GATHER_ND": (0,),  # indices: int16/int32/int64
     "PADV2": (0, 2),  # (input, paddings, constant_values)
     "MIRROR_PAD": (0,),
+    "READ_VARIABLE": (), "ASSIGN_VARIABLE": (1,),
+    "SVDF": (0, 1),  # time weights and the state are int16 by design (the integer SVDF path)
 }
 
 # Per-op tensor type rules beyond "activations are int8" (each kernel's prepare() checks the same):
@@ -94,6 +96,8 @@ def _typed_problems(op: Op, tensor) -> List[str]:
             problems.append(f"{role} '{t.name.split(';')[0]}' is {t.type} ({op.name} {'takes' if role != 'output' else 'produces'} "
                             f"{' or '.join(kinds)})")
     return problems
+
+
 # Pure data-movement ops: their data inputs and outputs may be of any of these types (the kernel moves bytes;
 # shape/axis inputs are INT32 constants the kernel's prepare() checks). SHAPE outputs INT32/INT64, CAST converts.
 _ANY_TYPE_OPS = frozenset({"SPLIT", "SPLIT_V", "UNPACK", "PACK", "STRIDED_SLICE", "SLICE", "SQUEEZE", "EXPAND_DIMS",
@@ -101,9 +105,6 @@ _ANY_TYPE_OPS = frozenset({"SPLIT", "SPLIT_V", "UNPACK", "PACK", "STRIDED_SLICE"
                            "SHAPE", "ZEROS_LIKE", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "BROADCAST_TO",
                            "GATHER_ND", "MIRROR_PAD"})
 _MOVABLE_TYPES = ("INT8", "UINT8", "INT16", "INT32", "INT64", "FLOAT32", "BOOL")
-    "READ_VARIABLE": (), "ASSIGN_VARIABLE": (1,),
-    "SVDF": (0, 1),  # time weights and the state are int16 by design (the integer SVDF path)
-}
 # Ops that also take int16 activations with int8 weights (16x8 quantization).
 _INT16_OPS = ("FULLY_CONNECTED",)
 # Resource-variable ops without int8 data: CALL_ONCE (no tensors), VAR_HANDLE (a RESOURCE handle).
@@ -199,16 +200,15 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
         picked = op.inputs if positions is None else [op.inputs[p] for p in positions if p < len(op.inputs)]
         int8_outputs = [] if op.name in _OUTPUT_TYPES else list(op.outputs)
         bad: Dict[str, List[str]] = {}
-        allowed = _MOVABLE_TYPES if op.name in _ANY_TYPE_OPS else ("INT8",)
-        for i in list(picked) + int8_outputs:
-            t = tensor(i)
-            if t is not None and t.type not in allowed:
         first = tensor(op.inputs[0]) if op.inputs else None
         wide = op.name in _INT16_OPS and first is not None and first.type == "INT16"  # 16x8: int16 activations
-        for k, i in enumerate(list(picked) + list(op.outputs)):
+        for k, i in enumerate(list(picked) + int8_outputs):
             t = tensor(i)
-            allowed = "INT16" if wide and (k == 0 or k >= len(picked)) else "INT8"
-            if t is not None and t.type != allowed:
+            if op.name in _ANY_TYPE_OPS:
+                allowed: Tuple[str, ...] = _MOVABLE_TYPES
+            else:
+                allowed = ("INT16",) if wide and (k == 0 or k >= len(picked)) else ("INT8",)
+            if t is not None and t.type not in allowed:
                 bad.setdefault(t.type, []).append(f"'{t.name.split(';')[0]}'")
         for kind, names in bad.items():
             shown = ", ".join(names[:2]) + (f" +{len(names) - 2} more" if len(names) > 2 else "")
