@@ -13,17 +13,9 @@ from typing import Dict, Optional, Tuple
 # builtin -> what to do instead (export-side changes are said in the training framework's terms)
 BUILTIN_REWRITES: Dict[str, str] = {
     "ADD_N": "a chain of ADD (sum the tensors pairwise in the model)",
-    "BATCH_TO_SPACE_ND": "a dilated CONV_2D / DEPTHWISE_CONV_2D (convert with a TF version that fuses "
-                         "SPACE_TO_BATCH_ND + conv + BATCH_TO_SPACE_ND into the conv's dilation)",
-    "SPACE_TO_BATCH_ND": "a dilated CONV_2D / DEPTHWISE_CONV_2D (convert with a TF version that fuses "
-                         "SPACE_TO_BATCH_ND + conv + BATCH_TO_SPACE_ND into the conv's dilation)",
-    "BROADCAST_TO": "let the consumer broadcast (ADD, MUL, SUB, MAXIMUM ... broadcast their inputs) and drop the op",
     "CUMSUM": "FULLY_CONNECTED or BATCH_MATMUL with a constant lower-triangular matrix of ones",
     "EMBEDDING_LOOKUP": "GATHER on axis 0 of the table",
-    "GATHER_ND": "RESHAPE to a flat table + GATHER with flattened indices",
     "L2_POOL_2D": "MUL (x * x) + AVERAGE_POOL_2D + SQRT",
-    "MIRROR_PAD": "PAD (zero padding) or CONCATENATION of STRIDED_SLICE borders",
-    "PADV2": "PAD (the quantized pad value becomes the zero point; set the constant to 0 in float)",
     "POW": "MUL for a small integer exponent (x*x, x*x*x), SQRT / RSQRT for 1/2 and -1/2",
     "REDUCE_PROD": "EXP(SUM(LOG(x))) for positive inputs, or a chain of MUL over a short axis",
     "REVERSE_V2": "STRIDED_SLICE with stride -1 on the reversed axis",
@@ -38,9 +30,13 @@ BUILTIN_REWRITES: Dict[str, str] = {
     "WHILE": "unroll the loop at export time (a fixed trip count), or run the loop on the host around the model",
     "UNIDIRECTIONAL_SEQUENCE_RNN": "FULLY_CONNECTED + ADD + TANH per step, the state in a variable "
                                    "(VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE)",
-    "BIDIRECTIONAL_SEQUENCE_LSTM": "two UNIDIRECTIONAL_SEQUENCE_LSTM (one on the time-reversed input) + CONCATENATION",
-    "LSTM": "UNIDIRECTIONAL_SEQUENCE_LSTM (the converter emits it for Keras LSTM layers with unroll=False)",
     "RNN": "FULLY_CONNECTED + ADD + TANH per step",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "unroll the recurrence at export (Keras LSTM(..., unroll=True)): FULLY_CONNECTED + ADD + MUL + LOGISTIC + "
+                                    "TANH per step, the state in variables (VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE)",
+    "LSTM": "unroll the recurrence at export (Keras LSTM(..., unroll=True)): FULLY_CONNECTED + ADD + MUL + LOGISTIC + "
+                                    "TANH per step, the state in variables (VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE)",
+    "BIDIRECTIONAL_SEQUENCE_LSTM": "unroll the recurrence at export (Keras LSTM(..., unroll=True)): FULLY_CONNECTED + ADD + MUL + LOGISTIC + "
+                                    "TANH per step, the state in variables (VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE)",
 }
 
 # custom operators real models ship with -> what to do instead

@@ -804,7 +804,6 @@ static ek_status check_graph(reader *r) {
       if (rt->ctx.tensors[o].is_constant) return fail_op(r, op, EK_ERR_MODEL, "operator writes to a constant tensor");
       if (pe[o].first_op != -2)
         return fail_op(r, op, EK_ERR_MODEL, "operator output is already a graph input or written by another operator (or listed twice)");
-        return fail_op(r, op, EK_ERR_MODEL, "operator output is already a graph input or written by another operator");
       pe[o].first_op = i;
     }
   }
