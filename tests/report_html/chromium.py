@@ -19,7 +19,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -209,3 +209,35 @@ def console_errors(events: List[dict]) -> List[str]:
         elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
             errors.append(f"log ({params['entry']['source']}): {params['entry']['text']}")
     return errors
+
+
+DEPLOY_CHARTS = ("chart-parity-agreement", "chart-parity-sqnr", "chart-flash-split", "chart-ram-split",
+                 "chart-memory-timeline", "chart-per-op", "chart-cycles")
+LAB_CHARTS = ("chart-lab-heatmap",)
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def check_report_page(page: Path, charts: Sequence[str], screenshot: Optional[Path] = None,
+                      browser: Optional[Chromium] = None) -> Optional[PageCheck]:
+    """report.html as written holds ``charts``; in Chromium (when installed) it loads without a console error,
+    every one of them is rendered with marks, and the screenshot is a real PNG. None when Chromium is absent."""
+    html = Path(page).read_text()
+    for chart in charts:
+        assert f'id="{chart}"' in html, chart
+    if CHROMIUM is None:
+        return None
+    own = browser is None
+    browser = browser or Chromium()
+    try:
+        result = browser.check(page, screenshot)
+    finally:
+        if own:
+            browser.close()
+    assert result.errors == [], result.errors
+    for chart in charts:
+        rendered = result.chart(chart)
+        assert rendered["marks"] > 0 and rendered["width"] > 100, rendered
+    if screenshot is not None:
+        data = Path(screenshot).read_bytes()
+        assert data.startswith(PNG) and len(data) > 20000, len(data)
+    return result
