@@ -279,6 +279,8 @@ def heatmap(chart_id: str, rows: Sequence[str], columns: Sequence[str], cells: S
     width, height = max(left + cell_w * len(columns) + 30, left + 360), top + cell_h * len(rows) + 76
     values = [math.log10(c.value) if log else c.value for c in cells if c.value]
     lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    if log and hi - lo < 1.0:   # the colours span at least one decade: near-equal cells look near-equal
+        lo, hi = (lo + hi) / 2 - 0.5, (lo + hi) / 2 + 0.5
     body = []
     for j, column in enumerate(columns):
         body.append(_text(left + (j + 0.5) * cell_w, top - 10, column, anchor="middle"))

@@ -101,6 +101,10 @@ def test_heatmap_colours_by_log_value_and_greys_cells_without_one():
     svg = heatmap("h", ["m"], ["b1", "b2", "b3"], cells, title="t", scale_label="instructions")
     fills = {r.get("data-column"): r.get("fill") for r in _rects(svg, "cell")}
     assert fills == {"b1": "#440154", "b2": "#fde725", "b3": "#dddddd"}   # viridis ends; grey
+    close = heatmap("h", ["m"], ["b1", "b2"], [HeatCell("m", "b1", 264778, ()), HeatCell("m", "b2", 264678, ())],
+                    title="t", scale_label="instructions")
+    mid = [r.get("fill") for r in _rects(close, "cell")]
+    assert mid[0] == mid[1] == "#21918c"   # 0.04 % apart: both mid-scale, not the two ends
 
 
 def test_pages_are_self_contained(tmp_path):
