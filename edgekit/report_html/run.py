@@ -24,7 +24,7 @@ def latency_html(report: RunReport) -> str:
                          title="latency percentiles of the warm iterations")
     rows = [("runtime import", _ms(cold.runtime_import)), ("load / init", _ms(cold.load)),
             ("first inference", _ms(cold.first_inference))] + [(k, _ms(getattr(lat, k))) for k in keys]
-    return (figure(chart, f"{lat.count:,} warm iterations; {report.latency_note}")
+    return (figure(chart, f"{lat.count:,} iterations: {report.latency_note}")
             + table(["figure", "ms (measured)"], rows, table_id="latency")
             + (p(f"throughput {report.throughput_ips:.4g} inferences/s (measured)") if report.throughput_ips else ""))
 
