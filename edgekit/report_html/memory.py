@@ -98,7 +98,7 @@ def memory_sections(info: FirmwareInfo) -> List[Tuple[str, str]]:
             html += "<h3>Row-streamed groups</h3>" + table(
                 ["ops", "operators", "region", "windows", "why"],
                 [(g["ops"], " + ".join(g["op_names"]), g["region_bytes"],
-                  ", ".join(f"{w['tensor']}: {w['rows']} rows" for w in g["windows"]), g["why"]) for g in groups],
+                  ", ".join(f"{short_name(str(w['tensor']))}: {w['rows']} rows" for w in g["windows"]), g["why"]) for g in groups],
                 table_id="streamed-groups")
         plain = plan.get("plain_in_place_tflite")
         notes = [f"offline plan of --optimize {esc(info.optimize)}: arena {info.arena_bytes or 0:,} B"]

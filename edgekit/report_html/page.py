@@ -18,7 +18,7 @@ h3{font-size:14px;margin:18px 0 6px}p,li{font-size:13px;line-height:1.45}ul{padd
 .pass{background:#dafbe1;color:#116329}.fail{background:#ffebe9;color:#a40e26}
 .estimate{color:#7d4e00;font-weight:600}.muted{color:#57606a}
 table{border-collapse:collapse;font-size:12px;margin:6px 0 10px}
-th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
+th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}td:not(.num){overflow-wrap:anywhere}th{white-space:nowrap}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 figure{margin:8px 0 16px}figcaption{font-size:12px;color:#57606a;margin-top:2px}
 svg.chart{max-width:100%;height:auto;font-family:inherit}

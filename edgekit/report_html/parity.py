@@ -54,7 +54,7 @@ def worst_samples_html(data: Optional[dict]) -> str:
     worst = (data or {}).get("worst_samples") or []
     if not worst:
         return p("The run kept no per-sample figures (the in-process path reports the totals above; "
-                 "`edgekit parity --ray` keeps the worst samples).", "muted")
+                 "<code>edgekit parity --ray</code> keeps the worst samples).", "muted")
     labels = [str(w["sample"]) for w in worst]
     values = [_finite(float(w["sqnr_db"]), SQNR_CAP_DB) for w in worst]
     chart = column_chart("chart-parity-worst", labels, values, axis_label="SQNR (dB)",
