@@ -247,9 +247,11 @@ def memory_timeline(chart_id: str, blocks: Sequence[Block], *, ops: int, arena_b
     for a, b in overlapping_pairs(blocks):
         ops0, ops1 = max(a.first_op, b.first_op), min(a.last_op, b.last_op)
         lo, hi = max(a.offset, b.offset), min(a.offset + a.size, b.offset + b.size)
-        body.append(f'<rect class="overlap" x="{g.x(ops0):.2f}" y="{g.y(lo):.2f}" width="{g.x(ops1 + 1) - g.x(ops0):.2f}" '
-                    f'height="{max(g.y(hi) - g.y(lo), 0.8):.2f}" fill="url(#{esc(chart_id)}-hatch)" '
-                    f'data-pair="{esc(a.key)},{esc(b.key)}"><title>{esc(f"{a.label} and {b.label} share {hi - lo:,} B at op {ops0}" + ("" if ops0 == ops1 else f"..{ops1}"))}</title></rect>')
+        tip = f"{a.label} and {b.label} share {hi - lo:,} B at op {ops0}" + ("" if ops0 == ops1 else f"..{ops1}")
+        body.append(f'<rect class="overlap" x="{g.x(ops0):.2f}" y="{g.y(lo):.2f}" '
+                    f'width="{g.x(ops1 + 1) - g.x(ops0):.2f}" height="{max(g.y(hi) - g.y(lo), 0.8):.2f}" '
+                    f'fill="url(#{esc(chart_id)}-hatch)" data-pair="{esc(a.key)},{esc(b.key)}">'
+                    f"<title>{esc(tip)}</title></rect>")
     legend = [("tensor", PALETTE[0]), ("scratch", colours["scratch"]), ("streamed region", colours["region"])]
     x = g.left
     for label, colour in legend + [("planned overlap", f"url(#{esc(chart_id)}-hatch)")]:
