@@ -4,7 +4,7 @@ Order of work, so that a bad model or a model that does not fit leaves nothing b
 read + support check (every unsupported op listed at once) -> memory plan with the runtime's own planner
 (HostRuntime) -> early fit check (model vs flash, arena + state + stack reservation vs RAM) -> write the project
 into a staging folder -> link it with its own Makefile to measure flash and RAM from the ELF -> exact fit check
--> firmware.json + README.md -> atomic move into place.
+-> firmware.json + README.md + report.html -> atomic move into place.
 """
 from __future__ import annotations
 
@@ -690,6 +690,10 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
                              app=app.info, constants=constants)
         (stage / FIRMWARE_JSON).write_text(info.dumps())
         (stage / "README.md").write_text(readme_text(info, board))
+        from edgekit.report_html.firmware import firmware_page
+        from edgekit.report_html.page import write_page
+
+        write_page(stage / "report.html", firmware_page(info))
     elf = outdir / "build" / fw_build.ELF_NAME if build and sizes is not None else None
     log.info("wrote firmware project %s", outdir)
     return FirmwareResult(outdir, info, elf)

@@ -289,7 +289,7 @@ def write_plots(folder: Path, result: RunResult, report: RunReport) -> List[str]
 
 
 def write_run_outputs(folder: Path, result: RunResult, report: RunReport) -> RunReport:
-    """Into an (atomic staging) folder: run.json, report.md, plots, outputs.npz (device outputs per sample),
+    """Into an (atomic staging) folder: run.json, report.md, report.html, plots, outputs.npz (device outputs per sample),
     latencies.npz (every warm iteration's start time and latency, for re-analysis). Returns the report as written."""
     folder = Path(folder)
     if result.outputs:
@@ -303,4 +303,8 @@ def write_run_outputs(folder: Path, result: RunResult, report: RunReport) -> Run
     report = updated(report, plots=write_plots(folder, result, report))
     (folder / "run.json").write_text(schemas.dumps("run", json_safe(report.to_dict())))
     (folder / "report.md").write_text(markdown(report))
+    from edgekit.report_html.page import write_page
+    from edgekit.report_html.run import run_page
+
+    write_page(folder / "report.html", run_page(report))
     return report
