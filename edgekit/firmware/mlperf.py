@@ -26,6 +26,7 @@ from typing import List, Optional, Tuple, Union
 from edgekit.console import say
 from edgekit.errors import UserError
 from edgekit.firmware.generate import AppSpec, FIRMWARE_DIR, FirmwareResult
+from edgekit.firmware.mlperf_perf import PerformanceN
 from edgekit.firmware.plan_types import HarnessApp, TimestampSource
 
 HARNESS = "mlperf-tiny"
@@ -182,8 +183,16 @@ def harness_app(graph, board, task: Task, mode: str = "performance") -> AppSpec:
                    board=built_board)
 
 
+@dataclass
+class HarnessFirmwareResult(FirmwareResult):
+    """The generated firmware and the runner's performance N for it (also written as tests_performance.yaml)."""
+
+    performance: Optional["PerformanceN"] = None
+
+
 def generate_harness_firmware(model: Union[Path, str, bytes], board_name: str, outdir: Optional[Path] = None, *,
-                              task: str, mode: str = "performance", build: bool = False) -> FirmwareResult:
+                              task: str, mode: str = "performance", build: bool = False,
+                              cycles_from: Optional[Path] = None) -> FirmwareResult:
     """Generate (and optionally build) the MLPerf Tiny harness firmware for ``model`` on ``board_name``."""
     from edgekit.firmware.boards import load_board
     from edgekit.firmware.generate import generate_firmware, load_model_bytes
@@ -199,7 +208,15 @@ def generate_harness_firmware(model: Union[Path, str, bytes], board_name: str, o
     if outdir is None:
         stem = Path(source).stem if source != "<bytes>" else "model"
         outdir = Path("out") / "firmware" / f"{stem}-{board.name}-{HARNESS}-{spec.name}"
-    return generate_firmware(data, board.name, outdir, build=build, source=source, app=app)
+    result = generate_firmware(data, board.name, outdir, build=build, source=source, app=app)
+    from edgekit.firmware.mlperf_perf import cycles_from_file, performance_n, performance_yaml
+
+    cycles = cycles_from_file(cycles_from) if cycles_from else None
+    perf = performance_n(spec.model_id, board, int(result.info.macs or 0), cycles=cycles,
+                         cycles_source=f"per-class cycle estimate from {cycles_from}")
+    (Path(result.outdir) / "tests_performance.yaml").write_text(performance_yaml(perf))
+    return HarnessFirmwareResult(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)},
+                                 performance=perf)
 
 
 
@@ -215,7 +232,7 @@ def harness_command(args) -> int:
     if problems:
         raise UserError("; ".join(problems))
     result = generate_harness_firmware(args.model, args.board, args.outdir, task=args.task, mode=args.harness_mode,
-                                       build=args.build)
+                                       build=args.build, cycles_from=getattr(args, "cycles_from", None))
     app, fits = result.info.app or {}, result.info.fits
     say(f"wrote {result.outdir} (MLPerf Tiny {app['model_id']} device under test, {app['mode']} mode, "
           f"board {result.info.board.board}, UART {app['uart_baud']} baud)")
@@ -223,6 +240,10 @@ def harness_command(args) -> int:
     say(f"timestamps: {app.get('timestamp_pin') and 'pulse on ' + app['timestamp_pin'] or app['timer_source']}")
     for key, f in (("flash", fits.flash), ("ram", fits.ram)):
         say(f"{key}: {f.used:,} of {f.available:,} bytes ({'fits' if f.fits else 'DOES NOT FIT'})")
+    from edgekit.firmware.mlperf_perf import describe
+
+    say(describe(result.performance))
+    say(f"wrote {Path(result.outdir) / 'tests_performance.yaml'} (the runner's performance test file with this N)")
     if result.elf is not None:
         say(f"built {result.elf}")
     return 0
