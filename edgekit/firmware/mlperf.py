@@ -148,6 +148,26 @@ def _timestamp_config(board, mode: str) -> Tuple[List[Tuple[Path, str]], List[Tu
 # ------------------------------------------------------------------ the app
 
 
+def energy_uart(board) -> "UartConfig":
+    """The UART of energy mode: the profile's mlperf.energy_uart (where the EEMBC IO manager is wired, e.g. the
+    Arduino D0/D1 USART on a Nucleo) at the reference's 9600 baud, else the board UART at 9600 baud."""
+    from edgekit.firmware.boards import UART_DRIVERS, UartConfig
+
+    spec = (board.profile.get("mlperf") or {}).get("energy_uart")
+    if not spec:
+        return dataclasses.replace(board.uart, baud=ENERGY_BAUD)
+    problems = [f"{key} must be a positive integer" for key in ("base", "clock_hz")
+                if not isinstance(spec.get(key), int) or spec[key] <= 0]
+    if spec.get("driver") not in UART_DRIVERS:
+        problems.append(f"driver {spec.get('driver')!r} must be one of {', '.join(UART_DRIVERS)}")
+    if problems:
+        raise UserError(f"devices/{board.name}.yaml mlperf.energy_uart: " + "; ".join(problems),
+                        fix="give driver, base, clock_hz (and tx_pin/rx_pin) of the UART wired to the IO manager")
+    return UartConfig(driver=spec["driver"], base=spec["base"], baud=ENERGY_BAUD, clock_hz=spec["clock_hz"],
+                      instance=str(spec.get("instance", "")), tx_pin=str(spec.get("tx_pin", "")),
+                      rx_pin=str(spec.get("rx_pin", "")))
+
+
 def harness_app(graph, board, task: Task, mode: str = "performance") -> AppSpec:
     """The AppSpec of the harness for ``graph`` on ``board`` (every problem with the model reported at once)."""
     if mode not in MODES:
@@ -173,8 +193,8 @@ def harness_app(graph, board, task: Task, mode: str = "performance") -> AppSpec:
     config = [("EK_MLPERF_TASK", str(task.code)), ("EK_MLPERF_MODEL_VERSION", f'"{task.model_id}"'),
               ("EK_MLPERF_DB_BYTES", f"{db_bytes}u"), ("EK_MLPERF_ENERGY_MODE", "1" if mode == "energy" else "0")] + config
     built_board = board
-    if mode == "energy" and board.uart.baud != ENERGY_BAUD:
-        built_board = dataclasses.replace(board, uart=dataclasses.replace(board.uart, baud=ENERGY_BAUD))
+    if mode == "energy":
+        built_board = dataclasses.replace(board, uart=energy_uart(board))
     info: HarnessApp = {"harness": HARNESS, "task": task.name, "model_id": task.model_id, "mode": mode,
             "firmware_version": FW_VERSION, "input_format": task.input_format, "input_bytes": db_bytes,
             "results": task.results, "uart_baud": built_board.uart.baud, **timestamps,
@@ -236,6 +256,12 @@ def harness_command(args) -> int:
     app, fits = result.info.app or {}, result.info.fits
     say(f"wrote {result.outdir} (MLPerf Tiny {app['model_id']} device under test, {app['mode']} mode, "
           f"board {result.info.board.board}, UART {app['uart_baud']} baud)")
+    if app["mode"] == "energy":
+        from edgekit.firmware.boards import load_board
+
+        uart = energy_uart(load_board(args.board))
+        say(f"energy mode UART: {uart.instance or hex(uart.base)} TX {uart.tx_pin or '?'} / RX {uart.rx_pin or '?'} at "
+            f"{uart.baud} baud (wire it to the EEMBC IO manager)")
     say(f"input on the wire: {app['input_bytes']} bytes, {app['input_format']}; results: {app['results']}")
     say(f"timestamps: {app.get('timestamp_pin') and 'pulse on ' + app['timestamp_pin'] or app['timer_source']}")
     for key, f in (("flash", fits.flash), ("ram", fits.ram)):

@@ -5,12 +5,12 @@ Written from the public MLPerf Tiny runner (github.com/mlcommons/tiny benchmark/
 with '%', a response ends at the line containing "m-ready"), script.py (^m-results-\\[([^]]+)\\]$ and two
 ^m-lap-us-([0-9]+)$ lines per infer: elapsed = second - first; AD files are sent as windows along the stride),
 tests.yaml (5 inputs in performance mode) and the EEMBC runner's results.txt / log.txt as kept in the published
-MLPerf Tiny results ("ulp-mlperf: Median throughput is X inf./sec.", "ulp-mlperf: Top-1: X%", "AUC: X").
+MLPerf Tiny results; results.txt and the accuracy metrics follow the runner's main.py (edgekit/run/mlperf_metrics.py).
 
 Performance mode: for each of 5 inputs, one timed calibration inference sizes N so that the N inferences run at
 least --min-runtime seconds (MLPerf Tiny requires 10 s), then `infer N 1`; throughput = N / elapsed from the
 device's own m-lap-us timestamps; the result is the median over the inputs. Accuracy mode: every file of the
-dataset (AD: every window), top-1 (or AUC for AD) against y_labels.csv, and the raw outputs (edgekit's `outputs`
+dataset (AD: every window), the runner's top-1 and AUC against y_labels.csv, and the raw outputs (edgekit's `outputs`
 command) compared with LiteRT BUILTIN_REF on the same int8 input.
 """
 from __future__ import annotations
@@ -180,31 +180,7 @@ def _raise_errors(lines: Sequence[str], what: str) -> None:
 # ------------------------------------------------------------------ metrics
 
 
-def auc(scores: Sequence[float], positive: Sequence[bool]) -> Optional[float]:
-    """ROC AUC (Mann-Whitney, ties count one half); None with only one class present."""
-    s = np.asarray(scores, dtype=np.float64)
-    p = np.asarray(positive, dtype=bool)
-    n_pos, n_neg = int(p.sum()), int((~p).sum())
-    if n_pos == 0 or n_neg == 0:
-        return None
-    order = np.argsort(s, kind="mergesort")
-    ranks = np.empty(len(s))
-    sorted_s = s[order]
-    i = 0
-    while i < len(s):  # average ranks over ties
-        j = i
-        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return float((ranks[p].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
-
-
-def classification_auc(scores: np.ndarray, labels: np.ndarray) -> Optional[float]:
-    """Mean one-vs-rest AUC over the classes present with both positives and negatives."""
-    values = [auc(scores[:, c], labels == c) for c in range(scores.shape[1])]
-    values = [v for v in values if v is not None]
-    return float(np.mean(values)) if values else None
+# (the accuracy metrics are the reference runner's: edgekit/run/mlperf_metrics.py)
 
 
 # ------------------------------------------------------------------ the run
