@@ -228,10 +228,10 @@ def generate_harness_firmware(model: Union[Path, str, bytes], board_name: str, o
     if outdir is None:
         stem = Path(source).stem if source != "<bytes>" else "model"
         outdir = Path("out") / "firmware" / f"{stem}-{board.name}-{HARNESS}-{spec.name}"
-    result = generate_firmware(data, board.name, outdir, build=build, source=source, app=app)
     from edgekit.firmware.mlperf_perf import cycles_from_file, performance_n, performance_yaml
 
-    cycles = cycles_from_file(cycles_from) if cycles_from else None
+    cycles = cycles_from_file(cycles_from) if cycles_from else None  # read first: a bad file leaves no output
+    result = generate_firmware(data, board.name, outdir, build=build, source=source, app=app)
     perf = performance_n(spec.model_id, board, int(result.info.macs or 0), cycles=cycles,
                          cycles_source=f"per-class cycle estimate from {cycles_from}")
     (Path(result.outdir) / "tests_performance.yaml").write_text(performance_yaml(perf))

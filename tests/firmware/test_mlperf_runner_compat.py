@@ -190,3 +190,24 @@ int main(void) {
     lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
     # OTYPER13 = 1 (open-drain), MODER13 = 01 (output), GPIOFEN, BSRR last written: set 13 (released)
     assert lines[:3] == ["1", "1", "1"] and lines[3] == f"{1 << 13:08x}" and lines[4] == f"{1 << 13:08x}"
+
+
+def test_firmware_command_prints_and_writes_the_performance_n(tmp_path, capsys):
+    """`edgekit firmware --harness` says the N, how it was estimated, and writes tests_performance.yaml; a file
+    without a cycle estimate given to --cycles-from is refused with one clear message."""
+    from tests.conftest import run_cli
+
+    model = MLPERF / "kws_ref_model_int8.tflite"
+    assert run_cli("firmware", model, "--board", "nucleo-l4r5zi", "--harness", "mlperf-tiny", "--task", "kws",
+                   "-o", tmp_path / "fw") == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert re.search(r"performance N for kws01: infer \d+ 10 \([\d.]+ ms per inference, 2\d\.\d s window; "
+                     r"estimated: 2,656,768 MACs", out), out
+    n = int(re.search(r"infer (\d+) 10", out).group(1))
+    parsed = yaml.safe_load((tmp_path / "fw" / "tests_performance.yaml").read_text())
+    assert parsed["kws01"]["script"][0]["loop 5"][1] == f"infer {n} 10"
+    bad = tmp_path / "deploy.json"
+    bad.write_text('{"estimates": {}}')
+    assert run_cli("firmware", model, "--board", "nucleo-l4r5zi", "--harness", "mlperf-tiny", "--task", "kws",
+                   "--cycles-from", bad, "-o", tmp_path / "fw2") != 0
+    assert "holds no cycle estimate" in capsys.readouterr().err and not (tmp_path / "fw2").exists()
