@@ -13,7 +13,12 @@ Timestamps: `m-lap-us-N` from a microsecond timer (performance mode) or a pulse 
       timer: cmsdk            # cmsdk (CMSDK APB timer: MPS2 images / QEMU, "emulated time") | dwt (real cores)
       timer_base: 0x40000000  # cmsdk only
       timer_clock_hz: 25000000
-      timestamp_pin: PF13     # energy mode (STM32 boards): the pin wired to the interface board
+      timestamp_pin: PF13     # energy mode (STM32 boards): the pin wired to the interface board (open-drain)
+      energy_uart:            # energy mode: the UART wired to the EEMBC IO manager (default: the board UART)
+        {driver: stm32_usart, instance: USART3, base: 0x40004800, clock_hz: 120000000, tx_pin: PD8, rx_pin: PD9}
+
+`edgekit firmware --harness` also prints the runner's performance N for the board and writes it as
+tests_performance.yaml (edgekit/firmware/mlperf_perf.py).
 """
 from __future__ import annotations
 
