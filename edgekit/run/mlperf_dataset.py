@@ -174,9 +174,24 @@ def _synthetic(task: Task, shape: Sequence[int], count: int, rng: np.random.Gene
             out.append(spec.astype("<f4").tobytes())
         return out
     n = int(np.prod(shape))
-    if task.name in ("ic", "vww"):
-        return [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for _ in range(count)]
-    return [rng.integers(-128, 128, n, dtype=np.int16).astype(np.int8).tobytes() for _ in range(count)]
+    out = []
+    for i in range(count):
+        # four families of int8-domain inputs: noise, a level plus small noise, a random walk, 8 blocks of levels
+        # plus noise (measured on the MLPerf Tiny models, 160 candidates, seed 0: uniform noise alone is predicted
+        # as 2 of KWS's 12 classes and 3 of IC's 10; the four families 8 and 6)
+        family = i % 4
+        if family == 0:
+            x = rng.integers(-128, 128, n).astype(np.float64)
+        elif family == 1:
+            x = float(rng.integers(-128, 128)) + rng.integers(-8, 9, n)
+        elif family == 2:
+            walk = np.cumsum(rng.normal(0.0, rng.uniform(1.0, 20.0), n))
+            x = walk - walk.mean() + rng.normal(0.0, rng.uniform(5.0, 80.0))
+        else:
+            x = np.repeat(rng.integers(-128, 128, 8), n // 8 + 1)[:n] + rng.integers(-20, 21, n)
+        q = np.clip(np.round(x), -128, 127).astype(np.int16)
+        out.append((q + 128).astype(np.uint8).tobytes() if task.name in ("ic", "vww") else q.astype(np.int8).tobytes())
+    return out
 
 
 def _from_array(task: Task, array: np.ndarray, shape: Sequence[int], scale: float, zero_point: int) -> List[bytes]:
@@ -203,7 +218,7 @@ def _from_array(task: Task, array: np.ndarray, shape: Sequence[int], scale: floa
     return [a.astype(np.int8).tobytes() for a in array]
 
 
-POOL_PER_CLASS = 8       # synthetic candidates drawn per class before choosing the files
+POOL_PER_CLASS = 16      # synthetic candidates drawn per class before choosing the files
 
 
 def _cover_classes(samples: List[bytes], scores: np.ndarray, count: int) -> Tuple[List[bytes], List[int], List[int]]:
