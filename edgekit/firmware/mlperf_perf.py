@@ -6,10 +6,13 @@ kws01 70 10, vww01 20 5). script.py flags a loop over in less than 10 s ("ERROR 
 elapsed") and the runner's watchdog aborts windows above ~30 s, so N must make one window N x per-inference time
 land in 10..30 s on the chosen board. edgekit aims at the middle, 20 s.
 
-The per-inference time is an ESTIMATE: the firmware's multiply-accumulates x instructions per MAC (1.1: median of
-edgekit's exact QEMU counts on the MLPerf Tiny KWS/IC/AD and VWW-style models on mps2-an386, README) x the board
+The per-inference time is an ESTIMATE: the firmware's multiply-accumulates x instructions per MAC x the board
 profile's cycle_model.cycles_per_instruction, at the harness clock (firmware_clock_hz); or, when given, the
 per-class cycle estimate of a counted run (run.json work.cycles_estimated / deploy.json estimates.cycles).
+Instructions per MAC from edgekit's exact QEMU counts (README, firmware benchmark): on the Cortex-M4 (mps2-an386)
+KWS 3.07 M / 2.66 M MACs = 1.16, IC 11.88 M / 12.50 M = 0.95, AD 0.265 M / 0.264 M = 1.00, VWW-style
+8.86 M / 7.49 M = 1.18: median 1.08, taken as 1.1; on the Cortex-M55 (mps3-an547, Helium) only KWS is measured:
+1.26 M / 2.66 M = 0.47.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ TARGET_WINDOW_S = 20.0
 RUNNER_MIN_WINDOW_S = 10.0     # script.py: "error 2"
 RUNNER_MAX_WINDOW_S = 30.0     # the runner aborts longer windows (issue 27)
 INSTRUCTIONS_PER_MAC = 1.1
+INSTRUCTIONS_PER_MAC_BY_CPU = {"cortex-m55": 0.47}
 DEFAULT_CPI = 1.4
 # benchmark/runner/tests_performance.yaml (mlcommons/tiny): model id -> (name, N, warmups)
 STOCK: Dict[str, Tuple[str, int, int]] = {
@@ -79,9 +83,10 @@ def performance_n(model_id: str, board, macs: int, *, cycles: Optional[float] = 
     clock = int(board.firmware_clock_hz)
     if cycles is None:
         cpi = float((board.profile.get("cycle_model") or {}).get("cycles_per_instruction") or DEFAULT_CPI)
-        cycles = macs * INSTRUCTIONS_PER_MAC * cpi
-        method = (f"estimated: {macs:,} MACs x {INSTRUCTIONS_PER_MAC} instructions/MAC (edgekit's measured median "
-                  f"on the MLPerf Tiny models) x {cpi:g} cycles/instruction (profile) at {clock / 1e6:g} MHz")
+        per_mac = INSTRUCTIONS_PER_MAC_BY_CPU.get(str(board.profile.get("cpu")), INSTRUCTIONS_PER_MAC)
+        cycles = macs * per_mac * cpi
+        method = (f"estimated: {macs:,} MACs x {per_mac} instructions/MAC (edgekit's exact counts on the MLPerf "
+                  f"Tiny models) x {cpi:g} cycles/instruction (profile) at {clock / 1e6:g} MHz")
     else:
         method = f"estimated: {cycles:,.0f} cycles per inference ({cycles_source}) at {clock / 1e6:g} MHz"
     if board.is_qemu:

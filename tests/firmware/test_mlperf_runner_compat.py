@@ -118,6 +118,8 @@ def test_performance_n_lands_in_the_runner_window(tmp_path):
     perf = performance_n("kws01", board, 2_656_768)
     assert perf.in_range and RUNNER_MIN_WINDOW_S <= perf.iterations * perf.per_inference_s <= RUNNER_MAX_WINDOW_S
     assert perf.per_inference_s == pytest.approx(2_656_768 * 1.1 * 1.4 / 120e6) and "estimated" in perf.method
+    m55 = performance_n("kws01", load_board("mps3-an547"), 2_656_768)  # Helium: the M55's own instructions/MAC
+    assert "0.47 instructions/MAC" in m55.method and "emulated time" in m55.method and m55.in_range
     parsed = yaml.safe_load(performance_yaml(perf))
     assert parsed["kws01"]["script"] == [{"loop 5": ["download", f"infer {perf.iterations} 10"]}]
     assert parsed["ic01"]["script"] == [{"loop 5": ["download", "infer 20 5"]}]  # the stock file's other entries
