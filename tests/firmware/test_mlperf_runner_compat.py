@@ -213,3 +213,21 @@ def test_firmware_command_prints_and_writes_the_performance_n(tmp_path, capsys):
     assert run_cli("firmware", model, "--board", "nucleo-l4r5zi", "--harness", "mlperf-tiny", "--task", "kws",
                    "--cycles-from", bad, "-o", tmp_path / "fw2") != 0
     assert "holds no cycle estimate" in capsys.readouterr().err and not (tmp_path / "fw2").exists()
+
+
+def test_given_inputs_missing_classes_are_reported(tmp_path, caplog):
+    """With the user's own inputs edgekit cannot add files: the classes without one are named (README, dataset.json,
+    a warning), since the reference runner's accuracy mode needs every class."""
+    import json
+
+    from edgekit.run import mlperf_dataset as D
+
+    inputs = np.zeros((3, 490), dtype=np.int8)  # one input, three times: one predicted class
+    with caplog.at_level("WARNING"):
+        dataset = D.generate_dataset((MLPERF / "kws_ref_model_int8.tflite").read_bytes(), "kws", tmp_path,
+                                     inputs=inputs)
+    assert len(dataset.entries) == 3 and len({e.label for e in dataset.entries}) == 1
+    assert "have no file: the reference runner's accuracy mode needs every class" in \
+        (dataset.folder / "README.md").read_text()
+    assert "have no file" in json.loads((dataset.folder / "dataset.json").read_text())["labels"]
+    assert "without a file" in caplog.text
