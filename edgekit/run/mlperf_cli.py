@@ -62,11 +62,14 @@ def cmd_run_harness(args) -> int:
         if not s.mlperf_runtime_met:
             say(f"note: runs shorter than 10 s (--min-runtime {s.min_runtime_s:g}): not a valid MLPerf Tiny result")
     else:
-        if s.top1 is not None:
-            say(f"top-1 {100 * s.top1:.1f}% over {s.files} files" + (f", AUC {s.auc:.3f}" if s.auc is not None else ""))
+        auc = f"AUC {s.auc:.3f}" if s.auc is not None else "AUC undefined (a class has no file)"
+        if run.task.name == "ad":
+            say(f"{auc} over {s.files} files ({s.windows} windows); the runner's accuracy, best (precision + recall)"
+                f" / 2: {100 * (s.top1 or 0.0):.1f}% (the reference runner's metrics)")
         else:
-            say(f"AUC {s.auc:.3f} over {s.files} files ({s.windows} windows)" if s.auc is not None
-                  else f"AUC undefined: the labels of {s.files} files hold one class")
+            say(f"top-1 {100 * (s.top1 or 0.0):.1f}% over {s.files} files, {auc} (the reference runner's metrics)")
+        if s.labels_note:
+            say(f"note: {s.labels_note}")
         be = run.bit_exact
         if be is not None and be.value is not None:
             say(f"device outputs vs LiteRT BUILTIN_REF: {'bit-exact' if be.value else 'DIFFER'} "

@@ -174,9 +174,24 @@ def _synthetic(task: Task, shape: Sequence[int], count: int, rng: np.random.Gene
             out.append(spec.astype("<f4").tobytes())
         return out
     n = int(np.prod(shape))
-    if task.name in ("ic", "vww"):
-        return [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for _ in range(count)]
-    return [rng.integers(-128, 128, n, dtype=np.int16).astype(np.int8).tobytes() for _ in range(count)]
+    out = []
+    for i in range(count):
+        # four families of int8-domain inputs: noise, a level plus small noise, a random walk, 8 blocks of levels
+        # plus noise (measured on the MLPerf Tiny models, 160 candidates, seed 0: uniform noise alone is predicted
+        # as 2 of KWS's 12 classes and 3 of IC's 10; the four families 8 and 6)
+        family = i % 4
+        if family == 0:
+            x = rng.integers(-128, 128, n).astype(np.float64)
+        elif family == 1:
+            x = float(rng.integers(-128, 128)) + rng.integers(-8, 9, n)
+        elif family == 2:
+            walk = np.cumsum(rng.normal(0.0, rng.uniform(1.0, 20.0), n))
+            x = walk - walk.mean() + rng.normal(0.0, rng.uniform(5.0, 80.0))
+        else:
+            x = np.repeat(rng.integers(-128, 128, 8), n // 8 + 1)[:n] + rng.integers(-20, 21, n)
+        q = np.clip(np.round(x), -128, 127).astype(np.int16)
+        out.append((q + 128).astype(np.uint8).tobytes() if task.name in ("ic", "vww") else q.astype(np.int8).tobytes())
+    return out
 
 
 def _from_array(task: Task, array: np.ndarray, shape: Sequence[int], scale: float, zero_point: int) -> List[bytes]:
@@ -201,6 +216,35 @@ def _from_array(task: Task, array: np.ndarray, shape: Sequence[int], scale: floa
     if array.dtype.kind == "f":
         array = np.clip(np.round(array / scale) + zero_point, -128, 127)
     return [a.astype(np.int8).tobytes() for a in array]
+
+
+POOL_PER_CLASS = 16      # synthetic candidates drawn per class before choosing the files
+
+
+def _cover_classes(samples: List[bytes], scores: np.ndarray, count: int) -> Tuple[List[bytes], List[int], List[int]]:
+    """(files, labels, classes labelled by assignment): first one file per class the host model predicts, then
+    the remaining candidates in order up to ``count``; a class the model never predicts gets the unused candidate
+    with the highest score for it (labelled by assignment, reported)."""
+    predicted = [int(np.argmax(row)) for row in scores]
+    chosen: List[int] = []
+    labels: dict = {}
+    assigned: List[int] = []
+    for c in range(scores.shape[1]):
+        hit = next((i for i, p in enumerate(predicted) if p == c and i not in labels), None)
+        if hit is None:
+            order = [int(i) for i in np.argsort(-scores[:, c], kind="stable") if int(i) not in labels]
+            hit = order[0]
+            assigned.append(c)
+        labels[hit] = c
+        chosen.append(hit)
+    for i in range(len(samples)):
+        if len(chosen) >= count:
+            break
+        if i not in labels:
+            labels[i] = predicted[i]
+            chosen.append(i)
+    chosen.sort()
+    return [samples[i] for i in chosen], [labels[i] for i in chosen], assigned
 
 
 def generate_dataset(model: bytes, task_name: str, outdir: Path, *, inputs: Optional[np.ndarray] = None,
@@ -231,6 +275,7 @@ def generate_dataset(model: bytes, task_name: str, outdir: Path, *, inputs: Opti
         _synthetic(task, shape, count, rng, frames)
     window = int(np.prod(shape)) * 4
     labels: List[int] = []
+    coverage_note = ""
     if task.name == "ad":
         errors = []
         for raw in samples:
@@ -242,9 +287,27 @@ def generate_dataset(model: bytes, task_name: str, outdir: Path, *, inputs: Opti
         labels = [int(e > threshold) for e in errors]
         classes = 2
     else:
-        outs = litert_reference(model, [[device_input(task, raw, scale, zp).reshape(shape)] for raw in samples])
-        labels = [int(np.argmax(o[0])) for o in outs]
         classes = int(np.prod(dout["shape"]))
+        if inputs is None:
+            # a pool of candidates so that every class can get a file (the runner's AUC needs every class)
+            samples += _synthetic(task, shape, max(0, POOL_PER_CLASS * classes - len(samples)), rng, frames)
+        outs = litert_reference(model, [[device_input(task, raw, scale, zp).reshape(shape)] for raw in samples])
+        scores = np.array([o[0].astype(np.float64).ravel() for o in outs])
+        if inputs is None:
+            samples, labels, assigned = _cover_classes(samples, scores, max(count, classes))
+        else:
+            labels, assigned = [int(np.argmax(row)) for row in scores], []
+            missing = sorted(set(range(classes)) - set(labels))
+            if missing:
+                log.warning("the given inputs leave class(es) %s without a file: the MLPerf Tiny runner's AUC "
+                            "needs every class", ", ".join(map(str, missing)))
+                coverage_note = (f" Class(es) {', '.join(map(str, missing))} have no file: the reference runner's "
+                                 "accuracy mode needs every class.")
+        if assigned:
+            coverage_note = (f" Class(es) {', '.join(str(c) for c in assigned)} were never the host model's "
+                             f"prediction on {len(scores)} seeded candidates: one file each carries that class by "
+                             "assignment (the candidate with the highest score for it), so the device is not "
+                             "expected to agree on it.")
     entries = []
     with atomic_output_dir(Path(outdir) / task.model_id) as stage:
         for i, (raw, label) in enumerate(zip(samples, labels)):
@@ -263,10 +326,10 @@ def generate_dataset(model: bytes, task_name: str, outdir: Path, *, inputs: Opti
         (stage / "README.md").write_text(
             f"# {task.model_id}: generated by edgekit (not the MLPerf Tiny dataset)\n\n"
             f"{len(entries)} files from {how}, in the MLPerf Tiny runner layout ({LABELS_FILE} without a header).\n\n"
-            f"**{LABEL_SOURCE}.**{rule}\n\nAn accuracy measured on this folder says how often the device agrees with "
+            f"**{LABEL_SOURCE}.**{rule}{coverage_note}\n\nAn accuracy measured on this folder says how often the device agrees with "
             "the host reference model, not how accurate the model is.\n")
         (stage / "dataset.json").write_text(DatasetInfo(
-            task=task.name, model_id=task.model_id, files=len(entries), inputs=how, labels=LABEL_SOURCE,
+            task=task.name, model_id=task.model_id, files=len(entries), inputs=how, labels=LABEL_SOURCE + coverage_note,
             ad_threshold=threshold if task.name == "ad" else None).dumps())
     log.info("wrote %d files to %s", len(entries), Path(outdir) / task.model_id)
     return Dataset(Path(outdir) / task.model_id, tuple(entries))

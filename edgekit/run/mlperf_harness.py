@@ -5,12 +5,12 @@ Written from the public MLPerf Tiny runner (github.com/mlcommons/tiny benchmark/
 with '%', a response ends at the line containing "m-ready"), script.py (^m-results-\\[([^]]+)\\]$ and two
 ^m-lap-us-([0-9]+)$ lines per infer: elapsed = second - first; AD files are sent as windows along the stride),
 tests.yaml (5 inputs in performance mode) and the EEMBC runner's results.txt / log.txt as kept in the published
-MLPerf Tiny results ("ulp-mlperf: Median throughput is X inf./sec.", "ulp-mlperf: Top-1: X%", "AUC: X").
+MLPerf Tiny results; results.txt and the accuracy metrics follow the runner's main.py (edgekit/run/mlperf_metrics.py).
 
 Performance mode: for each of 5 inputs, one timed calibration inference sizes N so that the N inferences run at
 least --min-runtime seconds (MLPerf Tiny requires 10 s), then `infer N 1`; throughput = N / elapsed from the
 device's own m-lap-us timestamps; the result is the median over the inputs. Accuracy mode: every file of the
-dataset (AD: every window), top-1 (or AUC for AD) against y_labels.csv, and the raw outputs (edgekit's `outputs`
+dataset (AD: every window), the runner's top-1 and AUC against y_labels.csv, and the raw outputs (edgekit's `outputs`
 command) compared with LiteRT BUILTIN_REF on the same int8 input.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ import logging
 import math
 import re
 import time
+from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -179,31 +180,7 @@ def _raise_errors(lines: Sequence[str], what: str) -> None:
 # ------------------------------------------------------------------ metrics
 
 
-def auc(scores: Sequence[float], positive: Sequence[bool]) -> Optional[float]:
-    """ROC AUC (Mann-Whitney, ties count one half); None with only one class present."""
-    s = np.asarray(scores, dtype=np.float64)
-    p = np.asarray(positive, dtype=bool)
-    n_pos, n_neg = int(p.sum()), int((~p).sum())
-    if n_pos == 0 or n_neg == 0:
-        return None
-    order = np.argsort(s, kind="mergesort")
-    ranks = np.empty(len(s))
-    sorted_s = s[order]
-    i = 0
-    while i < len(s):  # average ranks over ties
-        j = i
-        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return float((ranks[p].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
-
-
-def classification_auc(scores: np.ndarray, labels: np.ndarray) -> Optional[float]:
-    """Mean one-vs-rest AUC over the classes present with both positives and negatives."""
-    values = [auc(scores[:, c], labels == c) for c in range(scores.shape[1])]
-    values = [v for v in values if v is not None]
-    return float(np.mean(values)) if values else None
+# (the accuracy metrics are the reference runner's: edgekit/run/mlperf_metrics.py)
 
 
 # ------------------------------------------------------------------ the run
@@ -284,7 +261,7 @@ def run_accuracy(link: HarnessLink, run: HarnessRun, dataset, model: Optional[by
     from edgekit.run.mlperf_dataset import device_input, windows
 
     task = run.task
-    samples, outputs = [], []
+    samples, outputs, per_file = [], [], []
     for entry in dataset.entries:
         scores = []
         for raw in windows(dataset.data(entry), entry):
@@ -294,23 +271,33 @@ def run_accuracy(link: HarnessLink, run: HarnessRun, dataset, model: Optional[by
             raw_out = np.frombuffer(link.outputs(), dtype=np.int8)
             samples.append([device_input(task, raw, *in_q)])
             outputs.append([raw_out.copy()])
+        per_file.append(scores)
         mean = np.mean(np.asarray(scores, dtype=np.float64), axis=0)
         run.files.append(HarnessFile(file=entry.file, label=entry.label, windows=len(scores), score=mean.tolist(),
                                      predicted=None if task.name == "ad" else int(np.argmax(mean))))
         if progress:
             progress()
+    from edgekit.run.mlperf_metrics import file_scores, missing_classes, runner_accuracy, runner_auc
+
     labels = np.array([f.label for f in run.files])
+    y_pred = np.array([file_scores(w) for w in per_file])
+    missing = missing_classes(labels, 2 if task.name == "ad" else y_pred.shape[1])
+    value = None if missing else runner_auc(y_pred, labels)
     if task.name == "ad":
-        value = auc([f.score[0] for f in run.files], labels == 1)
         run.summary = HarnessSummary(
-            auc=value, files=len(run.files), windows=len(samples),
-            method="AUC of the mean reconstruction error per file (device m-results) vs y_labels.csv")
+            auc=value, top1=runner_accuracy(y_pred, labels) / 100.0, files=len(run.files), windows=len(samples),
+            method="the MLPerf Tiny runner's metrics (benchmark/runner/main.py calculate_auc / calculate_accuracy): "
+                   "simplified ROC AUC over 101 thresholds of the mean reconstruction error per file, and the best "
+                   "(precision + recall) / 2 as its accuracy")
     else:
-        scores = np.array([f.score for f in run.files])
-        top1 = float(np.mean(np.argmax(scores, axis=1) == labels))
         run.summary = HarnessSummary(
-            top1=top1, auc=classification_auc(scores, labels), files=len(run.files),
-            method="top-1 of the device m-results per file vs y_labels.csv; AUC one-vs-rest, mean")
+            top1=runner_accuracy(y_pred, labels) / 100.0, auc=value, files=len(run.files), windows=len(samples),
+            method="the MLPerf Tiny runner's metrics (benchmark/runner/main.py): top-1 of the normalized device "
+                   "m-results per file vs y_labels.csv; simplified ROC AUC over 101 thresholds, mean over classes")
+    if missing:
+        run.summary = updated(run.summary, labels_note=(
+            f"AUC undefined: no file of class(es) {', '.join(map(str, missing))} (the reference runner needs every "
+            "class; regenerate the dataset with `edgekit mlperf-dataset`)"))
     if model is not None:
         shapes = _model_input_shape(model)
         samples = [[s[0].reshape(shapes)] for s in samples]
@@ -326,38 +313,28 @@ def _model_input_shape(model: bytes) -> List[int]:
 # ------------------------------------------------------------------ outputs
 
 
-def results_text(run: HarnessRun) -> str:
-    """results.txt in the EEMBC/MLPerf Tiny runner's form (as in the published MLPerf Tiny results)."""
-    t = 0.0
-    lines = []
+def results_text(run: HarnessRun, now: Optional[datetime] = None) -> str:
+    """results.txt in the MLPerf Tiny reference runner's form (benchmark/runner/script.py _print_AP_results and
+    main.py summarize_result, see edgekit/run/mlperf_metrics.py), then edgekit's notes on lines of their own."""
+    from edgekit.run.mlperf_metrics import accuracy_lines, median_lines, stamp, window_lines
 
-    def add(text: str, who: str = "ulp-mlperf") -> None:
-        lines.append(f"{t:09.3f} {who}: {text}")
-
+    lines: List[str] = []
     if run.mode == "performance":
         for i, w in enumerate(run.windows, 1):
-            add(f"Performance results for window {i}:")
-            add(f"  # Inferences : {w.iterations:>12}")
-            add(f"  Runtime      : {w.runtime_s:>12.3f} sec.")
-            add(f"  Throughput   : {w.throughput_inf_per_s:>12.3f} inf./sec.")
-            add("Runtime requirements have been met." if w.meets_mlperf_runtime else
-                f"Runtime requirements have NOT been met (below {MLPERF_MIN_RUNTIME_S:g} s; --min-runtime "
-                f"{run.summary.min_runtime_s:g}).")
-        add("---------------------------------------------------------")
-        add(f"Median throughput is {run.summary.median_throughput_inf_per_s:.3f} inf./sec.")
-        add("---------------------------------------------------------")
-        add("Cannot compute accuracy metrics in single-run mode.")
+            lines += window_lines(i, w.iterations, w.runtime_s, w.throughput_inf_per_s, w.results, now)
+        summary, _ok = median_lines(run.summary.median_throughput_inf_per_s, [w.runtime_s for w in run.windows],
+                                    len(run.windows), now)
+        lines += summary
+        if not _ok:
+            lines.append(f"{stamp(now)} edgekit: median throughput {run.summary.median_throughput_inf_per_s:.3f} "
+                         f"inf./sec. (windows below {MLPERF_MIN_RUNTIME_S:g} s: not a valid MLPerf Tiny result)")
     else:
-        if run.task.name != "ad":
-            add(f"Top-1: {100.0 * run.summary.top1:.1f}%")
-        if run.summary.auc is not None:
-            add(f"AUC: {run.summary.auc:.2f}")
-        else:
-            add("AUC: n/a (the labels hold one class only)")
-    source = run.app["timer_source"]
-    add(f"timestamps: {source}", who="edgekit")
+        s = run.summary
+        auc_value = s.auc if s.auc is not None else float("nan")
+        lines += accuracy_lines(100.0 * (s.top1 or 0.0), auc_value, now)
+    lines.append(f"{stamp(now)} edgekit: timestamps: {run.app['timer_source']}")
     if run.mode == "accuracy" and run.summary.labels_note:
-        add(run.summary.labels_note, who="edgekit")
+        lines.append(f"{stamp(now)} edgekit: {run.summary.labels_note}")
     return "\n".join(lines) + "\n"
 
 
@@ -439,6 +416,8 @@ def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset
                              progress=progress)
                 if (dataset.folder / "dataset.json").is_file():
                     note = json.loads((dataset.folder / "dataset.json").read_text()).get("labels")
+                    if run.summary.labels_note:
+                        note = f"{run.summary.labels_note}; {note}"
                     run.summary = updated(run.summary, labels_note=note)
             if count_instructions:
                 run.summary = updated(run.summary, instructions_per_inference=connection.instructions())
