@@ -30,7 +30,7 @@ from edgekit.errors import DeviceError, UserError
 from edgekit.firmware.mlperf import HARNESS, TASKS, Task
 from edgekit.firmware.results import FirmwareInfo, TensorInfo
 from edgekit.firmware.plan_types import HarnessApp
-from edgekit.run.mlperf_results import (HarnessFile, HarnessFirmware, HarnessSummary, HarnessWindow, MlperfRun,
+from edgekit.run.mlperf.results import (HarnessFile, HarnessFirmware, HarnessSummary, HarnessWindow, MlperfRun,
                                         Timestamps)
 from edgekit.run.results import BitExactness, InstructionCount, updated
 from edgekit import schemas
@@ -229,7 +229,7 @@ class HarnessRun:
 def _performance_inputs(task: Task, dataset, input_bytes: int, seed: int = 0) -> List[tuple]:
     """(name, bytes) of the 5 performance inputs: the dataset's first files (AD: their first window, as the runner
     does), else seeded synthetic inputs in the task's wire format."""
-    from edgekit.run.mlperf_dataset import windows
+    from edgekit.run.mlperf.dataset import windows
 
     if dataset is not None:
         chosen = []
@@ -280,8 +280,8 @@ def run_performance(link: HarnessLink, run: HarnessRun, inputs: List[tuple], *, 
 
 def run_accuracy(link: HarnessLink, run: HarnessRun, dataset, model: Optional[bytes], in_q, out_q,
                  progress: Optional[Callable[[], None]] = None) -> None:
-    from edgekit.run.mcu import bit_exactness
-    from edgekit.run.mlperf_dataset import device_input, windows
+    from edgekit.run.runners.mcu import bit_exactness
+    from edgekit.run.mlperf.dataset import device_input, windows
 
     task = run.task
     samples, outputs = [], []
@@ -392,8 +392,8 @@ def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset
                 min_runtime_s: float = MLPERF_MIN_RUNTIME_S, timeout_s: float = 60.0, count_instructions: bool = False,
                 progress: Optional[Callable[[], None]] = None) -> HarnessRun:
     """Run the MLPerf Tiny procedure of ``mode`` against harness firmware on ``device`` (qemu:BOARD | serial:PORT)."""
-    from edgekit.run.mcu import resolve_firmware
-    from edgekit.run.mlperf_dataset import read_dataset
+    from edgekit.run.runners.mcu import resolve_firmware
+    from edgekit.run.mlperf.dataset import read_dataset
 
     if mode not in MODES:
         raise UserError(f"unknown --mode {mode!r}", fix=f"use --mode {'|'.join(MODES)}")
