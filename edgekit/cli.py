@@ -126,7 +126,7 @@ COMMAND_MODULES = (
     "edgekit.verify_cli",        # verify
     "edgekit.mobile.inspect_cli",  # inspect (TFLite metadata, I/O, ops)
     "edgekit.mobile.package_cli",  # package --ios (Swift/Vision snippet + README)
-    "edgekit.run.mlperf_cli",    # mlperf-dataset (MLPerf Tiny harness: dataset folders)
+    "edgekit.run.mlperf.cli",    # mlperf-dataset (MLPerf Tiny harness: dataset folders)
     "edgekit.lab.cli",           # lab (models x boards matrix)
     "edgekit.schema_cli",        # schema (JSON Schemas of the JSON files edgekit writes)
     "edgekit.firmware.ops_cli",  # ops (the edgekit runtime's operator table, from the kernel sources)

@@ -13,11 +13,11 @@ from edgekit.provenance import host_info, sha256_file, tool_versions, utc_now
 from edgekit.report import fmt, json_safe
 from edgekit.results import Figure
 from edgekit.run.base import RunRequest, RunResult
-from edgekit.run.energy import estimate_from_profile, unavailable
+from edgekit.run.measurement.energy import estimate_from_profile, unavailable
 from edgekit.run.results import (ArtifactRef, ColdStart, CoremlSection, DeviceRef, Json, LatencySummary, OutputSample, OutputTensor,
                                  RunConfig, RunReport, Signature, Thermal, updated)
-from edgekit.run.stats import latency_summary, throughput
-from edgekit.run.thermal import ThrottleCriteria, attach_sensors, sample_readings, thermal_verdict, window_series
+from edgekit.run.measurement.stats import latency_summary, throughput
+from edgekit.run.measurement.thermal import ThrottleCriteria, attach_sensors, sample_readings, thermal_verdict, window_series
 from edgekit import schemas
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ def build_run_report(result: RunResult, request: RunRequest, *, inputs_descripti
                      criteria: ThrottleCriteria = ThrottleCriteria()) -> RunReport:
     """run.json of one run (without the plots and latencies file, which ``write_run_outputs`` adds)."""
     if "placement" in result.runtime and not result.extra.get("coreml"):  # a Core ML run from a remote runner (ssh to a Mac)
-        from edgekit.run.host import coreml_section
+        from edgekit.run.runners.host import coreml_section
 
         unit = str(result.runtime.get("compute_units", "all"))
         result.extra["coreml"] = coreml_section([unit], {unit: result}, {}, unit)

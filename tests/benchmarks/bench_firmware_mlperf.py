@@ -174,7 +174,7 @@ def bench_device(name: str, model: bytes, board: str, mode: str, samples: int, t
     """Generate + build the firmware for one mode, run it under QEMU, collect every figure."""
     from edgekit.firmware.generate import cached_firmware
     from edgekit.run.base import RunRequest
-    from edgekit.run.mcu import QemuRunner
+    from edgekit.run.runners.mcu import QemuRunner
     from edgekit.run.resolve import resolve_device
 
     inputs, graph = inputs_for(model, samples, seed=SEEDS[name])

@@ -48,7 +48,7 @@ class Dut:
     def __init__(self, folder: Path) -> None:
         from edgekit.firmware.boards import load_board
         from edgekit.firmware.qemu import QemuProcess
-        from edgekit.run.mlperf_harness import HarnessLink, Transcript
+        from edgekit.run.mlperf.harness import HarnessLink, Transcript
 
         self.qemu = QemuProcess(load_board(BOARD), folder / "build" / "firmware.elf")
         self.link = HarnessLink(self.qemu.transport, Transcript(), timeout_s=20.0)
@@ -142,7 +142,7 @@ def test_malformed_command_corpus(kws_dut):
 def test_infer_results_bit_exact_with_litert(kws_dut):
     """One input through db load / infer N W / results / outputs: the raw int8 outputs equal LiteRT BUILTIN_REF's,
     and m-results prints them as the KWS reference does (dequantized, truncated to 3 decimals)."""
-    from edgekit.run.mcu import litert_reference
+    from edgekit.run.runners.mcu import litert_reference
 
     model = (MLPERF / MODELS["kws"]).read_bytes()
     x = np.random.default_rng(7).integers(-128, 128, 490).astype(np.int8)
@@ -181,7 +181,7 @@ def _performance_flow(harness, tmp_path, task, *extra):
 
 
 def _accuracy_flow(harness, tmp_path, task, count, **extra):
-    from edgekit.run.mlperf_dataset import ad_error
+    from edgekit.run.mlperf.dataset import ad_error
 
     fw = harness(task)
     assert run_cli("mlperf-dataset", fw, "--task", task, "-n", count, "-o", tmp_path / "ds",
@@ -193,8 +193,8 @@ def _accuracy_flow(harness, tmp_path, task, count, **extra):
     assert "host reference model's predictions" in text
     if task == "ad":
         # the device's m-results are the host's reconstruction errors (same int8 outputs), printed with 3 decimals
-        from edgekit.run.mcu import litert_reference
-        from edgekit.run.mlperf_dataset import device_input, read_dataset, windows
+        from edgekit.run.runners.mcu import litert_reference
+        from edgekit.run.mlperf.dataset import device_input, read_dataset, windows
         from edgekit.firmware.mlperf import TASKS
 
         info = json.loads((fw / "firmware.json").read_text())["model"]

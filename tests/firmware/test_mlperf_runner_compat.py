@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from edgekit.firmware.mlperf import TASKS
-from edgekit.run import mlperf_metrics as M
+from edgekit.run.mlperf import metrics as M
 from tests.conftest import MLPERF
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,8 +53,8 @@ def test_runner_accuracy_and_normalization():
 
 
 def _run(mode, task="kws", runtime_s=20.5):
-    from edgekit.run.mlperf_harness import HarnessRun
-    from edgekit.run.mlperf_results import HarnessSummary, HarnessWindow
+    from edgekit.run.mlperf.harness import HarnessRun
+    from edgekit.run.mlperf.results import HarnessSummary, HarnessWindow
 
     run = HarnessRun(mode, TASKS[task], "qemu:mps2-an386", {"timer_source": "emulated time (test)"})  # type: ignore[typeddict-item]
     if mode == "performance":
@@ -68,7 +68,7 @@ def _run(mode, task="kws", runtime_s=20.5):
 
 
 def test_results_txt_is_the_runner_format():
-    from edgekit.run.mlperf_harness import results_text
+    from edgekit.run.mlperf.harness import results_text
 
     text = results_text(_run("accuracy"), NOW)
     assert "1203.130405 ulp-mlperf: Top 1% = 95.7\n" in text and "1203.130405 ulp-mlperf: AUC = 0.988\n" in text
@@ -90,7 +90,7 @@ def test_results_txt_is_the_runner_format():
 
 
 def test_generated_datasets_cover_every_class(tmp_path):
-    from edgekit.run import mlperf_dataset as D
+    from edgekit.run.mlperf import dataset as D
 
     for task, name, classes in (("kws", "kws_ref_model_int8.tflite", 12), ("ic", "ic_resnet8_int8.tflite", 10)):
         dataset = D.generate_dataset((MLPERF / name).read_bytes(), task, tmp_path / task, count=3, seed=4)
@@ -220,7 +220,7 @@ def test_given_inputs_missing_classes_are_reported(tmp_path, caplog):
     a warning), since the reference runner's accuracy mode needs every class."""
     import json
 
-    from edgekit.run import mlperf_dataset as D
+    from edgekit.run.mlperf import dataset as D
 
     inputs = np.zeros((3, 490), dtype=np.int8)  # one input, three times: one predicted class
     with caplog.at_level("WARNING"):

@@ -7,9 +7,9 @@ import pytest
 
 from edgekit.errors import UserError
 from edgekit.firmware.mlperf import TASKS
-from edgekit.run import mlperf_dataset as D
-from edgekit.run.mlperf_harness import HarnessRun, results_text
-from edgekit.run.mlperf_results import HarnessSummary, HarnessWindow
+from edgekit.run.mlperf import dataset as D
+from edgekit.run.mlperf.harness import HarnessRun, results_text
+from edgekit.run.mlperf.results import HarnessSummary, HarnessWindow
 from tests.conftest import MLPERF
 
 

@@ -251,7 +251,7 @@ def generate_dataset(model: bytes, task_name: str, outdir: Path, *, inputs: Opti
                      count: int = 20, seed: int = 0, frames: int = 16) -> Dataset:
     """Write ``outdir/<model id>/`` (y_labels.csv, the input files, README.md) labelled by the host reference model."""
     from edgekit.atomic import atomic_output_dir
-    from edgekit.run.mcu import litert_reference
+    from edgekit.run.runners.mcu import litert_reference
     from edgekit.tflite_model import TFLiteModel
 
     task = TASKS[task_name] if task_name in TASKS else None

@@ -7,15 +7,15 @@ A pipeline file names the phases an app runs around the model::
     inference:   {runtime: auto}
     postprocess: {steps: [dequantize, softmax, topk], top_k: 5}   or   {function: module:function, python_path: DIR}
 
-The device-side runner (edgekit/run/pipeline_runner.py, copied next to remote_runner.py) times every phase
+The device-side runner (edgekit/run/runners/pipeline_runner.py, copied next to remote_runner.py) times every phase
 on the device itself; the host turns the times into the budget: p50/p90/p99 per phase, share of the total,
 energy per phase (measured from RAPL read at the phase boundaries, or power samples attributed to the phase
-windows: a host power monitor's, placed on the device's clock with edgekit.run.pipeline_clock, or the Android
+windows: a host power monitor's, placed on the device's clock with edgekit.run.pipeline.clock, or the Android
 battery's, sampled on the phone; else estimated from the device profile's power model and labelled), the
 bottleneck and the end-to-end figures, and whether the preprocess output equals the spec's reference.
-``implementation: c`` is the generated integer C, built for the device by edgekit.run.pipeline_c. On
+``implementation: c`` is the generated integer C, built for the device by edgekit.run.pipeline.generated_c. On
 microcontrollers (qemu:, serial:) the pipeline takes raw frames, ``implementation: c`` and ``steps: [topk]``
-and runs in firmware (edgekit.run.pipeline_mcu).
+and runs in firmware (edgekit.run.pipeline.mcu).
 """
 from __future__ import annotations
 
@@ -41,12 +41,12 @@ from edgekit.profiles import Profile
 from edgekit.report import json_safe
 from edgekit.results import JsonObject
 from edgekit.run.base import DeviceTarget
-from edgekit.run.pipeline_results import (BitExactSummary, Bottleneck, Decode, HostBudget, Inference, LatencySummary,
+from edgekit.run.pipeline.results import (BitExactSummary, Bottleneck, Decode, HostBudget, Inference, LatencySummary,
                                           McuFrameResult, ModelFacts, ModelInput, PhaseEnergy, PhaseRow, Pipeline,
                                           PipelineDevice, PipelineReport, Postprocess, Preprocess, PreprocessCheck,
                                           Quantization, RunnerOutput)
 from edgekit.run.results import RunOptions, updated
-from edgekit.run.stats import latency_summary
+from edgekit.run.measurement.stats import latency_summary
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +56,8 @@ RAW_FORMATS = {"rgb565": 2, "rgb888": 3, "gray8": 1}
 DECODE_LIBRARIES = ("pillow", "opencv")
 IMPLEMENTATIONS = ("pillow", "opencv", "c")
 POSTPROCESS_STEPS = ("dequantize", "softmax", "topk")
-PIPELINE_RUNNER = Path(__file__).with_name("pipeline_runner.py")
-REMOTE_RUNNER = Path(__file__).with_name("remote_runner.py")
+PIPELINE_RUNNER = Path(__file__).parent.parent / "runners" / "pipeline_runner.py"
+REMOTE_RUNNER = Path(__file__).parent.parent / "runners" / "remote_runner.py"
 PREFIX = "EKP1 "
 ANDROID_SAMPLE_INTERVAL_S = 0.02
 
@@ -322,7 +322,7 @@ class Workspace:
             self.root = self.local.name
             self.python = sys.executable
         elif target.kind == "ssh":
-            from edgekit.run.ssh import SshRunner
+            from edgekit.run.runners.ssh import SshRunner
 
             runner = SshRunner(target)
             from edgekit.run.base import RunRequest
@@ -336,7 +336,7 @@ class Workspace:
         elif target.kind == "adb":
             import secrets
 
-            from edgekit.run.adb import DEVICE_TMP, Adb
+            from edgekit.run.runners.adb import DEVICE_TMP, Adb
 
             self.adb = Adb(target.address)
             self.adb.choose_device()
@@ -376,7 +376,7 @@ class Workspace:
 
     def _run_stamped(self, words: Sequence[str], timeout_s: float) -> str:
         """ssh/adb, reading the output as it arrives to stamp the runner's clock lines (self.stamps)."""
-        from edgekit.run.pipeline_clock import stream_lines
+        from edgekit.run.pipeline.clock import stream_lines
 
         argv = self.ssh.ssh_argv(list(words)) if self.ssh is not None else self.adb.shell_argv(list(words))
         stdout, stderr, code, self.stamps = stream_lines(argv, timeout_s)
@@ -413,7 +413,7 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Pipeline, fram
                   monitor=None, power_sampler: Optional[PowerSampler] = None) -> RunnerOutput:
     """Copy runner, model, frames (the generated C library, the user's post-processing module) and run; the
     runner's JSON. ``power_sampler`` ({uevent, interval_s}) makes the runner sample battery power itself."""
-    from edgekit.run.host import choose_runtime
+    from edgekit.run.runners.host import choose_runtime
     from edgekit.run.inputs import model_file
 
     model = model_file(artifact)
@@ -421,7 +421,7 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Pipeline, fram
     config["inference"] = {"runtime": choose_runtime(model, pipeline.inference.runtime)}
     generated = None
     if pipeline.preprocess.implementation == "c":
-        from edgekit.run import pipeline_c
+        from edgekit.run.pipeline import generated_c as pipeline_c
 
         ndk = pipeline_c.check_toolchain(target.kind)  # refuse before the device is touched
         generated = (pipeline_c.spec_for_model(pipeline.preprocess.spec_object(), pipeline.model_input),
@@ -476,7 +476,7 @@ def run_on_device(target: DeviceTarget, artifact: Path, pipeline: Pipeline, fram
     if c_library is not None:
         out["c_library_built_with"] = c_library.built_with
     if remote_monitor:
-        from edgekit.run.pipeline_clock import clock_offset
+        from edgekit.run.pipeline.clock import clock_offset
 
         offset = clock_offset(space.stamps)
         if offset is None:
@@ -532,7 +532,7 @@ def device_power_energy(raw: RunnerOutput, phase: str) -> Optional[PhaseEnergy]:
 def phase_energy(raw: RunnerOutput, phase: str, mean_s: float, profile: Profile, threads: Optional[int],
                  monitor=None) -> PhaseEnergy:
     """Energy of one phase per run: RAPL, else power samples on the phase windows, else the profile's estimate."""
-    from edgekit.run.energy import estimate_from_profile
+    from edgekit.run.measurement.energy import estimate_from_profile
 
     if raw.get("energy_uj"):
         return PhaseEnergy(value_uj=float(np.mean(raw["energy_uj"][phase])), method="measured",
@@ -609,8 +609,8 @@ def preprocess_check(raw: RunnerOutput, pipeline: Pipeline, frames: Sequence[Pat
     from edgekit.preprocessing.decode import to_working_color
     from edgekit.preprocessing.pillow_impl import resize_crop_pillow
     from edgekit.preprocessing.values import to_tensor
-    from edgekit.run.pipeline_c import spec_for_model
-    from edgekit.run.pipeline_runner import decode, digest
+    from edgekit.run.pipeline.generated_c import spec_for_model
+    from edgekit.run.runners.pipeline_runner import decode, digest
 
     impl = pipeline.preprocess.implementation
     reference = ("edgekit's Pillow reference of the spec on the device's decoded pixels, quantized to the model "
@@ -670,7 +670,7 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
         return cmd_mcu_pipeline(args, target, pipeline, frames)
     monitor = None
     if args.power_monitor:  # read on this host; a remote device's phase windows are put on this host's clock
-        from edgekit.run.energy import SamplingMonitor, open_monitor
+        from edgekit.run.measurement.energy import SamplingMonitor, open_monitor
 
         monitor = open_monitor(args.power_monitor)
         if monitor.name == "rapl":  # the runner reads RAPL itself, at the phase boundaries
@@ -685,7 +685,7 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
                          ssh_identity=str(args.ssh_identity) if args.ssh_identity else None, ssh_options=list(args.ssh_option))
     sampler = None
     if target.kind == "adb" and monitor is None:  # the runner samples the battery itself, on the phase windows' clock
-        from edgekit.run.adb import BATTERY_SYSFS
+        from edgekit.run.runners.adb import BATTERY_SYSFS
 
         sampler = PowerSampler(uevent=f"{BATTERY_SYSFS}/uevent", interval_s=ANDROID_SAMPLE_INTERVAL_S)
     try:
@@ -722,7 +722,7 @@ def cmd_pipeline(args, target: DeviceTarget) -> int:
 def cmd_mcu_pipeline(args, target: DeviceTarget, pipeline: Pipeline, frames: Sequence[Path]) -> int:
     """qemu:/serial: the firmware pipeline; per-phase instructions and the bit-exactness verdict."""
     from edgekit.atomic import atomic_output_dir
-    from edgekit.run.pipeline_mcu import mcu_budget, mcu_table, run_mcu_pipeline
+    from edgekit.run.pipeline.mcu import mcu_budget, mcu_table, run_mcu_pipeline
 
     raw = run_mcu_pipeline(target, args.artifact, pipeline, frames, timeout_s=args.timeout, flash=bool(args.flash))
     board = raw.board

@@ -142,7 +142,7 @@ def decode_tensor(item: dict) -> np.ndarray:
     return np.frombuffer(data, dtype=np.dtype(item["dtype"])).reshape(item["shape"]).copy()
 
 
-# RunOptions the runner script (edgekit/run/remote_runner.py) and its session read, wherever it runs
+# RunOptions the runner script (edgekit/run/runners/remote_runner.py) and its session read, wherever it runs
 RUNNER_PROCESS_OPTIONS = frozenset({"threads", "power_monitor", "arena_bytes", "resolver", "num_outputs", "sensor_interval_s",
                          "startup_timeout_s"})
 
@@ -292,7 +292,7 @@ def _attach(error: EdgekitError, collector: Collector) -> EdgekitError:
 def run_streaming(start: Callable[[], StreamingProcess], target: DeviceTarget, request: RunRequest, monitor=None,
                   *, classify: Optional[Callable[[StreamingProcess, Collector], Optional[EdgekitError]]] = None) -> RunResult:
     """Start the runner process, collect its results, and add the power monitor's energy (if any)."""
-    from edgekit.run.energy import energy_from_measurement
+    from edgekit.run.measurement.energy import energy_from_measurement
 
     state = {"begun": False, "stopped": False}
 

@@ -11,7 +11,7 @@ from edgekit.results import Figure, JsonObject, Method, Result, Section
 from edgekit.run.results import Json, LatencySummary
 
 
-# --- the pipeline file, validated (edgekit.run.pipeline.load_pipeline) ----------------------------------------------
+# --- the pipeline file, validated (edgekit.run.pipeline.budget.load_pipeline) ----------------------------------------------
 class Decode(Section):
     format: str                       # auto | jpeg | png | rgb565 | rgb888 | gray8
     library: str                      # pillow | opencv
@@ -55,7 +55,7 @@ class ModelInput(Section):
 
 
 class ModelFacts(Section):
-    """The model's input (shape, dtype, quantization) and output quantization (edgekit.run.pipeline.model_facts)."""
+    """The model's input (shape, dtype, quantization) and output quantization (edgekit.run.pipeline.budget.model_facts)."""
 
     model_input: ModelInput
     output_quantization: Optional[Quantization]
@@ -77,7 +77,7 @@ class Pipeline(Section):
                                        "output_quantization": facts.output_quantization})
 
 
-# --- what the device-side runner prints (edgekit/run/pipeline_runner.py, JSON), plus what the host adds -----------
+# --- what the device-side runner prints (edgekit/run/runners/pipeline_runner.py, JSON), plus what the host adds -----------
 class PowerSamples(TypedDict, total=False):
     samples: List[List[float]]        # (monotonic t, W) on the device's clock
     reads: int

@@ -1,5 +1,5 @@
 """The typed thermal part of run.json: raw sensor samples, interpreted readings, the window series and the
-throttling verdict (computed by ``edgekit.run.thermal``)."""
+throttling verdict (computed by ``edgekit.run.measurement.thermal``)."""
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Union
@@ -117,7 +117,7 @@ class LatencyTest(Section):
 
 
 class CriteriaRecord(Section):
-    """The detector settings a verdict used (edgekit.run.thermal.ThrottleCriteria), with the rule in words."""
+    """The detector settings a verdict used (edgekit.run.measurement.thermal.ThrottleCriteria), with the rule in words."""
 
     threshold: float
     consecutive: int

@@ -4,7 +4,7 @@
 Copied with remote_runner.py (its runtime sessions are reused) to SSH and ADB targets and run locally for
 ``--device host``. Needs the standard library, numpy, Pillow or OpenCV (whichever the pipeline names) and
 one runtime; ``implementation: c`` loads the generated C library edgekit built for this device (ctypes).
-Input: a JSON config written by edgekit.run.pipeline (phases, spec, model input, frames).
+Input: a JSON config written by edgekit.run.pipeline.budget (phases, spec, model input, frames).
 Output: one line ``EKP1 {...}`` on stdout with, per iteration, the duration of every phase (perf_counter_ns)
 and its start on CLOCK_MONOTONIC (so power samples can be attributed to phase windows), per-phase energy when
 this machine's RAPL counters are readable (read at the phase boundaries), the battery samples taken here when
@@ -156,7 +156,7 @@ def to_model_input(pixels: np.ndarray, spec: dict, model_input: dict) -> np.ndar
 
 
 class GeneratedC:
-    """implementation c: the generated integer C (libekpp.so, edgekit.run.pipeline_c) called through ctypes.
+    """implementation c: the generated integer C (libekpp.so, edgekit.run.pipeline.generated_c) called through ctypes.
 
     The tables for a frame's size are found once; every call then runs ek_preprocess into a buffer of the
     model's input shape and dtype (the model's quantization is folded into the C's value tables)."""
@@ -262,7 +262,7 @@ def rapl_uj(files) -> int:
 class BatterySampler:
     """Android battery power read on the device itself (same clock as the phase windows): CURRENT_NOW (uA,
     either sign) x VOLTAGE_NOW (uV) from the power_supply uevent file (the file and the arithmetic of
-    edgekit.run.adb.AndroidBatteryMonitor), every interval_s in a thread."""
+    edgekit.run.runners.adb.AndroidBatteryMonitor), every interval_s in a thread."""
 
     def __init__(self, uevent: str, interval_s: float) -> None:
         import threading

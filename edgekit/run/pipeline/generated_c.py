@@ -34,7 +34,7 @@ import numpy as np
 from edgekit.errors import DeviceError, InternalError, ToolMissingError, UserError
 from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.preprocessing.codegen import ENGINE_DIR, generate_c
-from edgekit.run.pipeline_results import Decode, ModelInput
+from edgekit.run.pipeline.results import Decode, ModelInput
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def frame_keys(frames: Sequence[Path], decode: Decode) -> List[Tuple[int, int, s
     so the sizes are the ones the device will see."""
     if decode.format in ("rgb565", "rgb888", "gray8"):
         return [(int(decode.height), int(decode.width), "gray8" if decode.format == "gray8" else "rgb888")]
-    from edgekit.run.pipeline_runner import PipelineFailure, decode as device_decode
+    from edgekit.run.runners.pipeline_runner import PipelineFailure, decode as device_decode
 
     keys = []
     for path in frames:

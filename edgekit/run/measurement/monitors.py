@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from edgekit.errors import DeviceError, DeviceNotFoundError, ToolMissingError, UserError
-from edgekit.run.energy import POWER_MONITORS, SamplingMonitor
+from edgekit.run.measurement.energy import POWER_MONITORS, SamplingMonitor
 
 log = logging.getLogger(__name__)
 

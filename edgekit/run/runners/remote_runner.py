@@ -11,7 +11,7 @@ Protocol: every line it means for the host starts with ``EKR1 `` followed by one
 stdout line (a runtime's banner) is ignored by the host. Timing: ``latency`` covers the runtime's invoke
 call only (input copies excluded, ONNX Runtime's ``run`` includes its own input/output handling).
 Sensors (thermal zones, cpufreq, ``vcgencmd get_throttled``, ``dumpsys thermalservice``) are read raw
-here and interpreted on the host (edgekit.run.thermal). Core ML (``--compute-units``) adds the per-op
+here and interpreted on the host (edgekit.run.measurement.thermal). Core ML (``--compute-units``) adds the per-op
 placement from MLComputePlan to the ``loaded`` event as ``runtime.placement``, gathered after the load is timed.
 """
 from __future__ import annotations

@@ -19,12 +19,12 @@ from typing import List, Optional, Sequence
 
 from edgekit.errors import DeviceError, DeviceNotFoundError, EdgekitError, ToolMissingError, UserError
 from edgekit.run.base import RUNNERS, RunRequest, RunResult, Runner
-from edgekit.run.energy import open_monitor
-from edgekit.run.session import RUNNER_PROCESS_OPTIONS
-from edgekit.run.host import choose_runtime
+from edgekit.run.measurement.energy import open_monitor
+from edgekit.run.runners.session import RUNNER_PROCESS_OPTIONS
+from edgekit.run.runners.host import choose_runtime
 from edgekit.run.inputs import model_file
 from edgekit.run.resolve import SshAddress
-from edgekit.run.session import RUNNER_SCRIPT, Collector, StreamingProcess, runner_arguments, run_streaming, write_inputs
+from edgekit.run.runners.session import RUNNER_SCRIPT, Collector, StreamingProcess, runner_arguments, run_streaming, write_inputs
 
 log = logging.getLogger(__name__)
 

@@ -266,7 +266,7 @@ def parse_monitor_spec(spec: str) -> Tuple[str, str, Dict[str, str]]:
 
 
 def open_monitor(spec: str) -> PowerMonitor:
-    from edgekit.run import monitors  # noqa: F401  (registers the hardware drivers)
+    from edgekit.run.measurement import monitors  # noqa: F401  (registers the hardware drivers)
 
     name, address, options = parse_monitor_spec(spec)
     cls = POWER_MONITORS.get(name)

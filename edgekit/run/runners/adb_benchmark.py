@@ -4,7 +4,7 @@ LiteRT's benchmark_model on the phone, the way Android developers measure a mode
 Steps: read the binary's ELF header (ABI, program interpreter) and refuse one the phone cannot run (its ABI list from
 ``getprop ro.product.cpu.abilist``); push binary + model to a fresh /data/local/tmp folder; sample battery power
 over adb while it runs (as the Termux route does); read ``dumpsys thermalservice`` before and after; parse the tool's
-figures (edgekit.run.benchmark_model) into the RunResult; remove the folder.
+figures (edgekit.run.runners.benchmark_model) into the RunResult; remove the folder.
 """
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from typing import List
 
 from edgekit.errors import DeviceError, EdgekitError, UserError
 from edgekit.run.base import RunRequest, RunResult
-from edgekit.run.benchmark_model import (benchmark_arguments, check_binary_for_device, parse_benchmark_output,
+from edgekit.run.runners.benchmark_model import (benchmark_arguments, check_binary_for_device, parse_benchmark_output,
                                          read_elf)
-from edgekit.run.energy import energy_from_measurement
+from edgekit.run.measurement.energy import energy_from_measurement
 from edgekit.run.results import RunMemory, updated
-from edgekit.run.thermal_results import SensorSample
+from edgekit.run.measurement.thermal_results import SensorSample
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def check_request(request: RunRequest) -> None:
 
 
 def run_benchmark_model(runner, request: RunRequest) -> RunResult:
-    from edgekit.run.adb import Adb, parse_dumpsys_battery
+    from edgekit.run.runners.adb import Adb, parse_dumpsys_battery
 
     check_request(request)
     binary = Path(str(request.options.benchmark_binary))

@@ -24,10 +24,10 @@ from edgekit.errors import DeviceError, DeviceNotFoundError, EdgekitError, Inval
 from edgekit.report import json_safe
 from edgekit.run.base import RUNNERS, RunRequest, RunResult, Runner
 from edgekit.run.results import CoremlRow, CoremlSection, LatencySummary
-from edgekit.run.session import RUNNER_PROCESS_OPTIONS
-from edgekit.run.energy import PowerMonitor, RaplMonitor, RaplReader, open_monitor
+from edgekit.run.runners.session import RUNNER_PROCESS_OPTIONS
+from edgekit.run.measurement.energy import PowerMonitor, RaplMonitor, RaplReader, open_monitor
 from edgekit.run.inputs import model_file
-from edgekit.run.session import RUNNER_SCRIPT, StreamingProcess, runner_arguments, run_streaming, write_inputs
+from edgekit.run.runners.session import RUNNER_SCRIPT, StreamingProcess, runner_arguments, run_streaming, write_inputs
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ def outputs_max_abs_diff(a: Sequence[Dict[str, np.ndarray]], b: Sequence[Dict[st
 def coreml_row(unit: str, result: RunResult, reference: Optional[RunResult]) -> CoremlRow:
     """One compute unit setting's figures for run.json (the per-op placement moved out of the runtime record)."""
     from edgekit.coreml.macos import summarise_placement
-    from edgekit.run.stats import latency_summary, throughput
+    from edgekit.run.measurement.stats import latency_summary, throughput
 
     placement = dict(result.runtime.pop("placement", None) or {"available": False, "reason": "the runner reported no placement"})
     if placement.get("available"):

@@ -5,7 +5,7 @@ Written from the public MLPerf Tiny runner (github.com/mlcommons/tiny benchmark/
 with '%', a response ends at the line containing "m-ready"), script.py (^m-results-\\[([^]]+)\\]$ and two
 ^m-lap-us-([0-9]+)$ lines per infer: elapsed = second - first; AD files are sent as windows along the stride),
 tests.yaml (5 inputs in performance mode) and the EEMBC runner's results.txt / log.txt as kept in the published
-MLPerf Tiny results; results.txt and the accuracy metrics follow the runner's main.py (edgekit/run/mlperf_metrics.py).
+MLPerf Tiny results; results.txt and the accuracy metrics follow the runner's main.py (edgekit/run/mlperf/metrics.py).
 
 Performance mode: for each of 5 inputs, one timed calibration inference sizes N so that the N inferences run at
 least --min-runtime seconds (MLPerf Tiny requires 10 s), then `infer N 1`; throughput = N / elapsed from the
@@ -31,7 +31,7 @@ from edgekit.errors import DeviceError, UserError
 from edgekit.firmware.mlperf import HARNESS, TASKS, Task
 from edgekit.firmware.results import FirmwareInfo, TensorInfo
 from edgekit.firmware.plan_types import HarnessApp
-from edgekit.run.mlperf_results import (HarnessFile, HarnessFirmware, HarnessSummary, HarnessWindow, MlperfRun,
+from edgekit.run.mlperf.results import (HarnessFile, HarnessFirmware, HarnessSummary, HarnessWindow, MlperfRun,
                                         Timestamps)
 from edgekit.run.results import BitExactness, InstructionCount, updated
 from edgekit import schemas
@@ -180,7 +180,7 @@ def _raise_errors(lines: Sequence[str], what: str) -> None:
 # ------------------------------------------------------------------ metrics
 
 
-# (the accuracy metrics are the reference runner's: edgekit/run/mlperf_metrics.py)
+# (the accuracy metrics are the reference runner's: edgekit/run/mlperf/metrics.py)
 
 
 # ------------------------------------------------------------------ the run
@@ -206,7 +206,7 @@ class HarnessRun:
 def _performance_inputs(task: Task, dataset, input_bytes: int, seed: int = 0) -> List[tuple]:
     """(name, bytes) of the 5 performance inputs: the dataset's first files (AD: their first window, as the runner
     does), else seeded synthetic inputs in the task's wire format."""
-    from edgekit.run.mlperf_dataset import windows
+    from edgekit.run.mlperf.dataset import windows
 
     if dataset is not None:
         chosen = []
@@ -257,8 +257,8 @@ def run_performance(link: HarnessLink, run: HarnessRun, inputs: List[tuple], *, 
 
 def run_accuracy(link: HarnessLink, run: HarnessRun, dataset, model: Optional[bytes], in_q, out_q,
                  progress: Optional[Callable[[], None]] = None) -> None:
-    from edgekit.run.mcu import bit_exactness
-    from edgekit.run.mlperf_dataset import device_input, windows
+    from edgekit.run.runners.mcu import bit_exactness
+    from edgekit.run.mlperf.dataset import device_input, windows
 
     task = run.task
     samples, outputs, per_file = [], [], []
@@ -277,7 +277,7 @@ def run_accuracy(link: HarnessLink, run: HarnessRun, dataset, model: Optional[by
                                      predicted=None if task.name == "ad" else int(np.argmax(mean))))
         if progress:
             progress()
-    from edgekit.run.mlperf_metrics import file_scores, missing_classes, runner_accuracy, runner_auc
+    from edgekit.run.mlperf.metrics import file_scores, missing_classes, runner_accuracy, runner_auc
 
     labels = np.array([f.label for f in run.files])
     y_pred = np.array([file_scores(w) for w in per_file])
@@ -315,8 +315,8 @@ def _model_input_shape(model: bytes) -> List[int]:
 
 def results_text(run: HarnessRun, now: Optional[datetime] = None) -> str:
     """results.txt in the MLPerf Tiny reference runner's form (benchmark/runner/script.py _print_AP_results and
-    main.py summarize_result, see edgekit/run/mlperf_metrics.py), then edgekit's notes on lines of their own."""
-    from edgekit.run.mlperf_metrics import accuracy_lines, median_lines, stamp, window_lines
+    main.py summarize_result, see edgekit/run/mlperf/metrics.py), then edgekit's notes on lines of their own."""
+    from edgekit.run.mlperf.metrics import accuracy_lines, median_lines, stamp, window_lines
 
     lines: List[str] = []
     if run.mode == "performance":
@@ -369,8 +369,8 @@ def run_harness(artifact: Path, device: str, mode: str, outdir: Path, *, dataset
                 min_runtime_s: float = MLPERF_MIN_RUNTIME_S, timeout_s: float = 60.0, count_instructions: bool = False,
                 progress: Optional[Callable[[], None]] = None) -> HarnessRun:
     """Run the MLPerf Tiny procedure of ``mode`` against harness firmware on ``device`` (qemu:BOARD | serial:PORT)."""
-    from edgekit.run.mcu import resolve_firmware
-    from edgekit.run.mlperf_dataset import read_dataset
+    from edgekit.run.runners.mcu import resolve_firmware
+    from edgekit.run.mlperf.dataset import read_dataset
 
     if mode not in MODES:
         raise UserError(f"unknown --mode {mode!r}", fix=f"use --mode {'|'.join(MODES)}")

@@ -28,7 +28,7 @@ def cmd_dataset(args) -> int:
     import numpy as np
 
     from edgekit.firmware.generate import load_model_bytes
-    from edgekit.run.mlperf_dataset import LABEL_SOURCE, generate_dataset
+    from edgekit.run.mlperf.dataset import LABEL_SOURCE, generate_dataset
 
     model, _ = load_model_bytes(args.model)
     inputs = None
@@ -46,7 +46,7 @@ def cmd_dataset(args) -> int:
 
 def cmd_run_harness(args) -> int:
     from edgekit.progress import progress_bars
-    from edgekit.run.mlperf_harness import run_harness
+    from edgekit.run.mlperf.harness import run_harness
 
     with progress_bars(sys.stderr.isatty()) as progress:
         bar = progress("mlperf-tiny", None)

@@ -29,7 +29,7 @@ from edgekit.preprocessing.spec import PreprocessSpec
 from edgekit.profiles import Profile
 from edgekit.results import Figure
 from edgekit.run.base import DeviceTarget
-from edgekit.run.pipeline_results import Bottleneck, CountStats, McuBudget, McuEndToEnd, McuPhaseRow, Pipeline
+from edgekit.run.pipeline.results import Bottleneck, CountStats, McuBudget, McuEndToEnd, McuPhaseRow, Pipeline
 
 if TYPE_CHECKING:
     from edgekit.firmware.boards import Board
@@ -162,7 +162,7 @@ def run_mcu_pipeline(target: DeviceTarget, artifact: Path, pipeline: Pipeline, f
     """Every frame through the device pipeline; per-phase instructions, the device top-k, the host's top-k."""
     from edgekit.firmware.boards import load_board
     from edgekit.run.inputs import model_inputs
-    from edgekit.run.mcu import litert_reference
+    from edgekit.run.runners.mcu import litert_reference
 
     if artifact.suffix.lower() != ".tflite":
         raise UserError(f"--pipeline on {target.kind}: devices needs the int8 .tflite model (the firmware is generated "
@@ -188,7 +188,7 @@ def run_mcu_pipeline(target: DeviceTarget, artifact: Path, pipeline: Pipeline, f
 
         session = QemuSession(board, elf, count_instructions=True, timeout_s=timeout_s)
     else:
-        from edgekit.run.mcu import SerialSession
+        from edgekit.run.runners.mcu import SerialSession
 
         session = SerialSession(board, elf, target.address, flash=flash, timeout_s=timeout_s)
     device_topk, phase_instructions, phase_cycles, totals = [], [], [], []
@@ -215,7 +215,7 @@ def run_mcu_pipeline(target: DeviceTarget, artifact: Path, pipeline: Pipeline, f
 
 def mcu_budget(raw: McuPipelineRun, profile: Profile) -> McuBudget:
     """Per-phase instructions (exact, QEMU plugin), share, estimated latency/energy from the board profile."""
-    from edgekit.run.mcu import estimate_latency_energy
+    from edgekit.run.runners.mcu import estimate_latency_energy
 
     rows = []
     counts = np.asarray(raw.phase_instructions, dtype=np.float64) if raw.phase_instructions else None

@@ -21,11 +21,11 @@ from typing import Dict, List, Optional, Sequence
 from edgekit.errors import DeviceError, DeviceNotFoundError, EdgekitError, ToolMissingError
 from edgekit.results import Section
 from edgekit.run.base import RUNNERS, RunRequest, RunResult, Runner
-from edgekit.run.energy import POWER_MONITORS, SamplingMonitor, open_monitor
-from edgekit.run.session import RUNNER_PROCESS_OPTIONS
-from edgekit.run.host import choose_runtime
+from edgekit.run.measurement.energy import POWER_MONITORS, SamplingMonitor, open_monitor
+from edgekit.run.runners.session import RUNNER_PROCESS_OPTIONS
+from edgekit.run.runners.host import choose_runtime
 from edgekit.run.inputs import model_file
-from edgekit.run.session import RUNNER_SCRIPT, Collector, StreamingProcess, runner_arguments, run_streaming, write_inputs
+from edgekit.run.runners.session import RUNNER_SCRIPT, Collector, StreamingProcess, runner_arguments, run_streaming, write_inputs
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class AdbRunner(Runner):
 
     def run(self, request: RunRequest) -> RunResult:
         if request.options.benchmark_binary:  # LiteRT's benchmark_model instead of the python runner
-            from edgekit.run.adb_benchmark import run_benchmark_model
+            from edgekit.run.runners.adb_benchmark import run_benchmark_model
 
             return run_benchmark_model(self, request)
         model = model_file(request.artifact)

@@ -10,10 +10,10 @@ from edgekit.run.base import RUNNERS
 log = logging.getLogger(__name__)
 
 RUNNER_MODULES = (
-    "edgekit.run.host",   # host, macos
-    "edgekit.run.ssh",    # ssh
-    "edgekit.run.adb",    # adb
-    "edgekit.run.mcu",    # qemu, serial (firmware boards)
+    "edgekit.run.runners.host",   # host, macos
+    "edgekit.run.runners.ssh",    # ssh
+    "edgekit.run.runners.adb",    # adb
+    "edgekit.run.runners.mcu",    # qemu, serial (firmware boards)
     "edgekit.boardlab.runner",  # labgrid (boards of a labgrid lab)
 )
 _loaded = False
@@ -37,6 +37,6 @@ def load_runner_modules() -> None:
 def runner_class(kind: str) -> type:
     load_runner_modules()
     if kind not in RUNNERS and kind in ("qemu", "serial"):
-        raise UserError(f"no runner for {kind} devices in this build (edgekit.run.mcu is missing)",
+        raise UserError(f"no runner for {kind} devices in this build (edgekit.run.runners.mcu is missing)",
                         fix="install edgekit with its firmware support")
     return RUNNERS.get(kind)

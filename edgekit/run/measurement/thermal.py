@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from edgekit.run.thermal_results import (AndroidTemperature, AndroidThermal, CriteriaRecord, LatencyTest, Reading,
+from edgekit.run.measurement.thermal_results import (AndroidTemperature, AndroidThermal, CriteriaRecord, LatencyTest, Reading,
                                          SensorSample, Signal, ThermalVerdict, ThrottledFlags, Window)
 
 # --- parsers of tool output -----------------------------------------------------------------------
