@@ -27,6 +27,10 @@ RAM_XFAIL = {
                                   "padded copy (114,688 B each) are live at once; PAD and DEPTHWISE_CONV_2D do not "
                                   "join row-streamed groups (ek_stream_group.c: CONV_2D and ADD only) (issue 25: "
                                   "runtime/planner work)",
+    "face_landmark": "RAM 0.601x TFLM (300,380 B vs 499,816 B, measured): 490 B above the 0.6x target; its PRELU "
+                     "outputs are planned op by op (PRELU does not join row-streamed groups) (issue 25: planner work)",
+    "hand_recrop": "RAM 0.64x TFLM (264,820 B vs 412,944 B, measured): PRELU and SLICE do not join row-streamed "
+                   "groups, so its 256x256 early activations are held whole (issue 25: planner work)",
 }
 
 

@@ -42,8 +42,8 @@ class ZooModel:
 MODELS: Tuple[ZooModel, ...] = (
     ZooModel("mediapipe", "hand_landmark_lite.tflite", 0.0, 1.0),
     ZooModel("mediapipe", "face_detection_short_range.tflite", -1.0, 1.0),  # its RELUs fuse into ADD
-    ZooModel("mediapipe", "face_landmark.tflite", 0.0, 1.0, needs=("PRELU",)),
-    ZooModel("mediapipe", "hand_recrop.tflite", 0.0, 1.0, needs=("PRELU", "SLICE")),
+    ZooModel("mediapipe", "face_landmark.tflite", 0.0, 1.0),
+    ZooModel("mediapipe", "hand_recrop.tflite", 0.0, 1.0),
 )
 
 
