@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
@@ -32,7 +33,9 @@ class SummaryError(ValueError):
 
 def value_text(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:,.2f}" if abs(value) >= 1 else f"{value:.4g}"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:,.2f}" if abs(value) >= 1 else f"{value:.3g}"
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
@@ -45,6 +48,11 @@ def cell(text: Any) -> str:
 def relative(text: str) -> str:
     """Commands and logs without the absolute checkout path of the machine that ran them."""
     return str(text).replace(f"{REPO}/", "")
+
+
+def shown_command(command: str) -> str:
+    """A benchmark's command as a reader would type it (run_all.py's --figures/--json file left out)."""
+    return re.sub(r" --(figures|json) \S+", "", relative(command))
 
 
 def benchmark(summary: Mapping[str, Any], name: str) -> Optional[Mapping[str, Any]]:
@@ -86,15 +94,19 @@ def all_figures(summary: Mapping[str, Any]) -> List[str]:
     lines: List[str] = ["## Every figure of the summary", ""]
     for b in summary["benchmarks"]:
         lines += [f"### {b['benchmark']}", "",
-                  f"`{relative(b['command'])}`: exit {b['exit_code']}, {b['wall_seconds']:.0f} s wall.", ""]
+                  f"`{shown_command(b['command'])}`: exit {b['exit_code']}, {b['wall_seconds']:.0f} s wall.", ""]
         if not b["figures"]:
             lines += ["No figures recorded.", ""]
             continue
+        sources: List[str] = []
+        for f in b["figures"]:
+            if f["source"] not in sources:
+                sources.append(f["source"])
         lines += ["| figure | value | unit | how | source |", "|---|---|---|---|---|"]
         for f in b["figures"]:
             lines.append(f"| {cell(f['name'])} | {value_text(f['value'])} | {cell(f['unit'])} | {f['method']} "
-                         f"| {cell(f['source'])} |")
-        lines.append("")
+                         f"| [{sources.index(f['source']) + 1}] |")
+        lines += ["", "Sources:", ""] + [f"{i}. {cell(s)}" for i, s in enumerate(sources, 1)] + [""]
     return lines
 
 
