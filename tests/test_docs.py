@@ -150,3 +150,13 @@ def test_mkdocs_strict_build(tmp_path):
     html = (site / "runtime.html").read_text()
     assert "edgekit-op" in html or "CONV_2D" in html  # firmware/runtime/README.md was included
     assert not any("fonts.googleapis" in p.read_text(errors="ignore") for p in site.rglob("*.html"))
+
+
+def test_every_cli_command_has_a_row_in_the_commands_page():
+    from edgekit.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    page = (REPO / "docs" / "commands" / "index.md").read_text(encoding="utf-8")
+    missing = [name for name in sub.choices if f"| `edgekit {name}` |" not in page]
+    assert not missing, f"add these commands to docs/commands/index.md: {missing}"
