@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.edgekit-installed
-APT_PACKAGES := gcc g++ make cmake gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm clang libclang-rt-14-dev openssh-server openssh-client adb
+APT_PACKAGES := gcc g++ make cmake gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm clang libclang-rt-14-dev openssh-server openssh-client adb chromium
 APT_STAMP := .venv/.apt-installed
 
 .PHONY: install apt demo test test-fast bench docs clean

@@ -126,7 +126,7 @@ COMMAND_MODULES = (
     "edgekit.verify_cli",        # verify
     "edgekit.mobile.inspect_cli",  # inspect (TFLite metadata, I/O, ops)
     "edgekit.mobile.package_cli",  # package --ios (Swift/Vision snippet + README)
-    "edgekit.run.mlperf_cli",    # mlperf-dataset (MLPerf Tiny harness: dataset folders)
+    "edgekit.run.mlperf.cli",    # mlperf-dataset (MLPerf Tiny harness: dataset folders)
     "edgekit.lab.cli",           # lab (models x boards matrix)
     "edgekit.schema_cli",        # schema (JSON Schemas of the JSON files edgekit writes)
     "edgekit.firmware.ops_cli",  # ops (the edgekit runtime's operator table, from the kernel sources)
@@ -240,12 +240,16 @@ def cmd_parity(args) -> int:
                 lines += [f"- #{r['index']} {r['op']} `{r['tensor']}`: local SQNR {fmt(r.get('local_sqnr_db'))} dB, "
                           f"output SQNR {fmt(r.get('sqnr_db'))} dB" for r in layers.ranked(5)]
             (stage / "report.md").write_text("\n".join(lines) + "\n")
+            from edgekit.report_html.page import write_page
+            from edgekit.report_html.parity import parity_page
+
+            write_page(stage / "report.html", parity_page(report))
             manifest.write(stage / "manifest.json")
     _print_parity(report)
     if args.outdir:
         from edgekit.console import say
 
-        say(f"wrote {args.outdir}/parity.json, report.md, manifest.json" + (", layers.*" if layers is not None else "")
+        say(f"wrote {args.outdir}/parity.json, report.md, report.html, manifest.json" + (", layers.*" if layers is not None else "")
             + " (data, thresholds and runtimes of every figure)")
     return 0 if report.passed else 1
 

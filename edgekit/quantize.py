@@ -273,6 +273,11 @@ def _write_outputs(model: str, outdir: Path, options: QuantizeOptions, reference
             calib=calib_set, parity=report, int8_sha=int8_art.sha256, layer_files=layer_files,
         )
         manifest.add(Artifact.from_file(stage / "report.md", format="markdown", stage="report", parent=int8_art))
+        from edgekit.report_html.page import write_page
+        from edgekit.report_html.parity import parity_page
+
+        write_page(stage / "report.html", parity_page(report, f"edgekit quantize: parity of {Path(model).name}"))
+        manifest.add(Artifact.from_file(stage / "report.html", format="html", stage="report", parent=int8_art))
         manifest.extra["calibration"] = calib_set.describe()
         manifest.write(stage / "manifest.json")
         artifacts = {a.stage: a.relocated(Path(outdir) / a.path.name) for a in manifest.artifacts

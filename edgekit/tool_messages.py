@@ -57,7 +57,7 @@ ONNX2TF = (
 ONNX2TF_BOILERPLATE = re.compile(
     r"The trace log is below|Read this and deal with it|Alternatively, if the input OP has a dynamic dimension|"
     r"If the input OP of ONNX before conversion is NHWC|for models that include NonMaxSuppression|"
-    r"input_onnx_file_path:|^Traceback|^File \"|^\^+$", re.I)
+    r"input_onnx_file_path:|onnx_op_name:|^Traceback|^File \"|^\^+$", re.I)
 
 
 def onnx2tf_causes(lines: Sequence[str], *, keep: int = 3) -> List[str]:
@@ -68,6 +68,8 @@ def onnx2tf_causes(lines: Sequence[str], *, keep: int = 3) -> List[str]:
               if line.startswith("ERROR:") and not ONNX2TF_BOILERPLATE.search(line[6:].strip())]
     if not errors:
         errors = [line for line in cleaned if re.match(r"^[A-Za-z_.]*(Error|Exception): ", line)]
+    if not errors:  # neither: its plain last lines, advice left out
+        errors = [line for line in cleaned if not ONNX2TF_BOILERPLATE.search(re.sub(r"^ERROR:\s*", "", line))]
     unique: List[str] = []
     for line in errors:
         line = re.sub(r"^[A-Za-z_.]*(Error|Exception): (ERROR: )?", "", line)

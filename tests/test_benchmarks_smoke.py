@@ -18,6 +18,8 @@ EXPECTED_OUTPUT = {
     "bench_cycle_estimates": ("est. ms @120MHz", "published ms", "estimate vs measurement"),
     "bench_lab_matrix": ("1 parallel place(s): run", "2 parallel place(s): run", "speed-up 1 -> 2 parallel places",
                          "same instructions and bit-exactness per cell with 1 and 2 parallel places: True"),
+    "bench_model_zoo": ("folded before calibration: {'DEQUANTIZE'", "bit-exact vs LiteRT BUILTIN_REF: True",
+                        "smallest working arena", "instructions per inference:", "hand_landmark_lite:"),
 }
 
 

@@ -49,7 +49,7 @@ def test_host_run_firmware_parity_verify_devices(cli, capsys, tmp_path):
     np.save(data, np.random.default_rng(0).normal(0, 1, (6, 49, 10, 1)).astype(np.float32))
     text = console(cli, capsys, "parity", KWS_INT8, KWS_INT8, "--data", data, "-o", tmp_path / "p")
     assert "cosine=1.0000" in text and "parity PASSED on 6 samples" in text
-    assert "wrote " in text and "parity.json, report.md, manifest.json" in text
+    assert "wrote " in text and "parity.json, report.md, report.html, manifest.json" in " ".join(text.split())  # wrapped
 
     text = console(cli, capsys, "verify", tmp_path / "p")
     assert "verify: all 2 artifact(s)" in text or "verify: all" in text

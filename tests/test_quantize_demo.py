@@ -21,7 +21,8 @@ def demo_run(tmp_path_factory):
 def test_demo_quantize_writes_full_int8_model_and_passes_parity(demo_run):
     code, out = demo_run
     assert code == 0
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model_float.tflite", "model_int8.tflite", "parity.json", "report.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model_float.tflite", "model_int8.tflite", "parity.json", "report.html",
+                                                  "report.md"]
     model = TFLiteModel.load(out / "model_int8.tflite")
     assert [t.dtype for t in model.inputs + model.outputs] == [np.int8, np.int8]
     assert all(t.is_quantized for t in model.inputs + model.outputs)

@@ -18,7 +18,6 @@ whole-model only.
 from __future__ import annotations
 
 import logging
-import re
 import dataclasses
 from dataclasses import dataclass
 from typing import Collection, Dict, List, Sequence, Tuple
@@ -29,6 +28,8 @@ from edgekit.native import NativeCrashError, run_isolated
 from edgekit.quiet import captured_output
 from edgekit.support import OpSupport, SupportReport
 from edgekit.tflite_graph import Graph, Op, read_graph
+
+from .diagnostics import explain
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +95,14 @@ def quantize_calibrated(calibrated: bytes, *, activations: str = "int8", float_n
     except NativeCrashError:
         raise
     except Exception as exc:  # the quantizer raises bare Exceptions with MLIR diagnostics
-        text = "\n".join(stderr) + "\n" + getattr(exc, "stderr", "") + "\n" + str(exc)
-        named = sorted(set(re.findall(r"(?:op|operation):? '?(?:tfl\.)?([A-Za-z_0-9]+)'?", text)))
-        detail = next((l.strip() for l in text.splitlines() if "error" in l.lower()), str(exc).strip()[:300])
-        raise ConversionError(
-            f"the TFLite {kind} quantizer failed{' on ' + ', '.join(named) if named else ''}: {detail}",
-            fix="check the operator list with --verbose; unsupported layers must be replaced",
-        ) from exc
+        text = "\n".join(stderr) + "\n" + (getattr(exc, "stderr", "") or "") + "\n" + str(exc)
+        try:
+            graph = read_graph(calibrated, source="the float model")
+        except Exception:  # the message must not depend on the model being readable
+            graph = None
+        message, fix = explain(text, graph, kind=kind)
+        log.debug("the %s quantizer's diagnostics:\n%s", kind, text)
+        raise ConversionError(message, fix=fix) from exc
     if io != "int8":  # TF's quantizer writes int8 I/O here; the app's types are added around it
         from edgekit.mobile.io_types import convert_io
 

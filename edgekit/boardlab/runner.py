@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence
 from edgekit.boardlab.config import DriverConfig, EnvironmentConfig
 from edgekit.errors import DeviceError, UserError
 from edgekit.run.base import RUNNERS, RunRequest, RunResult
-from edgekit.run.mcu import BOOT_TIMEOUT_S, McuRunner, refuse_harness_firmware, resolve_firmware
+from edgekit.run.runners.mcu import BOOT_TIMEOUT_S, McuRunner, refuse_harness_firmware, resolve_firmware
 
 log = logging.getLogger(__name__)
 

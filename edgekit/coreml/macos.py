@@ -3,7 +3,7 @@
 Only macOS runs Core ML models (coremltools: "Model prediction is only supported on macOS"); elsewhere every
 function that needs the runtime raises one clear UserError. Reading a model's inputs, choosing compute units
 and summarising a placement are plain Python and work everywhere. The MLComputePlan walk itself lives in the
-standalone runner script (edgekit/run/remote_runner.py, copied as-is to devices) and is reused here.
+standalone runner script (edgekit/run/runners/remote_runner.py, copied as-is to devices) and is reused here.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing_extensions import TypedDict
 
 from edgekit.errors import InvalidModelError, ToolMissingError, UserError, first_line
 from edgekit.run.inputs import ModelInput
-from edgekit.run.remote_runner import COREML_COMPUTE_UNITS, coreml_compiled_path, coreml_output_array, coreml_placement
+from edgekit.run.runners.remote_runner import COREML_COMPUTE_UNITS, coreml_compiled_path, coreml_output_array, coreml_placement
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ def load(path: Path, compute_units: str = "all") -> LoadedModel:
     return LoadedModel(Path(path), name, load_ms, model)
 
 
-def compute_plan(path: Path, compute_units: str = "all") -> Dict[str, Any]:  # edgekit.run.remote_runner.coreml_placement's dict
+def compute_plan(path: Path, compute_units: str = "all") -> Dict[str, Any]:  # edgekit.run.runners.remote_runner.coreml_placement's dict
     """Per-op placement of a model on one compute unit setting: {"available", "ops": [{op, name, function,
     preferred, supported, cost}], "summary"} or {"available": False, "reason"} when this macOS cannot tell."""
     loaded = load(path, compute_units)

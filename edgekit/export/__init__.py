@@ -56,7 +56,7 @@ def _cache_key(model: str, kind: ModelKind, input_shape: Optional[Tuple[int, ...
     if kind is ModelKind.TORCH_FACTORY or not Path(model).exists():
         return None  # code, not a file: it can change without a file hash noticing
     versions = sorted(tool_versions().items())
-    text = f"export-v1:{__version__}:{kind.value}:{sha256_file(Path(model))}:{input_shape}:{versions}"
+    text = f"export-v2:{__version__}:{kind.value}:{sha256_file(Path(model))}:{input_shape}:{versions}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -96,9 +96,13 @@ def _save_cached(key: str, result: FloatExport) -> None:
 
 def _export(model: str, kind: ModelKind, input_shape: Optional[Tuple[int, ...]]) -> FloatExport:
     if kind is ModelKind.TFLITE:
+        from edgekit.export.fold_constants import fold_constants
         from edgekit.export.tflite_source import float_tflite_from_tflite
 
-        return FloatExport(float_tflite_from_tflite(Path(model)), kind, model, "as given")
+        folded = fold_constants(float_tflite_from_tflite(Path(model)), model)
+        if not folded.folded:
+            return FloatExport(folded.data, kind, model, "as given")
+        return FloatExport(folded.data, kind, model, "edgekit constant folding (weights as float32)", (folded.note,))
     if kind in (ModelKind.KERAS, ModelKind.SAVED_MODEL):
         from edgekit.export.tf_source import float_tflite_from_tf
 

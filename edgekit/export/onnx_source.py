@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Tuple
 from edgekit.errors import ConversionError, InvalidModelError, ToolMissingError, UnsupportedOpError, first_line
 from edgekit.quiet import captured_output
 from edgekit.support import OpSupport, SupportReport
-from edgekit.tool_messages import ONNX2TF, onnx2tf_causes, summarize, translate, wrap
+from edgekit.tool_messages import ONNX2TF, onnx2tf_causes, strip_ansi, summarize, translate, wrap
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def float_tflite_from_onnx(path: Path, input_shape: Optional[Tuple[int, ...]] = 
                 onnx2tf.convert(
                     input_onnx_file_path=str(source),
                     output_folder_path=work,
-                    keep_ncw_or_nchw_or_ncdhw_input_names=inputs,
+                    keep_ncw_or_nchw_or_ncdhw_input_names=inputs or None,
                     non_verbose=True,
                     disable_model_save=False,
                 )
@@ -145,6 +145,18 @@ def float_tflite_from_onnx(path: Path, input_shape: Optional[Tuple[int, ...]] = 
         if not produced:
             raise _conversion_failure(path, model, output)
         return produced[0].read_bytes()
+
+
+def _has_dynamic_input(model) -> bool:
+    """Any graph input (not an initializer) with a dimension that is not a fixed positive number."""
+    initializers = {t.name for t in model.graph.initializer}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        for dim in value.type.tensor_type.shape.dim:
+            if not (dim.HasField("dim_value") and dim.dim_value > 0):
+                return True
+    return False
 
 
 def _conversion_failure(path: Path, model, output: list[str]) -> Exception:
@@ -161,13 +173,19 @@ def _conversion_failure(path: Path, model, output: list[str]) -> Exception:
         return UnsupportedOpError(report, target="TFLite")
     causes = onnx2tf_causes(output)
     known = translate(causes, ONNX2TF)
+    if known is ONNX2TF[0] and not _has_dynamic_input(model):
+        known = None  # the inputs are all fixed already: not the cause
     if known is not None:
         return ConversionError(wrap(f"onnx2tf could not convert {path}: {known.problem}") + _said(causes),
                                fix=known.fix)
-    if causes:
-        return ConversionError(wrap(f"onnx2tf could not convert {path}: {causes[-1]}") + _said(causes[:-1]),
-                               fix="run with --verbose for the converter log, or quantize with --format onnx "
-                                   "(onnxruntime runs the ONNX model as it is)")
+    node = re.search(r"onnx_op_name:\s*(\S+)", strip_ansi(text))
+    where = f" on ONNX node '{node.group(1)}'" if node else ""
+    if causes or node:
+        detail = f": {causes[-1]}" if causes else ""
+        return ConversionError(wrap(f"onnx2tf could not convert {path}: it failed{where}{detail}") + _said(causes[:-1]),
+                               fix="quantize the ONNX model directly with --format onnx (onnxruntime runs it as it "
+                                   "is), or replace that node (e.g. simplify the model with onnxsim); --verbose "
+                                   "shows onnx2tf's log")
     return ConversionError(f"onnx2tf could not convert {path}; its last messages:\n{summarize(output)}",
                            fix="run with --verbose for the converter log, or quantize with --format onnx")
 

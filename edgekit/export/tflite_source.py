@@ -72,12 +72,26 @@ def _dequantized(tensor, raw: bytes) -> np.ndarray:
     return ((q - zero) * scale).astype(np.float32)
 
 
+class _AlignedBuilder(flatbuffers.Builder):
+    """A Builder writing byte vectors given as numpy arrays (buffer data) 16-byte aligned, in one copy."""
+
+    def CreateNumpyVector(self, x):
+        if x.dtype != np.uint8 or x.ndim != 1:
+            return super().CreateNumpyVector(x)
+        self.StartVector(1, x.size, 16)
+        payload = x.tobytes()
+        self.head = self.head - len(payload)
+        self.Bytes[self.head:self.head + len(payload)] = payload
+        self.vectorNumElems = x.size
+        return self.EndVector()
+
+
 def pack_model(obj) -> bytes:
     """Serialize a schema ModelT with 16-byte aligned buffers, as TFLite's converter writes them."""
     original = schema.BufferStartDataVector
     schema.BufferStartDataVector = lambda builder, n: builder.StartVector(1, n, 16)
     try:
-        builder = flatbuffers.Builder(1024)
+        builder = _AlignedBuilder(1024)
         builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
     finally:
         schema.BufferStartDataVector = original

@@ -39,6 +39,8 @@ def register(subparsers) -> Dict[str, Callable]:
     f.add_argument("--harness", choices=("mlperf-tiny",), help="mlperf-tiny: an MLPerf Tiny (EEMBC ULPMark-ML) device "
                                                                "under test instead of edgekit's protocol (needs --task)")
     f.add_argument("--task", choices=("kws", "ic", "vww", "ad"), help="--harness mlperf-tiny: the benchmark")
+    f.add_argument("--cycles-from", type=Path, metavar="JSON",
+                   help="--harness mlperf-tiny: size the performance N from this run.json/deploy.json cycle estimate")
     f.add_argument("--harness-mode", choices=("performance", "energy"), default="performance",
                    help="--harness mlperf-tiny: m-lap-us timestamps (default) or GPIO pulses for the interface board")
 

@@ -4,7 +4,7 @@ OUTDIR/
   quantize/   model_float.tflite, model_int8.tflite, parity.json, report.md (edgekit quantize's output)
   firmware/   the generated project with build/firmware.elf and firmware.json (edgekit firmware --build)
   run/        run.json, report.md of the device run (edgekit run)
-  deploy.json, report.md, per_op_instructions.png, manifest.json
+  deploy.json, report.md, report.html (the same with charts; self-contained), per_op_instructions.png, manifest.json
 Everything is written into a staging folder and moved into place only when complete.
 """
 from __future__ import annotations
@@ -22,6 +22,8 @@ from edgekit.provenance import host_info, tool_versions, utc_now
 from edgekit.firmware.results import (DeployDevice, DeployFirmware, DeployModel, DeployReport, Estimates, FirmwareInfo,
                                       Fits)
 from edgekit.report import fmt, json_safe, parity_section
+from edgekit.report_html.deploy import deploy_page
+from edgekit.report_html.page import write_page
 from edgekit.results import unavailable
 from edgekit.run.results import BitExactness, Json, Signature, updated
 
@@ -165,6 +167,7 @@ def deploy(model: str, calib: Path, outdir: Path, options: DeployOptions = Deplo
             report = updated(report, plots=[plot])
         (stage / "deploy.json").write_text(report.dumps())
         (stage / "report.md").write_text(markdown(report, quantized.parity))
+        write_page(stage / "report.html", deploy_page(report, firmware.info, quantized.parity))
         _manifest(stage, model, quantized, firmware.info).write(stage / "manifest.json")
     return DeployResult(outdir, report, failures)
 
@@ -391,6 +394,7 @@ def _manifest(stage: Path, model: str, quantized, fw: FirmwareInfo) -> Manifest:
     run_art = manifest.add(Artifact.from_file(stage / "run" / "run.json", format="run-report", stage="run", parent=fw_art))
     manifest.add(Artifact.from_file(stage / "deploy.json", format="deploy-report", stage="report", parent=run_art))
     manifest.add(Artifact.from_file(stage / "report.md", format="markdown", stage="report", parent=run_art))
+    manifest.add(Artifact.from_file(stage / "report.html", format="html", stage="report", parent=run_art))
     return manifest
 
 

@@ -145,4 +145,4 @@ def flash_firmware(board: Board, elf: Path, *, probe_uid: Optional[str] = None, 
                        (proc.stdout + proc.stderr).strip())
 
 
-flash = flash_firmware  # short name used by edgekit.run.mcu
+flash = flash_firmware  # short name used by edgekit.run.runners.mcu

@@ -255,6 +255,8 @@ def _load(path: str) -> ctypes.CDLL:
         "ek_prepared_output": (ctypes.POINTER(_Tensor), [vp, i32]),
         "ek_prepared_last_error": (_Error, [vp]),
         "ek_host_sizeof_prepared": (size_t, []),
+        "ek_reset_variables": (None, [vp]), "ek_prepared_reset": (None, [vp]),
+        "ek_variables_bytes": (size_t, [vp]),
     }
     for name, (restype, argtypes) in sig.items():
         fn = getattr(lib, name)
@@ -396,14 +398,20 @@ class HostRuntime:
     @property
     def plan(self) -> Dict:
         """arena_bytes, state_bytes (this 64-bit host: an upper bound of a 32-bit MCU's), persistent_bytes,
+        variables_bytes (of arena_bytes: the resource variables, kept across invocations),
         tensors [{index, offset, bytes, first_op, last_op, alias_of}] for every arena tensor,
         scratch [{op, offset, bytes}]."""
         return self._backend.plan
 
     def invoke(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
-        """One inference: arrays of exactly the inputs' dtypes and shapes in, new output arrays out."""
+        """One inference: arrays of exactly the inputs' dtypes and shapes in, new output arrays out. A model with
+        resource variables (streaming state) keeps them from one call to the next; ``reset()`` starts over."""
         arrays = self._check_inputs(inputs)
         return self._backend.invoke(arrays)
+
+    def reset(self) -> None:
+        """Resource variables back to their initial values: the next invoke runs as on a fresh runtime."""
+        self._backend.reset()
 
     def _check_inputs(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
         specs = self.inputs
@@ -434,7 +442,8 @@ class HostRuntime:
             raise error
         if status == _EK_ERR_UNSUPPORTED:
             raise InvalidModelError(f"{self.source}: not supported by {TARGET}: {message}",
-                                    fix="convert the model to a single-subgraph full-int8 TFLite model")
+                                    fix="convert the model to full-int8 TFLite with one main graph (resource variables with "
+                                        "one CALL_ONCE init subgraph are fine)")
         if status == _EK_ERR_INTERNAL:
             raise InternalError(f"{self.source}: {TARGET} internal error{where}: {message}")
         raise InvalidModelError(f"{self.source}: rejected by {TARGET}{where} [{EK_STATUS.get(status, status)}]: {message}",
@@ -521,8 +530,9 @@ class _CtypesBackend:
         if status != 0:
             err = lib.ek_prepared_last_error(self.prep)
             raise InternalError(f"{self.owner.source}: the prepared model was rejected: {(err.message or b'').decode()}")
-        header = np.frombuffer(blob[:4 * 21].tobytes(), dtype="<u4")
-        slots = int(header[16]) + 1 + int(header[9]) + int(header[10])
+        header = np.frombuffer(blob[:4 * 22].tobytes(), dtype="<u4")
+        # op input slots + op output slots (header word 21, blob version 3) + graph inputs + graph outputs
+        slots = int(header[16]) + int(header[21]) + int(header[9]) + int(header[10])
         return {"blob": blob.tobytes(), "arena_bytes": plan["arena_bytes"], "state_slots": slots,
                 "optimize": self.owner.optimize, "overlaps": overlaps, "plan": plan,
                 "streamed_groups": streamed_groups(blob.tobytes())}
@@ -550,7 +560,14 @@ class _CtypesBackend:
         scratch = [{"op": i, "offset": sp[i].offset, "bytes": sp[i].bytes}
                    for i in range(info["num_ops"]) if sp[i].bytes > 0]
         return {"arena_bytes": info["arena_required"], "state_bytes": info["state_required"],
-                "persistent_bytes": info["persistent_bytes"], "tensors": tensors, "scratch": scratch}
+                "persistent_bytes": info["persistent_bytes"], "variables_bytes": int(self.lib.ek_variables_bytes(self.rt)),
+                "tensors": tensors, "scratch": scratch}
+
+    def reset(self) -> None:
+        if self.prepared is not None:
+            self.lib.ek_prepared_reset(self.prep)
+        else:
+            self.lib.ek_reset_variables(self.rt)
 
     def invoke(self, arrays: List[np.ndarray]) -> List[np.ndarray]:
         lib = self.lib
@@ -589,6 +606,7 @@ class _DriverBackend:
         self.workdir = tempfile.TemporaryDirectory(prefix="ekrt-")
         self.model_path = Path(self.workdir.name) / "model.tflite"
         self.model_path.write_bytes(owner.model_bytes)
+        self.history: List[str] = []  # input files of the invocations since the last reset (stateful models)
         info = json.loads(self._run("info"))
         as_dict = lambda t: {**t, "shape": tuple(t["shape"]), "dtype": np.dtype(DTYPES.get(t["type"], np.uint8))}  # noqa: E731
         self.inputs = [as_dict(t) for t in info["inputs"]]
@@ -597,7 +615,7 @@ class _DriverBackend:
         keys = ("offset", "bytes", "first_op", "last_op", "alias_of")
         self.plan = {
             "arena_bytes": info["arena_bytes"], "state_bytes": info["state_bytes"],
-            "persistent_bytes": info["persistent_bytes"],
+            "persistent_bytes": info["persistent_bytes"], "variables_bytes": info.get("variables_bytes", 0),
             "tensors": [{"index": i, **dict(zip(keys, e))} for i, e in enumerate(info["tensor_plan"]) if e[0] >= 0],
             "scratch": [{"op": i, "offset": e[0], "bytes": e[1]} for i, e in enumerate(info["scratch_plan"]) if e[1] > 0],
         }
@@ -616,15 +634,23 @@ class _DriverBackend:
         return done.stdout
 
     def invoke(self, arrays: List[np.ndarray]) -> List[np.ndarray]:
+        """Each call is a new process: with resource variables it replays every invocation since the last reset
+        (ekrt_run runs a sequence), so the state carries over as in the in-process backend."""
         work = Path(self.workdir.name)
-        paths = []
+        if not self.plan["variables_bytes"]:
+            self.history = []
+        step = len(self.history)
         for i, x in enumerate(arrays):
-            p = work / f"input_{i}.bin"
+            p = work / f"input_{step}_{i}.bin"
             p.write_bytes(x.tobytes())
-            paths.append(str(p))
-        self._run("run", str(work), *paths)
+            self.history.append(str(p))
+        self._run("run", str(work), *self.history)
         return [np.fromfile(work / f"output_{i}.bin", dtype=spec["dtype"]).reshape(spec["shape"])
                 for i, spec in enumerate(self.outputs)]
+
+
+    def reset(self) -> None:
+        self.history = []
 
 
 def streamed_groups(blob: bytes) -> List[StreamedGroup]:
@@ -635,9 +661,9 @@ def streamed_groups(blob: bytes) -> List[StreamedGroup]:
     records = []
     for i in range(num_ops):
         at = ops_off + i * rec
-        outputs_off = int(np.frombuffer(blob, dtype="<i4", count=1, offset=at + 24)[0])
+        num_outputs, _, outputs_off = (int(v) for v in np.frombuffer(blob, dtype="<i4", count=3, offset=at + 16))
         scratch_off, scratch_len, group = (int(v) for v in np.frombuffer(blob, dtype="<i4", count=3, offset=at + rec - 12))
-        output = int(np.frombuffer(blob, dtype="<i4", count=1, offset=outputs_off)[0])
+        output = int(np.frombuffer(blob, dtype="<i4", count=1, offset=outputs_off)[0]) if num_outputs else -1
         records.append((scratch_off, scratch_len, group, output))
     groups: List[StreamedGroup] = []
     for i, (_, region, group, _) in enumerate(records):

@@ -13,7 +13,12 @@ Timestamps: `m-lap-us-N` from a microsecond timer (performance mode) or a pulse 
       timer: cmsdk            # cmsdk (CMSDK APB timer: MPS2 images / QEMU, "emulated time") | dwt (real cores)
       timer_base: 0x40000000  # cmsdk only
       timer_clock_hz: 25000000
-      timestamp_pin: PF13     # energy mode (STM32 boards): the pin wired to the interface board
+      timestamp_pin: PF13     # energy mode (STM32 boards): the pin wired to the interface board (open-drain)
+      energy_uart:            # energy mode: the UART wired to the EEMBC IO manager (default: the board UART)
+        {driver: stm32_usart, instance: USART3, base: 0x40004800, clock_hz: 120000000, tx_pin: PD8, rx_pin: PD9}
+
+`edgekit firmware --harness` also prints the runner's performance N for the board and writes it as
+tests_performance.yaml (edgekit/firmware/mlperf_perf.py).
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from typing import List, Optional, Tuple, Union
 from edgekit.console import say
 from edgekit.errors import UserError
 from edgekit.firmware.generate import AppSpec, FIRMWARE_DIR, FirmwareResult
+from edgekit.firmware.mlperf_perf import PerformanceN
 from edgekit.firmware.plan_types import HarnessApp, TimestampSource
 
 HARNESS = "mlperf-tiny"
@@ -147,6 +153,26 @@ def _timestamp_config(board, mode: str) -> Tuple[List[Tuple[Path, str]], List[Tu
 # ------------------------------------------------------------------ the app
 
 
+def energy_uart(board) -> "UartConfig":
+    """The UART of energy mode: the profile's mlperf.energy_uart (where the EEMBC IO manager is wired, e.g. the
+    Arduino D0/D1 USART on a Nucleo) at the reference's 9600 baud, else the board UART at 9600 baud."""
+    from edgekit.firmware.boards import UART_DRIVERS, UartConfig
+
+    spec = (board.profile.get("mlperf") or {}).get("energy_uart")
+    if not spec:
+        return dataclasses.replace(board.uart, baud=ENERGY_BAUD)
+    problems = [f"{key} must be a positive integer" for key in ("base", "clock_hz")
+                if not isinstance(spec.get(key), int) or spec[key] <= 0]
+    if spec.get("driver") not in UART_DRIVERS:
+        problems.append(f"driver {spec.get('driver')!r} must be one of {', '.join(UART_DRIVERS)}")
+    if problems:
+        raise UserError(f"devices/{board.name}.yaml mlperf.energy_uart: " + "; ".join(problems),
+                        fix="give driver, base, clock_hz (and tx_pin/rx_pin) of the UART wired to the IO manager")
+    return UartConfig(driver=spec["driver"], base=spec["base"], baud=ENERGY_BAUD, clock_hz=spec["clock_hz"],
+                      instance=str(spec.get("instance", "")), tx_pin=str(spec.get("tx_pin", "")),
+                      rx_pin=str(spec.get("rx_pin", "")))
+
+
 def harness_app(graph, board, task: Task, mode: str = "performance") -> AppSpec:
     """The AppSpec of the harness for ``graph`` on ``board`` (every problem with the model reported at once)."""
     if mode not in MODES:
@@ -172,8 +198,8 @@ def harness_app(graph, board, task: Task, mode: str = "performance") -> AppSpec:
     config = [("EK_MLPERF_TASK", str(task.code)), ("EK_MLPERF_MODEL_VERSION", f'"{task.model_id}"'),
               ("EK_MLPERF_DB_BYTES", f"{db_bytes}u"), ("EK_MLPERF_ENERGY_MODE", "1" if mode == "energy" else "0")] + config
     built_board = board
-    if mode == "energy" and board.uart.baud != ENERGY_BAUD:
-        built_board = dataclasses.replace(board, uart=dataclasses.replace(board.uart, baud=ENERGY_BAUD))
+    if mode == "energy":
+        built_board = dataclasses.replace(board, uart=energy_uart(board))
     info: HarnessApp = {"harness": HARNESS, "task": task.name, "model_id": task.model_id, "mode": mode,
             "firmware_version": FW_VERSION, "input_format": task.input_format, "input_bytes": db_bytes,
             "results": task.results, "uart_baud": built_board.uart.baud, **timestamps,
@@ -182,8 +208,16 @@ def harness_app(graph, board, task: Task, mode: str = "performance") -> AppSpec:
                    board=built_board)
 
 
+@dataclass
+class HarnessFirmwareResult(FirmwareResult):
+    """The generated firmware and the runner's performance N for it (also written as tests_performance.yaml)."""
+
+    performance: Optional["PerformanceN"] = None
+
+
 def generate_harness_firmware(model: Union[Path, str, bytes], board_name: str, outdir: Optional[Path] = None, *,
-                              task: str, mode: str = "performance", build: bool = False) -> FirmwareResult:
+                              task: str, mode: str = "performance", build: bool = False,
+                              cycles_from: Optional[Path] = None) -> FirmwareResult:
     """Generate (and optionally build) the MLPerf Tiny harness firmware for ``model`` on ``board_name``."""
     from edgekit.firmware.boards import load_board
     from edgekit.firmware.generate import generate_firmware, load_model_bytes
@@ -199,7 +233,15 @@ def generate_harness_firmware(model: Union[Path, str, bytes], board_name: str, o
     if outdir is None:
         stem = Path(source).stem if source != "<bytes>" else "model"
         outdir = Path("out") / "firmware" / f"{stem}-{board.name}-{HARNESS}-{spec.name}"
-    return generate_firmware(data, board.name, outdir, build=build, source=source, app=app)
+    from edgekit.firmware.mlperf_perf import cycles_from_file, performance_n, performance_yaml
+
+    cycles = cycles_from_file(cycles_from) if cycles_from else None  # read first: a bad file leaves no output
+    result = generate_firmware(data, board.name, outdir, build=build, source=source, app=app)
+    perf = performance_n(spec.model_id, board, int(result.info.macs or 0), cycles=cycles,
+                         cycles_source=f"per-class cycle estimate from {cycles_from}")
+    (Path(result.outdir) / "tests_performance.yaml").write_text(performance_yaml(perf))
+    return HarnessFirmwareResult(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)},
+                                 performance=perf)
 
 
 
@@ -215,14 +257,24 @@ def harness_command(args) -> int:
     if problems:
         raise UserError("; ".join(problems))
     result = generate_harness_firmware(args.model, args.board, args.outdir, task=args.task, mode=args.harness_mode,
-                                       build=args.build)
+                                       build=args.build, cycles_from=getattr(args, "cycles_from", None))
     app, fits = result.info.app or {}, result.info.fits
     say(f"wrote {result.outdir} (MLPerf Tiny {app['model_id']} device under test, {app['mode']} mode, "
           f"board {result.info.board.board}, UART {app['uart_baud']} baud)")
+    if app["mode"] == "energy":
+        from edgekit.firmware.boards import load_board
+
+        uart = energy_uart(load_board(args.board))
+        say(f"energy mode UART: {uart.instance or hex(uart.base)} TX {uart.tx_pin or '?'} / RX {uart.rx_pin or '?'} at "
+            f"{uart.baud} baud (wire it to the EEMBC IO manager)")
     say(f"input on the wire: {app['input_bytes']} bytes, {app['input_format']}; results: {app['results']}")
     say(f"timestamps: {app.get('timestamp_pin') and 'pulse on ' + app['timestamp_pin'] or app['timer_source']}")
     for key, f in (("flash", fits.flash), ("ram", fits.ram)):
         say(f"{key}: {f.used:,} of {f.available:,} bytes ({'fits' if f.fits else 'DOES NOT FIT'})")
+    from edgekit.firmware.mlperf_perf import describe
+
+    say(describe(result.performance))
+    say(f"wrote {Path(result.outdir) / 'tests_performance.yaml'} (the runner's performance test file with this N)")
     if result.elf is not None:
         say(f"built {result.elf}")
     return 0

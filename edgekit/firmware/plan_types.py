@@ -42,6 +42,7 @@ class ArenaPlan(TypedDict):
     arena_bytes: int
     state_bytes: int            # this 64-bit host: an upper bound of a 32-bit MCU's
     persistent_bytes: int
+    variables_bytes: int        # of arena_bytes: resource variables (buffers never reused, kept across invocations)
     tensors: List[PlannedTensor]
     scratch: List[PlannedScratch]
 
@@ -162,6 +163,7 @@ class PlanReport(TypedDict):
     tensors: List[PlannedTensor]
     scratch: List[PlannedScratch]
     persistent_bytes: Optional[int]
+    variables_bytes: NotRequired[int]   # of the arena: resource variables (streaming state kept across invocations)
     optimize: Optional[str]
     prepared_bytes: Optional[int]
     overlaps: List[OverlapRow]
@@ -224,6 +226,7 @@ class RuntimeRam(TypedDict):
     arena: int
     mutable_state: int
     method: str
+    variables: NotRequired[int]  # of arena: the resource variables' buffers (state kept between inferences)
 
 
 @with_config(STRICT)
@@ -323,6 +326,7 @@ class DeployRuntimeRam(TypedDict, total=False):
     arena: int
     mutable_state: int
     method: str
+    variables: int
     stack_high_water_device: Optional[int]
 
 

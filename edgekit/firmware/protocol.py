@@ -30,10 +30,12 @@ class Msg(enum.IntEnum):
     HELLO = 0x01
     INFER = 0x02
     ECHO = 0x03
+    RESET = 0x04
     BOOT = 0x80
     INFO = 0x81
     RESULT = 0x82
     ECHO_REPLY = 0x83
+    RESET_REPLY = 0x84
     ERROR = 0xFF
 
 
@@ -458,6 +460,10 @@ class DeviceClient:
 
     def echo(self, payload: bytes, timeout_s: Optional[float] = None) -> bytes:
         return self.request(Msg.ECHO, payload, Msg.ECHO_REPLY, timeout_s).payload
+
+    def reset(self, timeout_s: Optional[float] = None) -> None:
+        """The model's state (resource variables, kept between inferences) back to its initial values."""
+        self.request(Msg.RESET, b"", Msg.RESET_REPLY, timeout_s)
 
     def infer(self, inputs: Sequence[np.ndarray], timeout_s: Optional[float] = None) -> InferResult:
         info = self.info or self.hello()

@@ -27,7 +27,7 @@ def register(subparsers) -> Dict[str, Callable]:
 
 
 def _board_of(args: argparse.Namespace) -> str:
-    from edgekit.run.mcu import _project_of, _read_info
+    from edgekit.run.runners.mcu import _project_of, _read_info
 
     if args.board:
         return args.board
@@ -42,7 +42,7 @@ def cmd_qemu(args: argparse.Namespace) -> int:
     from edgekit.console import say
     from edgekit.firmware.boards import load_board
     from edgekit.firmware.qemu import QemuProcess
-    from edgekit.run.mcu import resolve_firmware
+    from edgekit.run.runners.mcu import resolve_firmware
 
     if not args.firmware.exists():
         raise UserError(f"firmware {args.firmware} does not exist", fix="pass a folder made by `edgekit firmware --build`")

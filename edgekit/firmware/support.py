@@ -51,6 +51,24 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "L2_NORMALIZATION": (0,),
     "BATCH_MATMUL": (0, 1),
     "LOG_SOFTMAX": (0,),
+    "SPLIT": (1,),  # (axis, input)
+    "SPLIT_V": (0,),
+    "STRIDED_SLICE": (0,),
+    "SLICE": (0,),
+    "EXPAND_DIMS": (0,),
+    "GATHER": (0,),  # positions: int16/int32/int64
+    "RESIZE_NEAREST_NEIGHBOR": (0,),
+    "RESIZE_BILINEAR": (0,),
+    "FILL": (1,),  # (dims, value)
+    "TRANSPOSE_CONV": (1, 2),  # (output_shape, weights, input, bias)
+    "SPACE_TO_BATCH_ND": (0,),
+    "BATCH_TO_SPACE_ND": (0,),
+    "BROADCAST_TO": (0,),
+    "GATHER_ND": (0,),  # indices: int16/int32/int64
+    "PADV2": (0, 2),  # (input, paddings, constant_values)
+    "MIRROR_PAD": (0,),
+    "READ_VARIABLE": (), "ASSIGN_VARIABLE": (1,),
+    "SVDF": (0, 1),  # time weights and the state are int16 by design (the integer SVDF path)
 }
 
 # Per-op tensor type rules beyond "activations are int8" (each kernel's prepare() checks the same):
@@ -78,6 +96,19 @@ def _typed_problems(op: Op, tensor) -> List[str]:
             problems.append(f"{role} '{t.name.split(';')[0]}' is {t.type} ({op.name} {'takes' if role != 'output' else 'produces'} "
                             f"{' or '.join(kinds)})")
     return problems
+
+
+# Pure data-movement ops: their data inputs and outputs may be of any of these types (the kernel moves bytes;
+# shape/axis inputs are INT32 constants the kernel's prepare() checks). SHAPE outputs INT32/INT64, CAST converts.
+_ANY_TYPE_OPS = frozenset({"SPLIT", "SPLIT_V", "UNPACK", "PACK", "STRIDED_SLICE", "SLICE", "SQUEEZE", "EXPAND_DIMS",
+                           "GATHER", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "RESIZE_NEAREST_NEIGHBOR", "CAST", "FILL",
+                           "SHAPE", "ZEROS_LIKE", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "BROADCAST_TO",
+                           "GATHER_ND", "MIRROR_PAD"})
+_MOVABLE_TYPES = ("INT8", "UINT8", "INT16", "INT32", "INT64", "FLOAT32", "BOOL")
+# Ops that also take int16 activations with int8 weights (16x8 quantization).
+_INT16_OPS = ("FULLY_CONNECTED",)
+# Resource-variable ops without int8 data: CALL_ONCE (no tensors), VAR_HANDLE (a RESOURCE handle).
+_NO_DATA_OPS = ("CALL_ONCE", "VAR_HANDLE")
 _QUANTIZE_INPUT_TYPES = ("FLOAT32", "INT8")
 INT8_ONLY = "the edgekit runtime is int8-only"
 
@@ -101,6 +132,9 @@ def kernel_files(kernels_dir: Path = KERNELS_DIR) -> Dict[str, Tuple[str, ...]]:
 # MicroMutableOpResolver methods (tensorflow/lite/micro/micro_mutable_op_resolver.h): builtin -> Add* name.
 TFLM_RESOLVER_METHODS: Dict[str, str] = {
     "ABS": "AddAbs", "ADD": "AddAdd", "ADD_N": "AddAddN", "ARG_MAX": "AddArgMax", "ARG_MIN": "AddArgMin",
+    "ASSIGN_VARIABLE": "AddAssignVariable", "BROADCAST_ARGS": "AddBroadcastArgs", "CALL_ONCE": "AddCallOnce",
+    "READ_VARIABLE": "AddReadVariable", "SLICE": "AddSlice",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "AddUnidirectionalSequenceLSTM", "VAR_HANDLE": "AddVarHandle", "WHILE": "AddWhile",
     "AVERAGE_POOL_2D": "AddAveragePool2D", "BATCH_MATMUL": "AddBatchMatMul", "BATCH_TO_SPACE_ND": "AddBatchToSpaceNd",
     "BROADCAST_TO": "AddBroadcastTo", "CAST": "AddCast", "CEIL": "AddCeil", "CONCATENATION": "AddConcatenation",
     "CONV_2D": "AddConv2D", "COS": "AddCos", "CUMSUM": "AddCumSum", "DEPTH_TO_SPACE": "AddDepthToSpace",
@@ -125,11 +159,23 @@ TFLM_RESOLVER_METHODS: Dict[str, str] = {
 }
 
 
+def _rewrite_hint(op: Op) -> str:
+    """The nearest supported rewrite (edgekit.firmware.rewrites), and TFLM as the escape hatch where it runs the op."""
+    from edgekit.firmware.rewrites import rewrite_for
+
+    hint = rewrite_for(op.name, op.custom_code)
+    text = f"; nearest supported rewrite: {hint}" if hint else ""
+    if op.name in TFLM_RESOLVER_METHODS:
+        text += "; or build with --runtime tflm, whose resolver has it"
+    return text
+
+
 def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) -> Tuple[bool, str]:
     if op.name == "CUSTOM":
-        return False, f"custom operator '{op.custom_code}': the edgekit runtime runs TFLite builtins only"
+        return False, (f"custom operator '{op.custom_code}': the edgekit runtime runs TFLite builtins only"
+                       + _rewrite_hint(op))
     if op.name not in EDGEKIT_OPS:
-        return False, "the edgekit int8 runtime has no kernel for this operator"
+        return False, "the edgekit int8 runtime has no kernel for this operator" + _rewrite_hint(op)
     if op.name not in kernels:
         return False, f"no kernel file defines ek_kernel for {op.name} in {KERNELS_DIR} (incomplete checkout or install)"
     problems = []
@@ -139,8 +185,10 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
         t_in, t_out = tensor(op.inputs[0]) if op.inputs else None, tensor(op.outputs[0]) if op.outputs else None
         if t_in is not None and t_in.type not in _QUANTIZE_INPUT_TYPES:
             problems.append(f"input '{t_in.name.split(';')[0]}' is {t_in.type} (QUANTIZE takes FLOAT32 or INT8)")
-        if t_out is not None and t_out.type != "INT8":
-            problems.append(f"output '{t_out.name.split(';')[0]}' is {t_out.type} (QUANTIZE must produce INT8)")
+        if t_out is not None and t_out.type not in ("INT8", "UINT8"):
+            problems.append(f"output '{t_out.name.split(';')[0]}' is {t_out.type} (QUANTIZE produces INT8 or UINT8)")
+    elif op.name in _NO_DATA_OPS:
+        pass
     elif op.name == "DEQUANTIZE":
         t_in, t_out = tensor(op.inputs[0]) if op.inputs else None, tensor(op.outputs[0]) if op.outputs else None
         if t_in is not None and t_in.type != "INT8":
@@ -152,14 +200,22 @@ def _edgekit_verdict(graph: Graph, op: Op, kernels: Dict[str, Tuple[str, ...]]) 
         picked = op.inputs if positions is None else [op.inputs[p] for p in positions if p < len(op.inputs)]
         int8_outputs = [] if op.name in _OUTPUT_TYPES else list(op.outputs)
         bad: Dict[str, List[str]] = {}
-        for i in list(picked) + int8_outputs:
+        first = tensor(op.inputs[0]) if op.inputs else None
+        wide = op.name in _INT16_OPS and first is not None and first.type == "INT16"  # 16x8: int16 activations
+        for k, i in enumerate(list(picked) + int8_outputs):
             t = tensor(i)
-            if t is not None and t.type != "INT8":
+            if op.name in _ANY_TYPE_OPS:
+                allowed: Tuple[str, ...] = _MOVABLE_TYPES
+            else:
+                allowed = ("INT16",) if wide and (k == 0 or k >= len(picked)) else ("INT8",)
+            if t is not None and t.type not in allowed:
                 bad.setdefault(t.type, []).append(f"'{t.name.split(';')[0]}'")
         for kind, names in bad.items():
             shown = ", ".join(names[:2]) + (f" +{len(names) - 2} more" if len(names) > 2 else "")
             problems.append(f"{kind} tensor(s) {shown}")
-        if problems:
+        if problems and op.name in _ANY_TYPE_OPS:
+            problems[-1] += f": {op.name} moves {', '.join(_MOVABLE_TYPES)} tensors only"
+        elif problems:
             problems[-1] += f": {INT8_ONLY} (quantize fully, e.g. with `edgekit quantize`)"
         problems.extend(_typed_problems(op, tensor))
     return (False, "; ".join(problems)) if problems else (True, "")
@@ -173,6 +229,13 @@ def _tflm_verdict(op: Op) -> Tuple[bool, str]:
     return True, ""
 
 
+def _subgraph_reason(runtime: str) -> str:
+    if runtime == "edgekit":
+        return ("control flow (IF / WHILE subgraphs) or several signatures are not supported; the edgekit runtime runs "
+                "a main graph plus at most one CALL_ONCE init subgraph (resource variables)")
+    return "control flow (more than one subgraph) is not supported; only subgraph 0 would run"
+
+
 def check_support(graph: Graph, runtime: str = "edgekit", *, kernels_dir: Path = KERNELS_DIR) -> SupportReport:
     """Every op accepted or rejected (with location and reason) for a firmware runtime."""
     if runtime not in RUNTIMES:
@@ -181,9 +244,9 @@ def check_support(graph: Graph, runtime: str = "edgekit", *, kernels_dir: Path =
         raise UnknownNameError("firmware runtime", runtime, RUNTIMES)
     report = SupportReport(f"firmware-{runtime}")
     kernels = kernel_files(kernels_dir)
-    if graph.subgraphs > 1:
-        report.ops.append(OpSupport("SUBGRAPHS", f"model ({graph.subgraphs} subgraphs)", False,
-                                    "control flow (more than one subgraph) is not supported; only subgraph 0 would run"))
+    calls = sum(op.name == "CALL_ONCE" for op in graph.ops)
+    if graph.subgraphs > 1 and not (runtime == "edgekit" and calls == 1 and graph.subgraphs == 2):
+        report.ops.append(OpSupport("SUBGRAPHS", f"model ({graph.subgraphs} subgraphs)", False, _subgraph_reason(runtime)))
     for op in graph.ops:
         ok, reason = _edgekit_verdict(graph, op, kernels) if runtime == "edgekit" else _tflm_verdict(op)
         report.ops.append(OpSupport(op.label, graph.location(op), ok, reason))

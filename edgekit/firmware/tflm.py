@@ -187,7 +187,9 @@ def measure_tflm_arena(model: bytes) -> TflmArena:
         interp.print_allocations()
     total, head, tail, categories = _parse_recording(lines)
 
-    min_working = smallest_working_arena(model, start=max(total, 1), works_at=generous)
+    # the recorded total, or the size that just worked when nothing was recorded (the log went elsewhere, e.g. under
+    # an fd-capturing test runner)
+    min_working = smallest_working_arena(model, start=total if total > 0 else generous, works_at=generous)
 
     requirement = max(total, min_working)
     correction = sum(categories.get(k, 0) // 2 for k in POINTER_STRUCTS)

@@ -41,7 +41,7 @@ def cmd_lab(args) -> int:
     for row in table.cells:
         if row["status"] == "failed":
             say(f"  {row['model']} on {row['board']}: {row['error']}")
-    say(f"wrote {args.outdir}/table.json, table.md, heatmap.png")
+    say(f"wrote {args.outdir}/table.json, table.md, heatmap.png, report.html")
     return 0 if summary["failed"] == 0 else 4
 
 
@@ -52,4 +52,4 @@ def _write_manifest(outdir: Path, matrix) -> None:
     write_json_atomically(outdir / "manifest.json", {
         "stage": "lab", "edgekit": __version__, "matrix": str(matrix.source),
         "models": [m.name for m in matrix.models], "boards": [b.device for b in matrix.boards],
-        "files": ["table.json", "table.md", "heatmap.png", "cells/MODEL__BOARD/cell.json", "cells/MODEL__BOARD/run/"]})
+        "files": ["table.json", "table.md", "heatmap.png", "report.html", "cells/MODEL__BOARD/cell.json", "cells/MODEL__BOARD/run/"]})

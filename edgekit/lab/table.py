@@ -1,4 +1,4 @@
-"""The matrix table: table.json (every cell with the method of every figure), table.md, heatmap.png."""
+"""The matrix table: table.json (every cell with the method of every figure), table.md, heatmap.png, report.html."""
 from __future__ import annotations
 
 import math
@@ -107,3 +107,7 @@ def write_table(folder: Path, table: LabTable) -> None:
     (folder / "table.json").write_text(table.dumps())
     (folder / "table.md").write_text(markdown(table))
     heatmap(table, folder / "heatmap.png")
+    from edgekit.report_html.lab import lab_page
+    from edgekit.report_html.page import write_page
+
+    write_page(folder / "report.html", lab_page(table))

@@ -29,7 +29,7 @@ def cmd_compile_gpu(args) -> int:
 
 def cmd_compile_ane(args) -> int:
     from edgekit.console import say_all
-    from edgekit.mobile.coreml_placement import compile_for_ane
+    from edgekit.coreml.ane_placement import compile_for_ane
 
     outdir = args.outdir or Path("out") / "compile" / f"{args.model.stem}-ane"
     report = compile_for_ane(args.model, outdir)

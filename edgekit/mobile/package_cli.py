@@ -20,7 +20,7 @@ def cmd_package(args) -> int:
     if not args.ios:
         raise UserError("say which platform to package for", fix="add --ios (Android apps load the .tflite from "
                                                                  "`edgekit quantize` with its metadata as it is)")
-    from edgekit.mobile.ios_package import package_ios
+    from edgekit.coreml.ios_package import package_ios
 
     done = package_ios(args.model, args.outdir)
     say(f"wrote {args.outdir}/{args.model.name}, {done.swift}, README.md")

@@ -18,7 +18,7 @@ from edgekit.profiles import Profile
 from edgekit.registry import Registry
 from edgekit.results import Figure
 from edgekit.run.results import Fault, RunMemory, RunOptions, RunWork
-from edgekit.run.thermal_results import SensorSample
+from edgekit.run.measurement.thermal_results import SensorSample
 
 Progress = Callable[[int], None]
 

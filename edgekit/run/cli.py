@@ -55,7 +55,7 @@ def register(subparsers) -> Dict[str, Callable]:
                    help="with --benchmark-binary: --use_xnnpack (default) | --use_gpu | --use_nnapi | cpu (no delegate)")
     r.add_argument("--pipeline", type=Path, metavar="PIPELINE.yaml",
                    help="time the whole input pipeline (decode, preprocess, inference, post-process) per phase on the "
-                        "device: the budget table (edgekit.run.pipeline); --inputs are the files as the app receives them")
+                        "device: the budget table (edgekit.run.pipeline.budget); --inputs are the files as the app receives them")
     r.add_argument("-o", "--outdir", type=Path, default=Path("out/run"), help="output folder (default out/run)")
     r.add_argument("--allow-mismatch", action="store_true",
                    help="exit 0 even when the device's outputs are not bit-exact with the reference (default: exit 1)")
@@ -106,7 +106,7 @@ def compute_units_option(args, target, runner_cls=None) -> list:
     if not getattr(args, "compute_units", None):
         return []
     from edgekit.coreml.macos import parse_compute_units
-    from edgekit.run.host import COREML_SUFFIXES
+    from edgekit.run.runners.host import COREML_SUFFIXES
 
     problems = []
     try:
@@ -170,7 +170,7 @@ def build_request(args, runner_cls, target):
 def write_results(outdir: Path, result, request, described, threshold: float) -> "RunReport":
     from edgekit.atomic import atomic_output_dir
     from edgekit.run.report import build_run_report, write_run_outputs
-    from edgekit.run.thermal import ThrottleCriteria
+    from edgekit.run.measurement.thermal import ThrottleCriteria
 
     report = build_run_report(result, request, inputs_description=described, criteria=ThrottleCriteria(threshold=threshold))
     with atomic_output_dir(outdir) as stage:
@@ -180,7 +180,7 @@ def write_results(outdir: Path, result, request, described, threshold: float) ->
 
 def _check_benchmark_binary(args, target) -> None:
     """--benchmark-binary: an adb device and an Android executable, checked before connecting."""
-    from edgekit.run.benchmark_model import read_elf
+    from edgekit.run.runners.benchmark_model import read_elf
 
     if target.kind != "adb":
         raise UserError(f"--benchmark-binary runs LiteRT's benchmark_model on Android phones (--device adb[:SERIAL]), "
@@ -196,7 +196,7 @@ def _check_benchmark_binary(args, target) -> None:
 
 def cmd_run(args) -> int:
     if args.harness:
-        from edgekit.run.mlperf_cli import cmd_run_harness
+        from edgekit.run.mlperf.cli import cmd_run_harness
 
         return cmd_run_harness(args)
     from edgekit.progress import progress_bars
@@ -208,7 +208,7 @@ def cmd_run(args) -> int:
     if getattr(args, "benchmark_binary", None):
         _check_benchmark_binary(args, target)
     if args.pipeline is not None:
-        from edgekit.run.pipeline import cmd_pipeline
+        from edgekit.run.pipeline.budget import cmd_pipeline
 
         with progress_bars(sys.stderr.isatty()):  # firmware build, QEMU boot, device setup: seconds each
             return cmd_pipeline(args, target)

@@ -13,11 +13,11 @@ from edgekit.provenance import host_info, sha256_file, tool_versions, utc_now
 from edgekit.report import fmt, json_safe
 from edgekit.results import Figure
 from edgekit.run.base import RunRequest, RunResult
-from edgekit.run.energy import estimate_from_profile, unavailable
+from edgekit.run.measurement.energy import estimate_from_profile, unavailable
 from edgekit.run.results import (ArtifactRef, ColdStart, CoremlSection, DeviceRef, Json, LatencySummary, OutputSample, OutputTensor,
                                  RunConfig, RunReport, Signature, Thermal, updated)
-from edgekit.run.stats import latency_summary, throughput
-from edgekit.run.thermal import ThrottleCriteria, attach_sensors, sample_readings, thermal_verdict, window_series
+from edgekit.run.measurement.stats import latency_summary, throughput
+from edgekit.run.measurement.thermal import ThrottleCriteria, attach_sensors, sample_readings, thermal_verdict, window_series
 from edgekit import schemas
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ def build_run_report(result: RunResult, request: RunRequest, *, inputs_descripti
                      criteria: ThrottleCriteria = ThrottleCriteria()) -> RunReport:
     """run.json of one run (without the plots and latencies file, which ``write_run_outputs`` adds)."""
     if "placement" in result.runtime and not result.extra.get("coreml"):  # a Core ML run from a remote runner (ssh to a Mac)
-        from edgekit.run.host import coreml_section
+        from edgekit.run.runners.host import coreml_section
 
         unit = str(result.runtime.get("compute_units", "all"))
         result.extra["coreml"] = coreml_section([unit], {unit: result}, {}, unit)
@@ -289,7 +289,7 @@ def write_plots(folder: Path, result: RunResult, report: RunReport) -> List[str]
 
 
 def write_run_outputs(folder: Path, result: RunResult, report: RunReport) -> RunReport:
-    """Into an (atomic staging) folder: run.json, report.md, plots, outputs.npz (device outputs per sample),
+    """Into an (atomic staging) folder: run.json, report.md, report.html, plots, outputs.npz (device outputs per sample),
     latencies.npz (every warm iteration's start time and latency, for re-analysis). Returns the report as written."""
     folder = Path(folder)
     if result.outputs:
@@ -303,4 +303,8 @@ def write_run_outputs(folder: Path, result: RunResult, report: RunReport) -> Run
     report = updated(report, plots=write_plots(folder, result, report))
     (folder / "run.json").write_text(schemas.dumps("run", json_safe(report.to_dict())))
     (folder / "report.md").write_text(markdown(report))
+    from edgekit.report_html.page import write_page
+    from edgekit.report_html.run import run_page
+
+    write_page(folder / "report.html", run_page(report))
     return report

@@ -12,7 +12,7 @@ from pydantic import ConfigDict
 
 from edgekit.firmware.cycle_model import CycleEstimate
 from edgekit.results import Figure, Result, Section
-from edgekit.run.thermal_results import Thermal
+from edgekit.run.measurement.thermal_results import Thermal
 
 S = TypeVar("S", bound=Section)
 Json = Union[None, bool, int, float, str, List[Any], Dict[str, Any]]  # one JSON value (reports written as they come)
@@ -27,7 +27,7 @@ class RunOptions(Section):
     """Runner options from the command line; each runner reads the ones it takes (None / [] = not given)."""
 
     threads: Optional[int] = None
-    power_monitor: Optional[str] = None        # --power-monitor SPEC (edgekit.run.energy)
+    power_monitor: Optional[str] = None        # --power-monitor SPEC (edgekit.run.measurement.energy)
     remote_python: Optional[str] = None        # ssh / adb
     ssh_identity: Optional[str] = None
     ssh_options: List[str] = []
@@ -262,7 +262,7 @@ class RunReport(Result):
     outputs: List[OutputSample]
     outputs_file: Optional[str]
     extra: Dict[str, Json]  # runner-specific facts (labgrid place, battery, firmware origin, ...)
-    coreml: Optional[CoremlSection] = None  # per compute-unit table (edgekit.run.host.coreml_section)
+    coreml: Optional[CoremlSection] = None  # per compute-unit table (edgekit.run.runners.host.coreml_section)
     # MCU facts repeated at the top level (from work and memory) for tools that read them there
     board: Optional[str] = None
     arena_bytes: Optional[int] = None

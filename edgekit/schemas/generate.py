@@ -30,10 +30,10 @@ TYPED: Dict[str, str] = {
     "lab": "edgekit.lab.results:LabTable",
     "layers": "edgekit.parity.layers_result:LayersFile",
     "manifest": "edgekit.artifact:ManifestFile",
-    "mlperf-dataset": "edgekit.run.mlperf_dataset:DatasetInfo",
-    "mlperf-run": "edgekit.run.mlperf_results:MlperfRun",
+    "mlperf-dataset": "edgekit.run.mlperf.dataset:DatasetInfo",
+    "mlperf-run": "edgekit.run.mlperf.results:MlperfRun",
     "parity": "edgekit.parity.result:ParityReport",
-    "pipeline": "edgekit.run.pipeline_results:PipelineReport",
+    "pipeline": "edgekit.run.pipeline.results:PipelineReport",
     "preprocess-parity": "edgekit.preprocessing.parity_result:PreprocessParityFile",
     "run": "edgekit.run.results:RunReport",
 }

@@ -38,6 +38,7 @@ static uint8_t *sink(void *user, uint8_t type, uint32_t len, uint32_t offset, ui
   ek_app *app = (ek_app *)user;
   switch (type) {
     case EK_MSG_HELLO:
+    case EK_MSG_RESET:
       if (len != 0) return NULL;
       *avail = sizeof g_empty;
       return g_empty;
@@ -189,7 +190,8 @@ static void handle_infer(ek_app *app) {
 static void handle_rejected(const ek_app *app, const ek_proto_rx *rx) {
   switch (rx->type) {
     case EK_MSG_HELLO:
-      ek_proto_send_error(&g_tx, rx->seq, EK_PERR_BAD_LENGTH, (int32_t)rx->len, "HELLO takes no payload");
+    case EK_MSG_RESET:
+      ek_proto_send_error(&g_tx, rx->seq, EK_PERR_BAD_LENGTH, (int32_t)rx->len, "HELLO / RESET take no payload");
       break;
     case EK_MSG_ECHO:
       ek_proto_send_error(&g_tx, rx->seq, EK_PERR_TOO_LONG, (int32_t)rx->len, "ECHO payload above 512 bytes");
@@ -245,6 +247,10 @@ void ek_serve(ek_app *app) {
         if (rx.type == EK_MSG_HELLO) send_info(g_app);
         else if (rx.type == EK_MSG_ECHO) ek_proto_send(&g_tx, EK_MSG_ECHO_REPLY, rx.seq, g_echo, rx.len);
         else if (rx.type == EK_MSG_INFER) handle_infer(g_app);
+        else if (rx.type == EK_MSG_RESET) {
+          if (g_app->reset) g_app->reset(g_app);
+          ek_proto_send(&g_tx, EK_MSG_RESET_REPLY, rx.seq, g_empty, 0);
+        }
         break;
       case EK_RX_BAD_CRC:
         ek_proto_send_error(&g_tx, rx.seq, EK_PERR_BAD_CRC, rx.type, "payload CRC-32 mismatch");

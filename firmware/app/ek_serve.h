@@ -32,6 +32,8 @@ struct ek_app {
   /* Runs one inference on the inputs already received into inputs[i]->data. Returns 0 or an
      ek_status with *op_index (-1 if none) and *message set. Sets cycles / op_cycles below. */
   int32_t (*infer)(ek_app *app, int32_t *op_index, const char **message);
+  /* RESET: the model's state (resource variables) back to its initial values; NULL if the app has none. */
+  void (*reset)(ek_app *app);
   uint32_t cycles;            /* device cycles of the last inference (valid if ek_cycles_available()) */
   const uint32_t *op_cycles;  /* per-op device cycles of the last inference, or NULL */
   uint16_t n_op_cycles;

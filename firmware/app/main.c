@@ -49,10 +49,12 @@
 #if EK_PREPARED
 static ek_prepared g_rt;
 #define EK_RT_INVOKE ek_prepared_invoke
+#define EK_RT_RESET ek_prepared_reset
 #define EK_RT_ERROR ek_prepared_last_error
 #else
 static ek_runtime g_rt;
 #define EK_RT_INVOKE ek_invoke
+#define EK_RT_RESET ek_reset_variables
 #define EK_RT_ERROR ek_last_error
 #endif
 static uint8_t g_state[EK_STATE_BYTES > 0 ? EK_STATE_BYTES : 1] __attribute__((aligned(16)));
@@ -88,6 +90,12 @@ static int32_t model_infer(ek_app *app, int32_t *op_index, const char **message)
   return 0;
 }
 
+/* RESET: resource variables (streaming state) start again from their initial values at the next inference. */
+static void model_reset(ek_app *app) {
+  (void)app;
+  EK_RT_RESET(&g_rt);
+}
+
 int main(void) {
   static ek_app app;
   memset(&app, 0, sizeof app);
@@ -98,6 +106,7 @@ int main(void) {
   app.arena_bytes = (uint32_t)EK_ARENA_BYTES;
   app.state_bytes = (uint32_t)EK_STATE_BYTES;
   app.infer = model_infer;
+  app.reset = model_reset;
   app.op_cycles = g_op_cycles;
 
 #if EK_PREPARED

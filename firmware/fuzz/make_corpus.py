@@ -112,8 +112,59 @@ def single_op_models(seed: int = 0) -> Dict[str, bytes]:
     models["batch_matmul"] = build_model("BATCH_MATMUL", [T((2, 3, 4), scale=0.1, zero_point=1), T((4, 5), scale=0.05)],
                                          [T((2, 3, 5), scale=0.2, zero_point=-2)])
     models["log_softmax"] = build_model("LOG_SOFTMAX", [a], [T((1, 4, 4, 4), scale=16 / 256, zero_point=127)])
+    models.update(shape_op_models(rng))
     models.update(graph_models(rng))
     return models
+
+
+def shape_op_models(rng: np.random.Generator) -> Dict[str, bytes]:
+    """One small valid model per shape / data-movement operator (SPLIT ... TRANSPOSE_CONV)."""
+    from tests.firmware.opmodels import T, build_graph, build_model
+
+    i32 = lambda *v: T((len(v),), "int32", scale=None, data=np.array(v))  # noqa: E731
+    scalar = lambda v: T((), "int32", scale=None, data=np.array(v, dtype=np.int32))  # noqa: E731
+    x = lambda *d: T(d, scale=0.1, zero_point=2)  # noqa: E731
+    m: Dict[str, bytes] = {}
+    m["split"] = build_model("SPLIT", [scalar(2), x(1, 4, 6)], [x(1, 4, 3), x(1, 4, 3)], {"num_splits": 2})
+    m["split_v"] = build_model("SPLIT_V", [x(1, 4, 6), i32(1, -1, 2), scalar(-1)], [x(1, 4, 1), x(1, 4, 3), x(1, 4, 2)],
+                               {"num_splits": 3})
+    m["unpack"] = build_model("UNPACK", [x(3, 4)], [x(4), x(4), x(4)], {"num": 3, "axis": 0})
+    m["pack"] = build_model("PACK", [x(2, 3), x(2, 3)], [x(2, 2, 3)], {"values_count": 2, "axis": 1})
+    m["strided_slice"] = build_model("STRIDED_SLICE", [x(1, 6, 5, 4), i32(0, 5, 1), i32(1, 0, 5), i32(1, -2, 2)],
+                                     [x(1, 3, 2, 4)], {"ellipsis_mask": 0, "shrink_axis_mask": 0})
+    m["slice"] = build_model("SLICE", [x(2, 5, 4), i32(1, 1, 0), i32(1, -1, 3)], [x(1, 4, 3)])
+    m["gather"] = build_model("GATHER", [x(5, 3), i32(4, 1)], [x(2, 3)], {"axis": 0})
+    m["depth_to_space"] = build_model("DEPTH_TO_SPACE", [x(1, 2, 2, 8)], [x(1, 4, 4, 2)], {"block_size": 2})
+    m["space_to_depth"] = build_model("SPACE_TO_DEPTH", [x(1, 4, 4, 2)], [x(1, 2, 2, 8)], {"block_size": 2})
+    m["resize_nearest"] = build_model("RESIZE_NEAREST_NEIGHBOR", [x(1, 3, 3, 2), i32(5, 4)], [x(1, 5, 4, 2)],
+                                      {"half_pixel_centers": True})
+    m["resize_bilinear"] = build_model("RESIZE_BILINEAR", [x(1, 3, 3, 2), i32(6, 5)], [x(1, 6, 5, 2)],
+                                       {"half_pixel_centers": True})
+    m["cast"] = build_model("CAST", [x(2, 3)], [T((2, 3), "float32", scale=None)])
+    pads = T((2, 2), "int32", scale=None, data=np.array([[1, 0], [0, 1]]))
+    m["space_to_batch_nd"] = build_model("SPACE_TO_BATCH_ND", [x(1, 3, 3, 2), i32(2, 2), pads], [x(4, 2, 2, 2)])
+    m["batch_to_space_nd"] = build_model("BATCH_TO_SPACE_ND", [x(4, 2, 2, 2), i32(2, 2), pads], [x(1, 3, 3, 2)])
+    m["broadcast_to"] = build_model("BROADCAST_TO", [x(3, 1), i32(2, 3, 4)], [x(2, 3, 4)], version=2)
+    m["gather_nd"] = build_model("GATHER_ND", [x(3, 4, 2), T((2, 2), "int32", scale=None, data=np.array([[2, 1], [0, 3]]))],
+                                 [x(2, 2)])
+    m["padv2"] = build_model("PADV2", [x(1, 3, 3, 2), T((4, 2), "int32", scale=None, data=np.array([[0, 0], [1, 1], [0, 2], [0, 0]])),
+                                       T((), scale=0.1, zero_point=2, data=np.array(-7, dtype=np.int8))], [x(1, 5, 5, 2)])
+    m["mirror_pad"] = build_model("MIRROR_PAD", [x(1, 3, 4, 2), T((4, 2), "int32", scale=None,
+                                                                  data=np.array([[0, 0], [2, 1], [1, 3], [0, 0]]))],
+                                  [x(1, 6, 8, 2)])
+    m["shape"] = build_model("SHAPE", [x(2, 3, 1)], [T((3,), "int32", scale=None)], {"out_type": 2})
+    w = rng.integers(-127, 128, size=(3, 3, 3, 2)).astype(np.int8)
+    m["transpose_conv"] = build_model(
+        "TRANSPOSE_CONV", [i32(1, 6, 6, 3), T((3, 3, 3, 2), scale=[0.02, 0.03, 0.01], data=w), x(1, 3, 3, 2),
+                           T((3,), "int32", scale=[0.002, 0.003, 0.001], data=rng.integers(-300, 300, 3))],
+        [T((1, 6, 6, 3), scale=0.2, zero_point=-3)], {"padding": "SAME", "stride_w": 2, "stride_h": 2})
+    tensors = [x(1, 4, 4), T((1, 4, 2), scale=0.1, zero_point=2), T((1, 4, 2), scale=0.1, zero_point=2),
+               scalar(2), T((4, 2), scale=0.1, zero_point=2), T((1, 4, 2), scale=0.1, zero_point=2), i32(0),
+               T((1, 4, 4), scale=0.1, zero_point=2)]
+    ops = [("SPLIT", [3, 0], [1, 2], {"num_splits": 2}), ("SQUEEZE", [1], [4], None),
+           ("EXPAND_DIMS", [4, 6], [5], None), ("CONCATENATION", [5, 2], [7], {"axis": 2})]
+    m["split_squeeze_concat"] = build_graph(tensors, ops, [0], [7])
+    return m
 
 
 def graph_models(rng: np.random.Generator) -> Dict[str, bytes]:
@@ -139,7 +190,8 @@ def graph_models(rng: np.random.Generator) -> Dict[str, bytes]:
 
 _SUPPORTED_CODES = [0, 1, 2, 3, 4, 6, 9, 14, 17, 18, 22, 25, 34, 39, 40, 114, 117,
                     19, 20, 21, 28, 47, 54, 59, 73, 75, 76, 98, 101, 111, 150,  # + issue 25's unary ops
-                    41, 99, 55, 57, 71, 72, 58, 63, 61, 62, 86, 84, 64, 123, 74, 82, 89, 56, 79, 42, 11, 126, 50]
+                    41, 99, 55, 57, 71, 72, 58, 63, 61, 62, 86, 84, 64, 123, 74, 82, 89, 56, 79, 42, 11, 126, 50,
+                    49, 102, 88, 83, 45, 65, 43, 70, 36, 5, 26, 97, 23, 53, 94, 77, 93, 67, 38, 37, 130, 107, 60, 100]
 _TYPES = [0, 1, 2, 3, 4, 6, 7, 9]
 _TYPE_NP = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
 _EDGE_INTS = [0, 1, 2, 3, -1, 7, 64, 255, 1 << 15, (1 << 31) - 1, -(1 << 31)]

@@ -38,10 +38,12 @@ enum {
   EK_MSG_HELLO = 0x01,      /* empty -> INFO */
   EK_MSG_INFER = 0x02,      /* input tensors, concatenated -> RESULT or ERROR */
   EK_MSG_ECHO = 0x03,       /* any bytes -> ECHO_REPLY with the same bytes (link test) */
+  EK_MSG_RESET = 0x04,      /* empty -> RESET_REPLY: the model's state (resource variables) back to initial */
   EK_MSG_BOOT = 0x80,       /* sent once by the device when it starts serving (u16 version, str8 board) */
   EK_MSG_INFO = 0x81,
   EK_MSG_RESULT = 0x82,
   EK_MSG_ECHO_REPLY = 0x83,
+  EK_MSG_RESET_REPLY = 0x84, /* empty */
   EK_MSG_ERROR = 0xFF
 };
 

@@ -43,7 +43,7 @@ def estimate(task: str, work: Path):
     from edgekit.firmware.boards import load_board
     from edgekit.firmware.generate import generate_firmware
     from edgekit.firmware.qemu import QemuSession
-    from edgekit.run.mcu import cycle_estimate
+    from edgekit.run.runners.mcu import cycle_estimate
     from edgekit.tflite_graph import read_graph
 
     data = model_bytes(task)

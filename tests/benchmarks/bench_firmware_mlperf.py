@@ -15,6 +15,12 @@ re-measured here). For the VWW-style model TFLM's arena is measured here with th
 is what `measure_tflm_arena` estimates); no TFLM instruction count exists for it, so its instruction target is
 "not available".
 
+Also built here (tests/benchmarks/*_model.py): `VWW-T`, the VWW-style model with trained-like statistics (dead filters,
+per-channel scales over decades; on mps2-an386 and mps3-an547), and `HLM-SAME` / `HLM-PAD`, a hand-landmark-style
+model with its depthwise padding inside the op or as PAD + VALID (same weights); with both in one run the benchmark
+prints the depthwise instructions/MAC of the two forms and their ratio (issue 29's target: <= 1.5x). Every device
+row also gets a line of instructions and instructions/MAC per op class (measured).
+
     .venv/bin/python tests/benchmarks/bench_firmware_mlperf.py [--json out/bench/firmware_mlperf.json]
         [--md out/bench/firmware_mlperf.md] [--samples N] [--models KWS,AD] [--modes balanced] [--smoke]
 
@@ -41,11 +47,17 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 MODELS = {"KWS": "kws_ref_model_int8.tflite", "IC": "ic_resnet8_int8.tflite", "AD": "ad_autoencoder_int8.tflite",
-          "VWW": None}
+          "VWW": None, "VWW-T": None, "HLM-SAME": None, "HLM-PAD": None}
+# built by tests/benchmarks/*_model.py: VWW-T = the VWW-style model with trained-like statistics (issue 25: dead
+# filters, per-channel scales over decades); HLM-SAME / HLM-PAD = a hand-landmark-style model with the depthwise
+# padding inside the op / as separate PAD ops, same weights (issue 29)
+BUILT_MODELS = {"VWW": ("vww_model", "vww_int8", {}), "VWW-T": ("vww_model", "vww_int8", {"trained_like": True}),
+                "HLM-SAME": ("landmark_model", "landmark_int8", {"padding": "same"}),
+                "HLM-PAD": ("landmark_model", "landmark_int8", {"padding": "pad"})}
 MODES = ("speed", "balanced", "ram")
 DEFAULT_MODE = "balanced"
 # (board, model) pairs measured; mps3-an547 for KWS only (the M55 target of the issue)
-RUNS = [("mps2-an386", m) for m in MODELS] + [("mps3-an547", "KWS")]
+RUNS = [("mps2-an386", m) for m in MODELS] + [("mps3-an547", "KWS"), ("mps3-an547", "VWW-T")]
 # TOOLCHAIN.md: real TFLM built outside this project, QEMU mps2-an386, gcc 12.2 -O2, one Invoke after warm-up.
 TFLM_REFERENCE = {
     "KWS": {"reference_kernels": 43.0e6, "cmsis_nn": 7.70e6, "min_arena_32bit": 22784},
@@ -56,28 +68,31 @@ TFLM_M55_KWS_CMSIS_HELIUM = 1.81e6
 RAM_RATIO_TARGET = 0.5
 INSTR_RATIO_TARGET = {"mps2-an386": 0.5, "mps3-an547": 0.7}
 RUNTIME_CODE_TARGET = {"KWS": 25 * 1024}
-SEEDS = {"KWS": 1, "IC": 2, "AD": 3, "VWW": 4}
+SEEDS = {"KWS": 1, "IC": 2, "AD": 3, "VWW": 4, "VWW-T": 4, "HLM-SAME": 5, "HLM-PAD": 5}
 
 
 def mlperf_dir() -> Path:
     return Path(os.environ.get("EDGEKIT_MLPERF_DIR", REPO / "tests" / "fixtures" / "mlperf_tiny"))
 
 
-def vww_model_bytes() -> Optional[bytes]:
-    """The MobileNet-v1 0.25 96x96 VWW-style int8 model from tests/benchmarks/vww_model.py (issue 12, speed half),
-    or None when that builder is not on this branch."""
+def built_model_bytes(name: str) -> Optional[bytes]:
+    """A model built by one of tests/benchmarks/*_model.py (BUILT_MODELS), or None when that builder is not on this
+    branch."""
+    import importlib
+
+    module_name, function, kwargs = BUILT_MODELS[name]
     try:
         sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
-        import vww_model  # type: ignore
+        module = importlib.import_module(module_name)
     except ImportError:
         return None
-    build = getattr(vww_model, "vww_int8", None)
-    return build() if build else None
+    build = getattr(module, function, None)
+    return build(**kwargs) if build else None
 
 
 def model_bytes(name: str) -> Optional[bytes]:
-    if name == "VWW":
-        return vww_model_bytes()
+    if name in BUILT_MODELS:
+        return built_model_bytes(name)
     path = mlperf_dir() / MODELS[name]
     return path.read_bytes() if path.is_file() else None
 
@@ -159,7 +174,7 @@ def bench_device(name: str, model: bytes, board: str, mode: str, samples: int, t
     """Generate + build the firmware for one mode, run it under QEMU, collect every figure."""
     from edgekit.firmware.generate import cached_firmware
     from edgekit.run.base import RunRequest
-    from edgekit.run.mcu import QemuRunner
+    from edgekit.run.runners.mcu import QemuRunner
     from edgekit.run.resolve import resolve_device
 
     inputs, graph = inputs_for(model, samples, seed=SEEDS[name])
@@ -276,6 +291,39 @@ def per_op_table(row: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def op_class_totals(row: Dict[str, Any]) -> Dict[str, List[int]]:
+    """{op name: [instructions, MACs]} over one row's per-op counts (ops of a row-streamed group count as its first)."""
+    totals: Dict[str, List[int]] = {}
+    for e in row.get("per_op_instructions") or []:
+        t = totals.setdefault(str(e.get("op")), [0, 0])
+        t[0] += e["instructions"]
+        t[1] += e.get("macs") or 0
+    return totals
+
+
+def op_class_summary(rows: List[Dict[str, Any]]) -> List[str]:
+    """Per row: instructions and instructions/MAC per op class (measured); for the hand-landmark pair on the same
+    board and mode, the depthwise rate with padding inside the op against the PAD + VALID form (issue 29: <= 1.5x)."""
+    lines = []
+    for r in rows:
+        totals = op_class_totals(r)
+        if not totals:
+            continue
+        parts = [f"{op} {n:,}" + (f" ({n / m:.2f}/MAC)" if m else "") for op, (n, m) in sorted(totals.items())]
+        lines.append(f"op classes (measured, ekcount): {r['model']} {r['board']} {r['mode']}: " + ", ".join(parts))
+    for same in (r for r in rows if r["model"] == "HLM-SAME"):
+        for pad in (r for r in rows if r["model"] == "HLM-PAD" and r["board"] == same["board"]
+                    and r["mode"] == same["mode"]):
+            a, b = op_class_totals(same).get("DEPTHWISE_CONV_2D"), op_class_totals(pad).get("DEPTHWISE_CONV_2D")
+            if a and b and a[1] and b[1]:
+                ratio = (a[0] / a[1]) / (b[0] / b[1])
+                lines.append(f"padded depthwise (measured, {same['board']} {same['mode']}): SAME inside the op "
+                             f"{a[0] / a[1]:.2f} instr/MAC vs PAD + VALID {b[0] / b[1]:.2f} instr/MAC = {ratio:.2f}x "
+                             f"(target <= 1.5x: {_yes(ratio <= 1.5)}); PAD ops "
+                             f"{op_class_totals(pad).get('PAD', [0])[0]:,} instructions")
+    return lines
+
+
 def notes(rows: List[Dict[str, Any]]) -> str:
     tflm = {r["model"]: r["tflm"] for r in rows}
     out = ["TFLM figures: " + "; ".join(f"{m}: arena {t['arena_32bit']:,} B"
@@ -324,7 +372,8 @@ def main() -> int:
             model = model_bytes(name)
             if model is None:
                 skipped.append(f"{name}: model not available"
-                               + (" (tests/benchmarks/vww_model.py not on this branch)" if name == "VWW" else ""))
+                               + (f" (tests/benchmarks/{BUILT_MODELS[name][0]}.py not on this branch)"
+                                  if name in BUILT_MODELS else ""))
                 continue
             tflm = tflm_figures(name, model)
             for mode in modes:
@@ -341,6 +390,8 @@ def main() -> int:
             if r.get("per_op_instructions"):
                 print()
                 print(per_op_table(r))
+    for line in op_class_summary(rows):
+        print(line)
     default_rows = [r for r in rows if r["mode"] == DEFAULT_MODE]
     for r in default_rows:
         t = r["targets"]

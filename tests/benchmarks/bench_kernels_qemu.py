@@ -143,7 +143,7 @@ def cases(rng):
 def run_case(path: Path, board: str, samples: int, seed: int) -> dict:
     from edgekit.tflite_graph import read_graph
     from edgekit.run.base import RunRequest
-    from edgekit.run.mcu import QemuRunner
+    from edgekit.run.runners.mcu import QemuRunner
     from edgekit.run.resolve import resolve_device
 
     graph = read_graph(path.read_bytes())

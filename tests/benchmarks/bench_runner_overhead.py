@@ -64,7 +64,7 @@ def bare(model: Path, samples, n: int):
 
 def runner(model: Path, samples, n: int):
     from edgekit.run.base import DeviceTarget, RunRequest
-    from edgekit.run.host import HostRunner
+    from edgekit.run.runners.host import HostRunner
 
     request = RunRequest(artifact=model, inputs=samples, iterations=n, warmup=5, timeout_s=60, options={"threads": 1})
     start = time.perf_counter()

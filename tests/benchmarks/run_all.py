@@ -38,6 +38,7 @@ BENCHMARKS = (
     "bench_ray_parity",
     "bench_lab_matrix",
     "bench_cycle_estimates",
+    "bench_model_zoo",
 )
 
 

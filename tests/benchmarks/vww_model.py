@@ -12,8 +12,16 @@ FULLY_CONNECTED 256 -> 2 and SOFTMAX. 7.49 M multiply-accumulates.
     model_bytes = vww_int8()                 # cached: $EDGEKIT_CACHE_DIR/vww_model/<key>/model_int8.tflite
     python tests/benchmarks/vww_model.py [-o vww_int8.tflite]
 
-The cache key covers this file's source and the TensorFlow version, so a changed builder never reuses a stale
-model. The weights are random: the model's accuracy means nothing, only its shapes, quantization and cost do.
+The cache key covers this file's source, the variant and the TensorFlow version, so a changed builder never reuses a
+stale model. The weights are random: the model's accuracy means nothing, only its shapes, quantization and cost do.
+
+Two variants of the statistics (same graph, same seeded kernels):
+- `vww_int8()`: random BatchNorm statistics near 1 (every filter alive, per-channel scales within ~2x);
+- `vww_int8(trained_like=True)`: statistics as a trained network has them (issue 25): BatchNorm gammas
+  log-uniform over 3.5 decades, ~8 % dead filters (gamma 1e-9..1e-7: folded weights ~0, so per-channel output
+  multipliers down to ~1e-12 and bias-only, constant outputs) and ~4 % near-zero kernels. This is the one
+  bench_firmware_mlperf.py measures as `VWW-T`: it exercises the per-channel parameter ranges the random model
+  never has (right shifts far beyond 31, huge folded biases, channels whose output is constant).
 """
 from __future__ import annotations
 
@@ -41,8 +49,21 @@ BLOCKS = ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1), (
           (512, 1), (1024, 2), (1024, 1))
 
 
-def build_keras(seed: int = SEED):
-    """The float Keras model with fixed seeded weights (He-normal convolutions, random BatchNorm statistics)."""
+def trained_like_batchnorm(rng: np.random.Generator, n: int) -> list:
+    """(gamma, beta, mean, var) as a trained network's BatchNorm has them: gammas spanning 3.5 decades and ~8 %
+    dead channels (gamma ~1e-9..1e-7, their output is the bias alone)."""
+    gamma = 10.0 ** rng.uniform(-3.0, 0.5, n)
+    dead = rng.random(n) < 0.08
+    gamma[dead] = 10.0 ** rng.uniform(-9.0, -7.0, int(dead.sum()))
+    gamma *= rng.choice([-1.0, 1.0], n, p=[0.1, 0.9])
+    beta = 0.3 * rng.standard_normal(n)
+    mean, var = 0.2 * rng.standard_normal(n), 10.0 ** rng.uniform(-2.0, 1.0, n)
+    return [gamma, beta, mean, var]
+
+
+def build_keras(seed: int = SEED, trained_like: bool = False):
+    """The float Keras model with fixed seeded weights (He-normal convolutions, random BatchNorm statistics, or
+    trained-like ones: see the module docstring)."""
     import keras
     from keras import layers
 
@@ -65,6 +86,9 @@ def build_keras(seed: int = SEED):
             continue
         if isinstance(layer, layers.BatchNormalization):
             n = weights[0].shape[0]
+            if trained_like:
+                layer.set_weights([w.astype(np.float32) for w in trained_like_batchnorm(rng, n)])
+                continue
             gamma, beta = 1.0 + 0.2 * rng.standard_normal(n), 0.1 * rng.standard_normal(n)
             mean, var = 0.1 * rng.standard_normal(n), 0.5 + rng.random(n)
             layer.set_weights([w.astype(np.float32) for w in (gamma, beta, mean, var)])
@@ -73,7 +97,10 @@ def build_keras(seed: int = SEED):
         fan_in = int(np.prod(kernel.shape[:2])) * (1 if isinstance(layer, layers.DepthwiseConv2D) else kernel.shape[-2])
         if isinstance(layer, layers.Dense):
             fan_in = kernel.shape[0]
-        new = [(rng.standard_normal(kernel.shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)]
+        scaled = rng.standard_normal(kernel.shape) * np.sqrt(2.0 / fan_in)
+        if trained_like and not isinstance(layer, layers.Dense):  # ~4 % near-zero filters (last axis: outputs)
+            scaled[..., rng.random(kernel.shape[-1]) < 0.04] *= 1e-6
+        new = [scaled.astype(np.float32)]
         new += [(0.1 * rng.standard_normal(w.shape)).astype(np.float32) for w in weights[1:]]
         layer.set_weights(new)
     return model
@@ -96,22 +123,23 @@ def calibration_images(count: int = CALIBRATION_COUNT, seed: int = 0) -> np.ndar
     return out
 
 
-def cache_key() -> str:
+def cache_key(trained_like: bool = False) -> str:
     import tensorflow as tf
 
     digest = hashlib.sha256(Path(__file__).read_bytes())
     digest.update(tf.__version__.encode())
+    digest.update(b"trained-like" if trained_like else b"random")
     return digest.hexdigest()[:16]
 
 
-def cache_dir() -> Path:
+def cache_dir(trained_like: bool = False) -> Path:
     base = os.environ.get("EDGEKIT_CACHE_DIR") or os.path.join(tempfile.gettempdir(), "edgekit-cache")
-    return Path(base) / "vww_model" / cache_key()
+    return Path(base) / "vww_model" / cache_key(trained_like)
 
 
-def vww_int8() -> bytes:
+def vww_int8(trained_like: bool = False) -> bytes:
     """The int8 .tflite (built and quantized once per cache key, then read from the cache)."""
-    folder = cache_dir()
+    folder = cache_dir(trained_like)
     model_path = folder / "model_int8.tflite"
     if model_path.is_file():
         return model_path.read_bytes()
@@ -121,7 +149,7 @@ def vww_int8() -> bytes:
     with tempfile.TemporaryDirectory(prefix="vww_build_", dir=folder) as tmp:
         work = Path(tmp)
         keras_path = work / "vww_float.keras"
-        build_keras().save(keras_path)
+        build_keras(trained_like=trained_like).save(keras_path)
         calib = work / "calib.npy"
         np.save(calib, calibration_images())
         result = quantize(str(keras_path), calib, work / "out", QuantizeOptions())
@@ -136,15 +164,21 @@ def vww_int8() -> bytes:
 vww_model_bytes = vww_int8  # the name tests/benchmarks/bench_firmware_mlperf.py looks up
 
 
+def vww_trained_like_int8() -> bytes:
+    """The trained-like variant (bench_firmware_mlperf.py's `VWW-T`)."""
+    return vww_int8(trained_like=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", type=Path, default=None, help="also copy the int8 .tflite here")
+    parser.add_argument("--trained-like", action="store_true", help="the trained-like statistics variant")
     args = parser.parse_args()
-    data = vww_int8()
+    data = vww_int8(args.trained_like)
     from edgekit.tflite_graph import read_graph
 
     graph = read_graph(data)
-    print(f"{cache_dir() / 'model_int8.tflite'}: {len(data):,} bytes, {sum(graph.macs().values()):,} MACs")
+    print(f"{cache_dir(args.trained_like) / 'model_int8.tflite'}: {len(data):,} bytes, {sum(graph.macs().values()):,} MACs")
     if args.output:
         args.output.write_bytes(data)
         print(f"wrote {args.output}")

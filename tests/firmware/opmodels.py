@@ -55,6 +55,26 @@ _OPTIONS = {
     "ARG_MIN": ("ArgMinOptions", {}),
     "L2_NORMALIZATION": ("L2NormOptions", {}),
     "BATCH_MATMUL": ("BatchMatMulOptions", {}),
+    "SPLIT": ("SplitOptions", {}),
+    "SPLIT_V": ("SplitVOptions", {}),
+    "UNPACK": ("UnpackOptions", {}),
+    "PACK": ("PackOptions", {}),
+    "STRIDED_SLICE": ("StridedSliceOptions", {}),
+    "SLICE": ("SliceOptions", {}),
+    "SQUEEZE": ("SqueezeOptions", {}),
+    "EXPAND_DIMS": ("ExpandDimsOptions", {}),
+    "GATHER": ("GatherOptions", {}),
+    "DEPTH_TO_SPACE": ("DepthToSpaceOptions", {}),
+    "SPACE_TO_DEPTH": ("SpaceToDepthOptions", {}),
+    "RESIZE_NEAREST_NEIGHBOR": ("ResizeNearestNeighborOptions", {}),
+    "RESIZE_BILINEAR": ("ResizeBilinearOptions", {}),
+    "CAST": ("CastOptions", {}),
+    "FILL": ("FillOptions", {}),
+    "SHAPE": ("ShapeOptions", {}),
+    "ZEROS_LIKE": ("ZerosLikeOptions", {}),
+    "TRANSPOSE_CONV": ("TransposeConvOptions", {"stride_w": 1, "stride_h": 1}),
+    "MIRROR_PAD": ("MirrorPadOptions", {}),
+    "SVDF": ("SVDFOptions", {"rank": 1, "fused_activation_function": 1}),
 }
 _ENUMS = {"padding": schema.Padding, "fused_activation_function": schema.ActivationFunctionType,
           "weights_format": schema.FullyConnectedOptionsWeightsFormat}
@@ -126,7 +146,8 @@ def _aligned_buffers() -> Iterator[None]:
 
 def build_graph(tensors: Sequence[T], ops: Sequence[Tuple[str, Sequence[int], Sequence[int], Optional[Dict]]],
                 inputs: Sequence[int], outputs: Sequence[int]) -> bytes:
-    """A one-subgraph model; ops are (name, input tensor indices (-1 = absent), output indices, options)."""
+    """A one-subgraph model; ops are (name, input tensor indices (-1 = absent), output indices, options); a name
+    "CUSTOM:<code>" is a custom operator with that custom code."""
     model = schema.ModelT()
     model.version = 3
     model.description = "edgekit test model"
@@ -152,7 +173,9 @@ def build_graph(tensors: Sequence[T], ops: Sequence[Tuple[str, Sequence[int], Se
     for name, op_inputs, op_outputs, options in ops:
         if name not in code_index:
             code = schema.OperatorCodeT()
-            builtin = getattr(schema.BuiltinOperator, name)
+            builtin = getattr(schema.BuiltinOperator, name.partition(":")[0])  # "CUSTOM:<code>": a custom op
+            if name.startswith("CUSTOM:"):
+                code.customCode = name.partition(":")[2]
             code.builtinCode = builtin
             code.deprecatedBuiltinCode = min(builtin, 127)
             code.version = 1
@@ -162,7 +185,7 @@ def build_graph(tensors: Sequence[T], ops: Sequence[Tuple[str, Sequence[int], Se
         so.opcodeIndex = code_index[name]
         so.inputs = [int(v) for v in op_inputs]
         so.outputs = [int(v) for v in op_outputs]
-        so.builtinOptionsType, so.builtinOptions = _options(name, options)
+        so.builtinOptionsType, so.builtinOptions = _options(name.partition(":")[0], options)
         sub.operators.append(so)
     sub.inputs = [int(v) for v in inputs]
     sub.outputs = [int(v) for v in outputs]

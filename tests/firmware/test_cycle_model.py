@@ -32,7 +32,7 @@ def test_kws_inference_estimate_on_m4_and_m55(mlperf, tmp_path):
     from edgekit.firmware.boards import load_board
     from edgekit.firmware.generate import generate_firmware
     from edgekit.firmware.qemu import QemuSession
-    from edgekit.run.mcu import cycle_estimate
+    from edgekit.run.runners.mcu import cycle_estimate
 
     x = np.random.default_rng(0).integers(-128, 128, (1, 49, 10, 1), dtype=np.int8)
     cpis = {}

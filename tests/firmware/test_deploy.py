@@ -14,6 +14,7 @@ import pytest
 
 from edgekit.errors import CalibrationDataError, EdgekitError, UserError
 from tests.conftest import DEMO_MODEL, DIGITS
+from tests.report_html.chromium import DEPLOY_CHARTS, check_report_page
 
 needs_qemu = pytest.mark.skipif(shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
                                 reason="qemu-system-arm or arm-none-eabi-gcc is not installed")
@@ -43,6 +44,11 @@ def _check_report(out: Path, report: dict) -> None:
     assert stages.index("quantize") < stages.index("compile") < stages.index("run")
     text = (out / "report.md").read_text()
     assert "ESTIMATES, not measurements" in text and "bit-exact" in text and "per_op_instructions.png" in text
+    assert "report.html" in {Path(a["path"]).name for a in manifest["artifacts"]}
+    for page in ("report.html", "run/report.html", "firmware/report.html", "quantize/report.html"):
+        assert (out / page).is_file(), page
+    # the page of this real run in headless Chromium: no console error, every chart rendered, a screenshot
+    check_report_page(out / "report.html", DEPLOY_CHARTS, out.parent / "deploy_report.png")
 
 
 @pytest.mark.slow

@@ -54,7 +54,7 @@ def test_depthwise_layers_are_bit_exact_on_cortex_m4_in_qemu(tmp_path):
     if missing:
         pytest.skip(f"needs {', '.join(missing)}")
     from edgekit.run.base import RunRequest
-    from edgekit.run.mcu import QemuRunner
+    from edgekit.run.runners.mcu import QemuRunner
     from edgekit.run.resolve import resolve_device
     from edgekit.tflite_graph import read_graph
 

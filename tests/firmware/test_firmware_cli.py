@@ -341,7 +341,7 @@ def test_serial_runner_talks_pyserial_to_a_qemu_uart_pty(kws_project, mlperf):
     from edgekit.firmware.boards import load_board
     from edgekit.firmware.qemu import PTY_LINE, QemuProcess
     from edgekit.run.base import DeviceTarget, RunRequest
-    from edgekit.run.mcu import SerialRunner
+    from edgekit.run.runners.mcu import SerialRunner
     from edgekit.run.resolve import resolve_device
 
     board = load_board("mps2-an386")

@@ -32,4 +32,8 @@ def test_kws_harness_on_the_cortex_m55_board(tmp_path, cli):
     assert cli("run", fw, *device, "--mode", "accuracy", "--dataset", tmp_path / "ds", "-o", tmp_path / "acc") == 0
     acc = json.loads((tmp_path / "acc" / "run.json").read_text())
     assert acc["outputs_bit_exact"]["value"] is True and acc["outputs_bit_exact"]["differing_elements"] == 0
-    assert acc["summary"]["top1"] == 1.0
+    # the device agrees with the host model on every file labelled by prediction (the dataset holds every class;
+    # classes random inputs never reach are labelled by assignment, see edgekit/run/mlperf/dataset.py)
+    files = acc["files"]
+    assert {f["label"] for f in files} == set(range(12))
+    assert acc["summary"]["top1"] == pytest.approx(sum(f["predicted"] == f["label"] for f in files) / len(files))

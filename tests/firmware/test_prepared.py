@@ -30,7 +30,7 @@ def test_prepared_model_matches_the_in_place_path_in_every_mode_with_a_smaller_a
     for mode in ("speed", "balanced", "ram"):
         rt = HostRuntime(model, optimize=mode)
         prepared = rt.prepared
-        assert prepared["blob"][:4] == b"EKPM" and int.from_bytes(prepared["blob"][4:8], "little") == 2
+        assert prepared["blob"][:4] == b"EKPM" and int.from_bytes(prepared["blob"][4:8], "little") == 3
         assert prepared["arena_bytes"] <= plain.plan["arena_bytes"]
         assert prepared["overlaps"], "no overlap planned"
         for a, b in zip(want, rt.invoke(x)):

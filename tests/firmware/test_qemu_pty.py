@@ -80,7 +80,7 @@ def kws_harness(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_runner_commands_over_the_pty_in_performance_and_accuracy_mode(kws_harness, tmp_path):
-    from edgekit.run.mcu import litert_reference
+    from edgekit.run.runners.mcu import litert_reference
 
     pty_file = tmp_path / "pty.txt"
     proc = subprocess.Popen([sys.executable, "-m", "edgekit.cli", "qemu", str(kws_harness), "--serial", "pty",

@@ -161,7 +161,7 @@ def test_more_than_one_subgraph_is_rejected_with_a_clear_message():
     obj.subgraphs.append(obj.subgraphs[0])
     builder = flatbuffers.Builder(1024)
     builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
-    with pytest.raises(InvalidModelError, match="more than one subgraph"):
+    with pytest.raises(InvalidModelError, match="subgraphs other than a CALL_ONCE init subgraph"):
         hr.HostRuntime(bytes(builder.Output()))
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from edgekit.errors import UserError
 from tests.conftest import DEMO_MODEL, DIGITS, MLPERF
+from tests.report_html.chromium import LAB_CHARTS, check_report_page
 
 needs_qemu = pytest.mark.skipif(not (shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc")),
                                 reason="qemu-system-arm and arm-none-eabi-gcc are needed")
@@ -71,6 +72,8 @@ parallel: 2
     markdown = (out / "table.md").read_text()
     assert "| ad | mps2-an386 | ok | yes |" in markdown and "(estimated)" in markdown
     assert (out / "heatmap.png").stat().st_size > 5000
+    # report.html of this real run in headless Chromium: no console error, the heat-map rendered, a screenshot
+    check_report_page(out / "report.html", LAB_CHARTS, tmp_path / "lab_report.png")
 
     # rerun: finished cells and the quantized model are reused, the failed board is tried again
     assert cli("lab", matrix, "-o", out) == 4

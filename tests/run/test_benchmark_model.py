@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from edgekit.errors import UserError
-from edgekit.run.benchmark_model import (BinaryInfo, benchmark_arguments, check_binary_for_device,
+from edgekit.run.runners.benchmark_model import (BinaryInfo, benchmark_arguments, check_binary_for_device,
                                          parse_benchmark_output, read_elf)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmark_model"
@@ -123,7 +123,7 @@ def test_phone_run_with_benchmark_model(cli, tmp_path, kws_int8):
     if not shutil.which("adb") or not binary:
         pytest.skip("no Android phone with a benchmark_model binary here (set EDGEKIT_BENCHMARK_MODEL and attach a "
                     "phone to run it)")
-    from edgekit.run.adb import Adb, parse_adb_devices
+    from edgekit.run.runners.adb import Adb, parse_adb_devices
 
     ready = [s for s, state in parse_adb_devices(Adb().call("devices")).items() if state == "device"]
     if not ready:

@@ -76,7 +76,7 @@ def test_bad_compute_units_on_the_command_line(cli, capsys, tmp_path, tiny_mlpac
 
 def test_one_compute_unit_setting_reaches_the_remote_runner(tiny_mlpackage):
     from edgekit.run.base import RunRequest
-    from edgekit.run.session import runner_arguments
+    from edgekit.run.runners.session import runner_arguments
 
     one = RunRequest(tiny_mlpackage, [], runtime="coreml", options={"compute_units": ["cpu_and_ne"]})
     argv = runner_arguments(one, "m.mlpackage", "in.npz")
@@ -91,7 +91,7 @@ def test_inputs_are_read_from_the_package_spec(tiny_mlpackage, tmp_path):
     import torch
 
     from edgekit.coreml.macos import coreml_inputs
-    from edgekit.run.host import MacRunner
+    from edgekit.run.runners.host import MacRunner
 
     (spec,) = MacRunner.model_inputs(tiny_mlpackage)
     assert (spec.name, spec.shape, spec.dtype) == ("x", (1, 1, 8, 8), np.dtype(np.float32))
@@ -115,7 +115,7 @@ def test_inputs_are_read_from_the_package_spec(tiny_mlpackage, tmp_path):
 def test_runner_script_refuses_core_ml_off_macos(tiny_mlpackage, tmp_path):
     """The device-side script reports runtime_missing (exit 3); the host side turns it into one user error."""
     from edgekit.run.base import DeviceTarget, RunRequest
-    from edgekit.run.session import (
+    from edgekit.run.runners.session import (
         RUNNER_SCRIPT,
         StreamingProcess,
         run_streaming,
@@ -167,7 +167,7 @@ def test_library_load_refuses_off_macos(tiny_mlpackage):
 def test_placement_is_reported_unavailable_when_core_ml_did_not_load_the_model(tiny_mlpackage):
     import coremltools as ct
 
-    from edgekit.run.remote_runner import coreml_compiled_path, coreml_placement
+    from edgekit.run.runners.remote_runner import coreml_compiled_path, coreml_placement
 
     spec_only = ct.models.MLModel(str(tiny_mlpackage), skip_model_load=True)
     assert coreml_compiled_path(spec_only) is None
@@ -177,7 +177,7 @@ def test_placement_is_reported_unavailable_when_core_ml_did_not_load_the_model(t
 
 def test_prediction_values_become_arrays():
     """MLModel.predict gives arrays, and for classifiers a label and a {label: probability} dict."""
-    from edgekit.run.remote_runner import coreml_output_array, encode
+    from edgekit.run.runners.remote_runner import coreml_output_array, encode
 
     probs = coreml_output_array({10: 0.1, 2: 0.7, 1: 0.2})
     assert probs.dtype == np.float64 and probs.tolist() == [0.2, 0.7, 0.1]  # labels in numeric order
@@ -220,7 +220,7 @@ def test_placement_summary_counts_ops_and_estimated_cost_per_device():
 
 def runner_events(unit: str, latencies, outputs, placement):
     """The EKR1 events remote_runner.py emits for one Core ML run (encoded with its own functions)."""
-    from edgekit.run import remote_runner as rr
+    from edgekit.run.runners import remote_runner as rr
 
     runtime = {"name": "coremltools", "version": "9.0", "compute_units": unit, "placement": placement}
     starts = list(np.cumsum([0.0] + list(latencies[:-1])) / 1e3)
@@ -239,7 +239,7 @@ def runner_events(unit: str, latencies, outputs, placement):
 
 def collected(unit, latencies, outputs, placement, request):
     from edgekit.run.base import DeviceTarget
-    from edgekit.run.session import Collector
+    from edgekit.run.runners.session import Collector
 
     collector = Collector(DeviceTarget("macos", name="macos"), request)
     for event in runner_events(unit, latencies, outputs, placement):
@@ -252,7 +252,7 @@ def collected(unit, latencies, outputs, placement, request):
 def test_report_has_one_table_over_the_compute_unit_settings(tmp_path, tiny_mlpackage):
     from edgekit.run.base import RunRequest
     from edgekit.run.cli import write_results
-    from edgekit.run.host import coreml_section, primary_unit
+    from edgekit.run.runners.host import coreml_section, primary_unit
 
     request = RunRequest(artifact=tiny_mlpackage, inputs=[{"x": np.zeros((1, 1, 8, 8), np.float32)}] * 2, iterations=4, warmup=1,
                          runtime="coreml", options={"threads": 1, "compute_units": ["cpu_only", "cpu_and_gpu", "cpu_and_ne", "all"]})

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from edgekit.run.pipeline import budget, budget_table, device_power_energy
-from edgekit.run.pipeline_runner import BatterySampler
+from edgekit.run.pipeline.budget import budget, budget_table, device_power_energy
+from edgekit.run.runners.pipeline_runner import BatterySampler
 from tests.preprocessing.edge_cases import PHOTOS
 from tests.run.runtools import IC_INT8
 from tests.run.test_run_pipeline import write_pipeline
@@ -54,7 +54,7 @@ def test_charging_battery_is_flagged_and_no_samples_fall_back_to_a_labelled_esti
                                                  ("uevent_charging.txt", 1.25 * 4.12, "Charging"),
                                                  ("uevent_no_current.txt", None, "Discharging")])
 def test_device_sampler_reads_the_uevent_like_the_adb_monitor(name, watts, status):
-    from edgekit.run.adb import battery_power_w, parse_power_supply_uevent
+    from edgekit.run.runners.adb import battery_power_w, parse_power_supply_uevent
 
     sampler = BatterySampler(str(FIXTURES / name), 0.01)
     value = sampler.read_w()
@@ -65,7 +65,7 @@ def test_device_sampler_reads_the_uevent_like_the_adb_monitor(name, watts, statu
 def test_the_runner_samples_a_power_supply_file_during_the_run(tmp_path):
     """The whole device-side path on this host, with the battery's uevent file given as a file."""
     from edgekit.run.base import DeviceTarget
-    from edgekit.run.pipeline import list_frames, load_pipeline, model_facts, run_on_device
+    from edgekit.run.pipeline.budget import list_frames, load_pipeline, model_facts, run_on_device
 
     pipeline = load_pipeline(write_pipeline(tmp_path), "host")
     pipeline = pipeline.with_model(model_facts(IC_INT8, pipeline.preprocess.spec_object()))
@@ -98,7 +98,7 @@ def test_phone_pipeline_energy_is_measured_from_the_battery(cli, tmp_path):
 
 
 def test_clock_offset_takes_the_fastest_line_of_each_burst():
-    from edgekit.run.pipeline_clock import clock_offset
+    from edgekit.run.pipeline.clock import clock_offset
 
     # device clock = host clock - 100 s; lines arrive 0.4..3 ms after they were printed; 0.2 ms drift over the run
     start = [(1000.0 + i * 0.005 + d, 900.0 + i * 0.005) for i, d in enumerate((0.003, 0.0004, 0.001, 0.002))]

@@ -59,7 +59,7 @@ def _runner_children():
 def test_hung_inference_times_out_and_keeps_partial_results(cli, capsys, tmp_path, kws_int8, monkeypatch):
     """The runner process stops answering mid-run (SIGSTOP: a hang, not a crash): after --timeout the run
     ends with exit 4, run.json keeps the measured iterations and says the run is incomplete."""
-    from edgekit.run import session
+    from edgekit.run.runners import session
 
     stopped = {}
     original = session.Collector.handle
@@ -118,7 +118,7 @@ def test_ina2xx_hwmon_on_this_host():
     """The ina2xx hwmon driver's real sysfs files, when this machine has such a sensor (it has none)."""
     from pathlib import Path
 
-    from edgekit.run.monitors import Ina219Monitor
+    from edgekit.run.measurement.monitors import Ina219Monitor
 
     found = [p.parent for p in Path("/sys/class/hwmon").glob("hwmon*/name") if p.read_text().strip().startswith("ina2")]
     if not found:
@@ -142,7 +142,7 @@ def adb_server():
 
 
 def test_adb_without_a_device(cli, capsys, tmp_path, kws_int8, adb_server):
-    from edgekit.run.adb import Adb, parse_adb_devices
+    from edgekit.run.runners.adb import Adb, parse_adb_devices
 
     attached = parse_adb_devices(Adb().call("devices"))
     out = tmp_path / "run"
@@ -156,7 +156,7 @@ def test_adb_without_a_device(cli, capsys, tmp_path, kws_int8, adb_server):
 
 def test_adb_hardware_run(cli, tmp_path, kws_int8, adb_server):
     """A real Android device: runs only when one is attached and ready (and has a python with LiteRT)."""
-    from edgekit.run.adb import Adb, parse_adb_devices
+    from edgekit.run.runners.adb import Adb, parse_adb_devices
 
     ready = [s for s, state in parse_adb_devices(Adb().call("devices")).items() if state == "device"]
     if not ready:
@@ -171,7 +171,7 @@ def test_adb_hardware_run(cli, tmp_path, kws_int8, adb_server):
 def test_device_error_keeps_partial_in_python_api(tmp_path, kws_int8):
     """The same fault through the Python API: the DeviceError carries the partial RunResult."""
     from edgekit.run.base import DeviceTarget, RunRequest
-    from edgekit.run.host import HostRunner
+    from edgekit.run.runners.host import HostRunner
     from edgekit.run.inputs import model_inputs, random_inputs
 
     def progress(n, seen={"n": 0}):

@@ -82,7 +82,7 @@ def test_serial_board_that_disconnects_or_hangs(tmp_path, sig, kind, detail):
     from edgekit.firmware.qemu import QemuProcess
     from edgekit.run.base import DeviceTarget, RunRequest
     from edgekit.run.inputs import model_inputs, random_inputs
-    from edgekit.run.mcu import SerialRunner
+    from edgekit.run.runners.mcu import SerialRunner
 
     board = load_board("mps2-an386")
     built = cached_firmware(AD_INT8.read_bytes(), board.name, source=str(AD_INT8))
@@ -120,7 +120,7 @@ def test_ssh_runner_killed_says_so_and_writes_partial(cli, capsys, tmp_path, kws
     exit 4, run.json with complete: false, the fault, and the iterations measured so far."""
     import psutil
 
-    from edgekit.run import session
+    from edgekit.run.runners import session
 
     original, state = session.Collector.handle, {"killed": None}
 
@@ -150,7 +150,7 @@ def test_adb_device_that_disappears_is_a_fault(tmp_path, kws_int8, monkeypatch):
     here: the hardware run is tests/run/test_run_errors.py::test_adb_hardware_run)."""
     if not shutil.which("adb"):
         pytest.skip("adb is not installed (apt-get install adb)")
-    from edgekit.run.adb import Adb, AdbRunner
+    from edgekit.run.runners.adb import Adb, AdbRunner
     from edgekit.run.base import DeviceTarget, RunRequest
     from edgekit.run.inputs import model_inputs, random_inputs
 

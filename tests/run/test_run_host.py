@@ -146,7 +146,7 @@ def test_float_inputs_are_quantized_with_the_model_scale(tmp_path, kws_int8):
 
 def test_rapl_reader_on_this_hosts_powercap():
     """Reads the real RAPL counters when the host has them; this build machine has none (TOOLCHAIN.md)."""
-    from edgekit.run.energy import RaplReader
+    from edgekit.run.measurement.energy import RaplReader
 
     reader = RaplReader()
     reason = reader.unavailable_reason()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from edgekit.run import pipeline_runner
+from edgekit.run.runners import pipeline_runner
 from tests.preprocessing.edge_cases import PHOTO_FILES, PHOTOS
 from tests.run.runtools import IC_INT8
 
@@ -159,7 +159,7 @@ def test_ssh_runs_the_phases_on_the_board(cli, tmp_path, sshd):
 
 
 def test_power_samples_are_attributed_to_phase_windows():
-    from edgekit.run.pipeline import attribute_samples
+    from edgekit.run.pipeline.budget import attribute_samples
 
     samples = [(10.0, 2.0), (10.001, 2.0), (10.002, 8.0), (10.003, 8.0)]  # monotonic s, W
     # two 1 ms windows: one where the meter read 2 W, one where it read 8 W -> mean of 2 uJ*1000 and 8 uJ*1000

@@ -31,7 +31,7 @@ def reference(pixels: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
 
 def model_input(dtype: str, quant):
     """The model input facts spec_for_model reads (dtype, quantization)."""
-    from edgekit.run.pipeline_results import ModelInput, Quantization
+    from edgekit.run.pipeline.results import ModelInput, Quantization
 
     return ModelInput(name="input", shape=[1], dtype=dtype, quantization=Quantization(**quant) if quant else None)
 
@@ -43,8 +43,8 @@ def model_input(dtype: str, quant):
     ({"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225], "crop": [80, 80], "size": [96, 112]}, "float32"),
 ])
 def test_generated_c_library_equals_the_reference(changes, model_dtype):
-    from edgekit.run.pipeline_c import build_here, host_compiler, library_sources, spec_for_model
-    from edgekit.run.pipeline_runner import GeneratedC
+    from edgekit.run.pipeline.generated_c import build_here, host_compiler, library_sources, spec_for_model
+    from edgekit.run.runners.pipeline_runner import GeneratedC
 
     spec_dict = dict(CAMERA_SPEC, **changes)
     quant = {"scale": 1 / 255, "zero_point": -128 if model_dtype == "int8" else 0} if model_dtype != "float32" else None
@@ -65,8 +65,8 @@ def test_generated_c_library_equals_the_reference(changes, model_dtype):
 
 
 def test_a_frame_size_without_tables_is_a_clear_failure():
-    from edgekit.run.pipeline_c import build_here, host_compiler, library_sources, spec_for_model
-    from edgekit.run.pipeline_runner import GeneratedC, PipelineFailure
+    from edgekit.run.pipeline.generated_c import build_here, host_compiler, library_sources, spec_for_model
+    from edgekit.run.runners.pipeline_runner import GeneratedC, PipelineFailure
 
     spec = spec_for_model(PreprocessSpec.from_dict(CAMERA_SPEC), model_input("int8", {"scale": 1 / 255, "zero_point": -128}))
     run = GeneratedC(str(build_here(library_sources(spec, [(120, 160, "rgb888")]), host_compiler())),
@@ -119,7 +119,7 @@ def test_ssh_board_without_a_compiler_gets_a_cross_built_library(cli, tmp_path, 
     import platform
     import shutil
 
-    from edgekit.run.pipeline_c import CROSS_GCC
+    from edgekit.run.pipeline.generated_c import CROSS_GCC
 
     cross = CROSS_GCC.get(platform.machine())
     if cross is None or shutil.which(cross) is None:
@@ -156,7 +156,7 @@ def _fake_layout_clang(folder: Path) -> Path:
 
 def test_ndk_is_found_from_the_environment_and_targets_the_device_abi(tmp_path):
     """Only the folder layout is checked here (no NDK can be installed offline); the phone run needs one."""
-    from edgekit.run.pipeline_c import android_compiler, find_ndk
+    from edgekit.run.pipeline.generated_c import android_compiler, find_ndk
 
     sdk = tmp_path / "sdk"
     _fake_layout_clang(sdk / "ndk" / "25.2.9519653")

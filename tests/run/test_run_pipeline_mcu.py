@@ -113,7 +113,7 @@ def test_frame_of_the_wrong_size_is_refused_before_the_firmware_is_built(cli, tm
 
 
 def test_device_top_k_order_matches_the_firmware_rule():
-    from edgekit.run.pipeline_mcu import rgb565_to_rgb888, top_k
+    from edgekit.run.pipeline.mcu import rgb565_to_rgb888, top_k
 
     assert top_k(np.array([3, 7, 7, -1, 7], np.int8), 4).tolist() == [[1, 7], [2, 7], [4, 7], [0, 3]]
     white, red = (0xFFFF).to_bytes(2, "little"), (0xF800).to_bytes(2, "little")
@@ -121,7 +121,7 @@ def test_device_top_k_order_matches_the_firmware_rule():
 
 
 def test_real_board_phase_cycles_become_a_measured_budget():
-    from edgekit.run.pipeline_mcu import cycles_budget, mcu_table
+    from edgekit.run.pipeline.mcu import cycles_budget, mcu_table
 
     b = cycles_budget([[300, 900, 10], [320, 880, 10]], {"clock_hz": 64_000_000})
     assert [r.phase for r in b.phases] == ["preprocess", "inference", "postprocess"]

@@ -117,7 +117,7 @@ def board_target(sshd, workdir: Path) -> DeviceTarget:
 
 def test_ssh_device_disappears_mid_run(tmp_path, kws_int8, sshd):
     """The board's ssh session dies during the warm iterations: DeviceError, measured iterations kept."""
-    from edgekit.run.ssh import SshRunner
+    from edgekit.run.runners.ssh import SshRunner
 
     workdir = tmp_path / "board"
     workdir.mkdir()
@@ -143,7 +143,7 @@ def test_ssh_device_disappears_mid_run(tmp_path, kws_int8, sshd):
 def test_ssh_hung_runner_times_out_and_is_killed(tmp_path, kws_int8, sshd):
     """The runner on the board stops answering (SIGSTOP): reported after --timeout, partial results kept,
     the stopped process killed by its pid, the work folder removed."""
-    from edgekit.run.ssh import SshRunner
+    from edgekit.run.runners.ssh import SshRunner
 
     workdir = tmp_path / "board"
     workdir.mkdir()

@@ -1,7 +1,7 @@
 """Thermal analysis: parsers on real tool output (fixtures/README.md gives each one's source), and the
 throttling detector on real measured latency series from this host, quiet and under real competing load.
 
-Detector settings used here are the defaults (edgekit.run.thermal.ThrottleCriteria): window mean latency
+Detector settings used here are the defaults (edgekit.run.measurement.thermal.ThrottleCriteria): window mean latency
 >= 1.25 x the median of the first 3 windows, after a running median of 3, for 3 windows in a row. Windows
 are 1 s (--window 1). The loaded run starts 3 busy processes, each in its own session (so each gets the
 runner's share under the scheduler's autogroups), 4 s into a 10 s run: on the 2 cores the runner then gets
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgekit.run import thermal
+from edgekit.run.measurement import thermal
 
 FIXTURES = Path(__file__).with_name("fixtures")
 FLUSH_S = 0.25  # remote_runner.FLUSH_S: the first batch arrives this long after the warm phase starts
@@ -63,7 +63,7 @@ def test_dumpsys_thermalservice_cached_only_output():
 
 
 def test_dumpsys_battery_samsung():
-    from edgekit.run.adb import parse_dumpsys_battery
+    from edgekit.run.runners.adb import parse_dumpsys_battery
 
     battery = parse_dumpsys_battery(fixture("dumpsys_battery_samsung.txt"))
     assert battery.voltage_v == pytest.approx(4.063) and battery.temperature_c == pytest.approx(32.6)
@@ -72,7 +72,7 @@ def test_dumpsys_battery_samsung():
 
 
 def test_battery_uevent_power():
-    from edgekit.run.adb import battery_power_w, parse_power_supply_uevent
+    from edgekit.run.runners.adb import battery_power_w, parse_power_supply_uevent
 
     mi8 = parse_power_supply_uevent(fixture("battery_uevent_xiaomi_mi8.txt"))
     assert mi8["STATUS"] == "Charging" and battery_power_w(mi8) == pytest.approx(0.326171 * 3.888173)
@@ -121,7 +121,7 @@ class Measured:
 
     def __init__(self, model: Path, seconds: float, load_at: float | None = None, load_procs: int = 3) -> None:
         from edgekit.run.base import DeviceTarget, RunRequest
-        from edgekit.run.host import HostRunner
+        from edgekit.run.runners.host import HostRunner
         from edgekit.run.inputs import model_inputs, random_inputs
 
         procs: list = []

@@ -25,12 +25,13 @@ extern "C" {
 
 #define EK_MAX_DIMS 6
 #define EK_MAX_OP_INPUTS 8   /* CONCATENATION is the widest op we support */
-#define EK_MAX_OP_OUTPUTS 1
+#define EK_MAX_OP_OUTPUTS 16  /* SPLIT / SPLIT_V / UNPACK (read in place from the model: no RAM per output); ASSIGN_VARIABLE and CALL_ONCE have none */
 
 /* Tensor element types: the TFLite schema's TensorType numbers. */
 enum {
   EK_FLOAT32 = 0, EK_FLOAT16 = 1, EK_INT32 = 2, EK_UINT8 = 3, EK_INT64 = 4,
-  EK_BOOL = 6, EK_INT16 = 7, EK_INT8 = 9
+  EK_BOOL = 6, EK_INT16 = 7, EK_INT8 = 9,
+  EK_RESOURCE = 13 /* a resource variable's handle (VAR_HANDLE output): its bytes are the variable's memory */
 };
 
 /* Builtin operator codes we implement: the TFLite schema's BuiltinOperator numbers. */
@@ -76,7 +77,32 @@ enum {
   EK_OP_DIV = 42,
   EK_OP_L2_NORMALIZATION = 11,
   EK_OP_BATCH_MATMUL = 126,
-  EK_OP_LOG_SOFTMAX = 50
+  EK_OP_LOG_SOFTMAX = 50,
+  EK_OP_SPLIT = 49,
+  EK_OP_SPLIT_V = 102,
+  EK_OP_UNPACK = 88,
+  EK_OP_PACK = 83,
+  EK_OP_STRIDED_SLICE = 45,
+  EK_OP_SLICE = 65,
+  EK_OP_SQUEEZE = 43,
+  EK_OP_EXPAND_DIMS = 70,
+  EK_OP_GATHER = 36,
+  EK_OP_DEPTH_TO_SPACE = 5,
+  EK_OP_SPACE_TO_DEPTH = 26,
+  EK_OP_RESIZE_NEAREST_NEIGHBOR = 97,
+  EK_OP_RESIZE_BILINEAR = 23,
+  EK_OP_CAST = 53,
+  EK_OP_FILL = 94,
+  EK_OP_SHAPE = 77,
+  EK_OP_ZEROS_LIKE = 93,
+  EK_OP_TRANSPOSE_CONV = 67,
+  EK_OP_SPACE_TO_BATCH_ND = 38,
+  EK_OP_BATCH_TO_SPACE_ND = 37,
+  EK_OP_BROADCAST_TO = 130,
+  EK_OP_GATHER_ND = 107,
+  EK_OP_PADV2 = 60,
+  EK_OP_MIRROR_PAD = 100,
+  EK_OP_SVDF = 27, EK_OP_CALL_ONCE = 129, EK_OP_VAR_HANDLE = 142, EK_OP_READ_VARIABLE = 143, EK_OP_ASSIGN_VARIABLE = 144
 };
 
 /* Where RAM and speed trade (ek_init_opt): SPEED = the fastest variants; BALANCED = a kernel takes its small-scratch
@@ -140,13 +166,22 @@ typedef struct ek_op_params {
   float alpha;                /* LEAKY_RELU (schema default 0.0) */
   uint8_t approximate;        /* GELU (schema default false) */
   uint8_t adj_x, adj_y;       /* BATCH_MATMUL */
+  /* STRIDED_SLICE masks: the low 8 bits (the reader rejects more than 8 begin/end/stride indices, so no higher bit
+     is ever read) */
+  uint8_t begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask;
+  uint8_t flags;              /* EK_FLAG_*: STRIDED_SLICE offset, RESIZE_* align_corners / half_pixel_centers,
+                                 MIRROR_PAD mode */
+  int8_t batch_dims;          /* GATHER */
+  uint8_t block_size;         /* DEPTH_TO_SPACE / SPACE_TO_DEPTH (the reader rejects > 255) */
+  int16_t rank;               /* SVDF */
 } ek_op_params;
+enum { EK_FLAG_OFFSET = 1, EK_FLAG_ALIGN_CORNERS = 2, EK_FLAG_HALF_PIXEL_CENTERS = 4, EK_FLAG_MIRROR_SYMMETRIC = 8 };
 
 typedef struct ek_op {
   int32_t opcode;             /* EK_OP_* */
   int32_t index;              /* position in the subgraph (for error messages and per-op counts) */
   int32_t version;            /* operator_codes[].version */
-  int32_t num_inputs, num_outputs;  /* <= EK_MAX_OP_INPUTS, == EK_MAX_OP_OUTPUTS */
+  int32_t num_inputs, num_outputs;  /* <= EK_MAX_OP_INPUTS; 1..EK_MAX_OP_OUTPUTS */
   const int32_t *inputs;      /* num_inputs tensor indices (-1 = optional input absent), read in place from the
                                  model (validated: each in [-1, num_tensors)); index only below num_inputs */
   const int32_t *outputs;     /* num_outputs tensor indices, in place likewise */
@@ -155,11 +190,18 @@ typedef struct ek_op {
   void *scratch;              /* scratch_bytes of per-invoke scratch, 8-byte aligned, or NULL */
 } ek_op;
 
+/* One resource variable (kernels/variables.c): its handle tensor in the main graph (whose bytes are the variable's
+   memory) and its initial value: `src` bytes at that model offset (the CALL_ONCE init subgraph's constant) or, when
+   src is -1, `bytes` copies of `fill` (TFLM's default: the first assigned value's zero point). 16 bytes. */
+typedef struct ek_var_init {
+  int32_t tensor, src, bytes, fill;
+} ek_var_init;
+
 typedef struct ek_context {
   ek_tensor *tensors;         /* one record per tensor (.tflite path); NULL for a prepared model (below) */
   int32_t num_tensors;
   /* Prepared model (ek_prepared.c): tensor records stay in flash; ek_input/ek_output decode the ones an op
-     asks for into `slots` (inputs at 0.., the output at out_slot). */
+     asks for into `slots` (inputs at 0.., output i at out_slot + i). */
   const uint8_t *prep_tensors; /* ekp_tensor records in the prepared blob, or NULL */
   const uint8_t *prep_blob;
   const uint8_t *prep_model;
@@ -174,6 +216,13 @@ typedef struct ek_context {
      the prepared slots as the group runner filled them (tensor views whose data point at row windows). */
   int32_t row_begin, row_end;
   int32_t frozen;
+  /* Resource variables (kernels/variables.c): the reader's init table (in-place path; NULL for a prepared model,
+     whose CALL_ONCE carries its copy in the blob), the model (both paths) and whether CALL_ONCE has run since init
+     or the last reset (ek_reset_variables / ek_prepared_reset). */
+  const struct ek_var_init *var_init;
+  int32_t num_var_init;
+  const uint8_t *model;
+  int32_t call_once_done;
   /* error reporting: first failure wins */
   ek_status status;
   int32_t error_op;           /* op index or -1 */
@@ -279,6 +328,33 @@ extern const ek_kernel ek_kernel_div;
 extern const ek_kernel ek_kernel_l2_normalization;
 extern const ek_kernel ek_kernel_batch_matmul;
 extern const ek_kernel ek_kernel_log_softmax;
+/* shape and data-movement ops (h-shape) */
+extern const ek_kernel ek_kernel_split;
+extern const ek_kernel ek_kernel_split_v;
+extern const ek_kernel ek_kernel_unpack;
+extern const ek_kernel ek_kernel_pack;
+extern const ek_kernel ek_kernel_strided_slice;
+extern const ek_kernel ek_kernel_slice;
+extern const ek_kernel ek_kernel_squeeze;
+extern const ek_kernel ek_kernel_expand_dims;
+extern const ek_kernel ek_kernel_gather;
+extern const ek_kernel ek_kernel_depth_to_space;
+extern const ek_kernel ek_kernel_space_to_depth;
+extern const ek_kernel ek_kernel_resize_nearest_neighbor;
+extern const ek_kernel ek_kernel_resize_bilinear;
+extern const ek_kernel ek_kernel_cast;
+extern const ek_kernel ek_kernel_fill;
+extern const ek_kernel ek_kernel_shape;
+extern const ek_kernel ek_kernel_zeros_like;
+extern const ek_kernel ek_kernel_transpose_conv;
+extern const ek_kernel ek_kernel_space_to_batch_nd;
+extern const ek_kernel ek_kernel_batch_to_space_nd;
+extern const ek_kernel ek_kernel_broadcast_to;
+extern const ek_kernel ek_kernel_gather_nd;
+extern const ek_kernel ek_kernel_padv2;
+extern const ek_kernel ek_kernel_mirror_pad;
+extern const ek_kernel ek_kernel_svdf;
+extern const ek_kernel ek_kernel_call_once, ek_kernel_var_handle, ek_kernel_read_variable, ek_kernel_assign_variable;
 
 #ifdef __cplusplus
 }

@@ -130,6 +130,13 @@ ek_status ek_required_bytes(const void *model, size_t model_len, void *work, siz
    reuses an input's bytes once its last reader has run. Outputs stay valid until the next call. */
 ek_status ek_invoke(ek_runtime *rt);
 
+/* Resource variables (models with VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE and a CALL_ONCE init subgraph):
+   they live in arena buffers the planner never reuses, so they keep their values from one ek_invoke to the next.
+   ek_reset_variables makes the next invoke start from the initial values again (its CALL_ONCE runs again), as a
+   freshly initialised runtime. ek_variables_bytes: the arena bytes they take (each padded to 16), 0 without. */
+void ek_reset_variables(ek_runtime *rt);
+size_t ek_variables_bytes(const ek_runtime *rt);
+
 /* Per-operator hook (NULL to remove); called around each op's eval. */
 void ek_set_op_hook(ek_runtime *rt, ek_op_hook hook, void *user);
 
@@ -188,6 +195,8 @@ ek_status ek_prepared_invoke(ek_prepared *p);
 ek_tensor *ek_prepared_input(ek_prepared *p, int32_t i);
 ek_tensor *ek_prepared_output(ek_prepared *p, int32_t i);
 void ek_prepared_set_op_hook(ek_prepared *p, ek_op_hook hook, void *user);
+/* Resource variables start again from their initial values at the next ek_prepared_invoke (see ek_reset_variables). */
+void ek_prepared_reset(ek_prepared *p);
 ek_error ek_prepared_last_error(const ek_prepared *p);
 
 /* Lists the builtin code of every operator (max(deprecated_builtin_code, builtin_code), 32 = CUSTOM)

@@ -17,6 +17,9 @@ typedef struct ek_model_view {
   size_t ops_vec; uint32_t num_ops;          /* vector of Operator tables */
   size_t inputs_vec; uint32_t num_inputs;    /* vector of int32 */
   size_t outputs_vec; uint32_t num_outputs;  /* vector of int32 */
+  size_t subgraphs_vec; uint32_t num_subgraphs;
+  int32_t init_subgraph;                     /* the CALL_ONCE op's init subgraph, or -1 (ek_reader.c) */
+  uint32_t num_var_handles;                  /* VAR_HANDLE ops of the main graph (ek_var_init entries in the state) */
 } ek_model_view;
 
 /* Errors of the reader before an ek_runtime exists (ek_model_opcodes). */
@@ -34,6 +37,9 @@ ek_status ek_read_opcode(const uint8_t *model, size_t len, const ek_model_view *
 /* Fills rt->ctx.tensors, rt->ops, rt->kernels, rt->inputs/outputs from the model and validates the graph.
    The arrays must already point into the state buffer. */
 ek_status ek_read_graph(ek_runtime *rt, const ek_model_view *mv);
+
+/* ek_interp.c: variable tensors (op state) set to their initial values (init, reset, after re-planning). */
+void ek_reset_state_tensors(ek_runtime *rt);
 
 /* ek_plan.c */
 /* Planner work memory for num_buffers buffers (non-constant tensors + ops), a multiple of 8 bytes. */
@@ -54,8 +60,9 @@ typedef struct ekp_tensor { /* 64 bytes */
   int32_t num_scales;
   int8_t ndim, type, quantized_dimension;
   uint8_t is_constant;
-  int32_t reserved;
+  int32_t flags; /* EKP_STATE: a variable tensor (op state): set to `fill` at init and reset; bits 8-15: fill */
 } ekp_tensor;
+#define EKP_STATE 1
 
 
 /* ek_util.c */

@@ -2,7 +2,9 @@
  * everything lives in the caller's state and arena buffers.
  *
  * State buffer layout (from an 8-byte aligned base):
- *   ek_tensor[T] | ek_op[N] | const ek_kernel*[N] | dynamic region (per-op persistent kernel data)
+ *   ek_tensor[T] | ek_op[N] | const ek_kernel*[N] | ek_var_init[V] | dynamic region (per-op persistent kernel data)
+ * (V = the main graph's VAR_HANDLE ops: the resource variables' init table, read by CALL_ONCE's prepare; the
+ * variables themselves are arena buffers alive over the whole graph, see kernels/variables.c)
  * Init memory (only during init): the memory plan (ek_plan_entry[T] tensor plan + ek_plan_entry[N] scratch
  * plan) and the planner's work memory. It lives at the start of the caller's arena, which is unused until the
  * first invoke, when the arena is big enough; otherwise in the state's dynamic region, where the persistent
@@ -32,12 +34,12 @@ static int add_size(size_t *a, size_t b) {
 }
 
 typedef struct state_layout {
-  size_t tensors, ops, kernels, fixed_end;
+  size_t tensors, ops, kernels, vars, fixed_end;
   size_t plan_bytes;           /* tensor plan + scratch plan, each 8-byte aligned */
   size_t scratch_plan_offset;  /* of the scratch plan within the plan */
 } state_layout;
 
-static state_layout layout_state(uint32_t num_tensors, uint32_t num_ops) {
+static state_layout layout_state(uint32_t num_tensors, uint32_t num_ops, uint32_t num_vars) {
   state_layout l;
   size_t off = 0;
   l.tensors = off;
@@ -46,6 +48,8 @@ static state_layout layout_state(uint32_t num_tensors, uint32_t num_ops) {
   off += align_up((size_t)num_ops * sizeof(ek_op), EK_STATE_ALIGN);
   l.kernels = off;
   off += align_up((size_t)num_ops * sizeof(const ek_kernel *), EK_STATE_ALIGN);
+  l.vars = off;
+  off += align_up((size_t)num_vars * sizeof(ek_var_init), EK_STATE_ALIGN);
   l.fixed_end = off;
   l.scratch_plan_offset = align_up((size_t)num_tensors * sizeof(ek_plan_entry), EK_STATE_ALIGN);
   l.plan_bytes = l.scratch_plan_offset + align_up((size_t)num_ops * sizeof(ek_plan_entry), EK_STATE_ALIGN);
@@ -139,7 +143,7 @@ ek_status ek_init_opt(ek_runtime *rt, const void *model, size_t model_len, void 
      hold them (the arena is unused until the first invoke), otherwise in the state's dynamic region, which the
      persistent data overwrites once the plan is bound. Reading the graph needs the fixed part and the plan (its
      check uses the tensor plan as work memory). */
-  const state_layout l = layout_state(mv.num_tensors, mv.num_ops);
+  const state_layout l = layout_state(mv.num_tensors, mv.num_ops, mv.num_var_handles);
   const uintptr_t sbase = state ? (uintptr_t)align_up((size_t)(uintptr_t)state, EK_STATE_ALIGN) : 0;
   const size_t spad = state ? (size_t)(sbase - (uintptr_t)state) : 0;
   const uintptr_t abase = arena ? (uintptr_t)align_up((size_t)(uintptr_t)arena, EK_ARENA_ALIGN) : 0;
@@ -157,6 +161,9 @@ ek_status ek_init_opt(ek_runtime *rt, const void *model, size_t model_len, void 
   rt->ops = (ek_op *)(void *)(s + l.ops);
   rt->kernels = (const ek_kernel **)(void *)(s + l.kernels);
   rt->num_ops = (int32_t)mv.num_ops;
+  rt->ctx.var_init = (const ek_var_init *)(void *)(s + l.vars);
+  rt->ctx.num_var_init = 0; /* counted by the reader */
+  rt->ctx.model = rt->model;
   memset(s, 0, l.fixed_end);
   memset(plan_mem, 0, l.plan_bytes);
   set_plan(rt, plan_mem, &l);
@@ -234,6 +241,7 @@ ek_status ek_init_opt(ek_runtime *rt, const void *model, size_t model_len, void 
       return rt->ctx.status;
     }
   }
+  ek_reset_state_tensors(rt);
   rt->ready = 1;
   return EK_OK;
 }
@@ -278,6 +286,28 @@ ek_status ek_invoke(ek_runtime *rt) {
     }
   }
   return EK_OK;
+}
+
+/* Variable tensors (op state, not resource variables: those are CALL_ONCE's) back to their initial value. */
+void ek_reset_state_tensors(ek_runtime *rt) {
+  for (int32_t k = 0; k < rt->ctx.num_var_init; ++k) {
+    const ek_var_init *v = &rt->ctx.var_init[k];
+    ek_tensor *t = &rt->ctx.tensors[v->tensor];
+    if (t->type != EK_RESOURCE && t->data && v->bytes > 0) memset(t->data, v->fill & 0xff, (size_t)v->bytes);
+  }
+}
+
+void ek_reset_variables(ek_runtime *rt) {
+  if (!rt || !rt->ready) return;
+  rt->ctx.call_once_done = 0; /* the next invoke's CALL_ONCE writes every variable's initial value again */
+  ek_reset_state_tensors(rt);
+}
+
+size_t ek_variables_bytes(const ek_runtime *rt) {
+  size_t total = 0;
+  if (!rt || !rt->ctx.var_init) return 0;
+  for (int32_t k = 0; k < rt->ctx.num_var_init; ++k) total += align_up((size_t)rt->ctx.var_init[k].bytes, EK_ARENA_ALIGN);
+  return total;
 }
 
 void ek_set_op_hook(ek_runtime *rt, ek_op_hook hook, void *user) {

@@ -247,6 +247,13 @@ static void compute_lifetimes(ek_runtime *rt) {
     }
   }
   for (int32_t k = 0; k < rt->num_outputs; ++k) extend(&tp[rt->outputs[k]], rt->num_ops);
+  for (int32_t k = 0; k < rt->ctx.num_var_init; ++k) { /* variables: alive over the whole graph, never shared */
+    const int32_t t = rt->ctx.var_init[k].tensor;
+    if (t >= 0 && t < rt->ctx.num_tensors && tp[t].first_op != UNUSED_OP) {
+      extend(&tp[t], -1);
+      extend(&tp[t], rt->num_ops);
+    }
+  }
   for (int32_t i = 0; i < rt->num_ops; ++i) {
     ek_plan_entry *sp = &rt->scratch_plan[i];
     sp->offset = -1;
@@ -256,13 +263,18 @@ static void compute_lifetimes(ek_runtime *rt) {
   }
 }
 
-/* RESHAPE in place: the output shares the (root of the) input's memory. */
+/* Ops that only relabel the shape of their first input: RESHAPE, SQUEEZE, EXPAND_DIMS. */
+static int is_reshape_like(int32_t opcode) {
+  return opcode == EK_OP_RESHAPE || opcode == EK_OP_SQUEEZE || opcode == EK_OP_EXPAND_DIMS;
+}
+
+/* RESHAPE / SQUEEZE / EXPAND_DIMS in place: the output shares the (root of the) input's memory. */
 static void alias_reshapes(ek_runtime *rt) {
   const ek_tensor *tensors = rt->ctx.tensors;
   ek_plan_entry *tp = rt->tensor_plan;
   for (int32_t i = 0; i < rt->num_ops; ++i) {
     const ek_op *op = &rt->ops[i];
-    if (op->opcode != EK_OP_RESHAPE || op->num_inputs < 1 || op->num_outputs != 1) continue;
+    if (!is_reshape_like(op->opcode) || op->num_inputs < 1 || op->num_outputs != 1) continue;
     const int32_t in = op->inputs[0], out = op->outputs[0];
     if (in < 0 || out < 0 || in == out || tensors[in].is_constant || tensors[out].is_constant) continue;
     if (tensors[in].bytes != tensors[out].bytes || tensors[in].type != tensors[out].type) continue;
@@ -570,7 +582,7 @@ static ek_status plan_with_groups(ek_runtime *rt, pbuf *bufs, int32_t *order, in
     const ek_op *op = &rt->ops[i];
     const ek_kernel *kern = rt->kernels[i];
     if (group[i] != 0) continue;
-    if (!kern->overlap || op->num_outputs != 1 || op->outputs[0] < 0 || op->opcode == EK_OP_RESHAPE) continue;
+    if (!kern->overlap || op->num_outputs != 1 || op->outputs[0] < 0 || is_reshape_like(op->opcode)) continue;
     const int32_t out_root = root_of(rt, op->outputs[0]);
     if (buf_of[out_root] < 0) continue;
     for (int32_t k = 0; k < op->num_inputs; ++k) {
@@ -670,5 +682,7 @@ ek_status ek_plan_overlapped(ek_runtime *rt, void *work, size_t work_len, ek_ove
     if (group[i] < 0 && i + 1 < N && group[i + 1] < 0) rt->ctx.tensors[rt->ops[i].outputs[0]].data = (void *)0;
     if (group[i] > 0) rt->ctx.tensors[rt->ops[i].outputs[0]].data = (void *)0;
   }
+  rt->ctx.call_once_done = 0; /* variables moved: start from their initial values */
+  ek_reset_state_tensors(rt);
   return EK_OK;
 }

@@ -19,11 +19,12 @@
 #include "ek_stream_group.h"
 
 #define EKP_MAGIC 0x4D504B45u /* "EKPM" */
-#define EKP_VERSION 2u /* 2: row-streamed groups (ekp_op.group) */
+#define EKP_VERSION 3u /* 2: row-streamed groups (ekp_op.group); 3: ops with several outputs (H_MAX_OP_OUTPUTS) and
+                              resource variables (RESOURCE tensors, ops without outputs) */
 enum {
   H_MAGIC, H_VERSION, H_TOTAL, H_CHECKSUM, H_MODEL_LEN, H_MODEL_SUM, H_ARENA, H_TENSORS, H_OPS, H_INPUTS, H_OUTPUTS,
   H_TENSORS_OFF, H_OPS_OFF, H_IO_OFF, H_DATA_OFF, H_DATA_LEN, H_MAX_OP_INPUTS, H_PARAMS_SIZE, H_TENSOR_REC, H_OP_REC,
-  H_OPTIMIZE, EKP_HEADER_WORDS
+  H_OPTIMIZE, H_MAX_OP_OUTPUTS, EKP_HEADER_WORDS
 };
 #define EKP_FOR_MVE 0x100u /* H_OPTIMIZE flag: overlaps planned for Helium kernels (safe on every target) */
 #if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1) && !defined(EK_CONV_NO_MVE)
@@ -79,15 +80,17 @@ static int in_range(int64_t off, int64_t len, int64_t limit, int64_t align) {
 
 static ek_status check_tensor(ek_prepared *p, const ekp_tensor *r, size_t model_len, size_t arena_bytes) {
   if (r->ndim < 0 || r->ndim > EK_MAX_DIMS || r->bytes < 0) return bad(p, "prepared model: bad tensor shape");
-  const int32_t size = ek_type_size(r->type);
+  const int resource = r->type == EK_RESOURCE; /* a variable: its bytes in the arena, whatever its (scalar) shape */
+  const int32_t size = resource ? 1 : ek_type_size(r->type);
   if (size <= 0) return bad(p, "prepared model: unknown tensor type");
+  if (resource && r->where != EKP_WHERE_ARENA && r->bytes > 0) return bad(p, "prepared model: resource variable outside the arena");
   int64_t elements = 1;
   for (int32_t d = 0; d < r->ndim; ++d) {
     if (r->dims[d] < 0) return bad(p, "prepared model: negative dimension");
     elements *= r->dims[d];
     if (elements > INT32_MAX) return bad(p, "prepared model: tensor too large");
   }
-  if (elements * size != r->bytes) return bad(p, "prepared model: tensor bytes differ from its shape");
+  if (!resource && elements * size != r->bytes) return bad(p, "prepared model: tensor bytes differ from its shape");
   const int64_t align = size >= 8 ? 8 : size;
   if (r->where == EKP_WHERE_ARENA) {
     if (!in_range(r->offset, r->bytes, (int64_t)arena_bytes, 1) || r->offset % EK_ARENA_ALIGN != 0 || r->is_constant)
@@ -98,6 +101,8 @@ static ek_status check_tensor(ek_prepared *p, const ekp_tensor *r, size_t model_
   } else if (r->where != EKP_WHERE_NONE) {
     return bad(p, "prepared model: bad tensor location");
   }
+  if ((r->flags & ~0xff01) != 0 || ((r->flags & EKP_STATE) && r->where != EKP_WHERE_ARENA))
+    return bad(p, "prepared model: bad tensor flags");
   if (r->num_scales < 0 || (r->ndim > 0 && (r->quantized_dimension < 0 || r->quantized_dimension >= r->ndim)) ||
       (r->ndim == 0 && r->quantized_dimension != 0))
     return bad(p, "prepared model: bad quantization");
@@ -193,7 +198,9 @@ static ek_status check_groups(ek_prepared *p, const uint8_t *b, const ekp_op *op
 size_t ek_prepared_state_bytes(const void *blob, size_t blob_len) {
   const uint8_t *b = (const uint8_t *)blob;
   if (!b || blob_len < 4u * EKP_HEADER_WORDS) return 0;
-  const uint32_t slots = rd32(b + 4 * H_MAX_OP_INPUTS) + EK_MAX_OP_OUTPUTS + rd32(b + 4 * H_INPUTS) + rd32(b + 4 * H_OUTPUTS);
+  /* (a wrapped sum of out-of-range counts is harmless: ek_prepared_init rejects those counts first) */
+  const uint32_t slots = rd32(b + 4 * H_MAX_OP_INPUTS) + rd32(b + 4 * H_MAX_OP_OUTPUTS) + rd32(b + 4 * H_INPUTS) +
+                         rd32(b + 4 * H_OUTPUTS);
   if (slots > 64u * EK_MAX_IO) return 0;
   return (size_t)slots * sizeof(ek_tensor) + EK_STATE_ALIGN;
 }
@@ -220,8 +227,9 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
     return bad(p, "prepared model was made for another model (length or checksum differ)");
   const uint32_t T = rd32(b + 4 * H_TENSORS), N = rd32(b + 4 * H_OPS);
   const uint32_t NI = rd32(b + 4 * H_INPUTS), NO = rd32(b + 4 * H_OUTPUTS), max_in = rd32(b + 4 * H_MAX_OP_INPUTS);
+  const uint32_t max_out = rd32(b + 4 * H_MAX_OP_OUTPUTS);
   const uint32_t arena_bytes = rd32(b + 4 * H_ARENA);
-  if (T > EK_MAX_TENSORS || N > EK_MAX_OPS || NI > EK_MAX_IO || NO > EK_MAX_IO || max_in > EK_MAX_OP_INPUTS ||
+  if (T > EK_MAX_TENSORS || N > EK_MAX_OPS || NI > EK_MAX_IO || NO > EK_MAX_IO || max_in > EK_MAX_OP_INPUTS || max_out > EK_MAX_OP_OUTPUTS ||
       arena_bytes > INT32_MAX || (rd32(b + 4 * H_OPTIMIZE) & ~EKP_FOR_MVE) > EK_OPTIMIZE_RAM)
     return bad(p, "prepared model counts out of range");
   if (EKP_THIS_MVE && !(rd32(b + 4 * H_OPTIMIZE) & EKP_FOR_MVE))
@@ -255,7 +263,9 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
     const ekp_op *r = &ops[i];
     if (!ek_find_kernel(r->opcode))
       return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_UNSUPPORTED, "prepared model uses an operator not linked in");
-    if (r->num_inputs < 0 || (uint32_t)r->num_inputs > max_in || r->num_outputs != EK_MAX_OP_OUTPUTS)
+    const int no_output = r->opcode == EK_OP_ASSIGN_VARIABLE || r->opcode == EK_OP_CALL_ONCE;
+    if (r->num_inputs < 0 || (uint32_t)r->num_inputs > max_in ||
+        (no_output ? r->num_outputs != 0 : (uint32_t)r->num_outputs - 1u >= max_out))
       return bad(p, "prepared model: bad operator arity");
     if (!in_range(r->inputs_off, 4 * (int64_t)r->num_inputs, len, 4) || r->inputs_off < d_off ||
         !in_range(r->outputs_off, 4 * (int64_t)r->num_outputs, len, 4) || r->outputs_off < d_off)
@@ -292,6 +302,7 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
   p->ctx.prep_tensors = (const uint8_t *)tr;
   p->ctx.prep_blob = b;
   p->ctx.prep_model = (const uint8_t *)model;
+  p->ctx.model = (const uint8_t *)model;
   p->ctx.prep_arena = abase;
   p->blob = b;
   p->arena = abase;
@@ -300,6 +311,7 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
   p->num_inputs = (int32_t)NI;
   p->num_outputs = (int32_t)NO;
   p->ready = 1;
+  ek_prepared_reset(p);
   return EK_OK;
 }
 
@@ -414,7 +426,7 @@ ek_status ek_prepared_invoke(ek_prepared *p) {
 
 static ek_tensor *io_tensor(ek_prepared *p, int32_t which) {
   const int32_t *io = (const int32_t *)(const void *)(p->blob + rd32(p->blob + 4 * H_IO_OFF));
-  return ek_prepared_tensor(&p->ctx, io[which], p->ctx.out_slot + EK_MAX_OP_OUTPUTS + which);
+  return ek_prepared_tensor(&p->ctx, io[which], p->ctx.out_slot + (int32_t)rd32(p->blob + 4 * H_MAX_OP_OUTPUTS) + which);
 }
 
 ek_tensor *ek_prepared_input(ek_prepared *p, int32_t i) {
@@ -425,6 +437,14 @@ ek_tensor *ek_prepared_input(ek_prepared *p, int32_t i) {
 ek_tensor *ek_prepared_output(ek_prepared *p, int32_t i) {
   if (!p || !p->ready || i < 0 || i >= p->num_outputs) return (ek_tensor *)0;
   return io_tensor(p, p->num_inputs + i);
+}
+
+void ek_prepared_reset(ek_prepared *p) {
+  if (!p || !p->ready) return;
+  p->ctx.call_once_done = 0; /* the next invoke's CALL_ONCE writes every variable's initial value again */
+  const ekp_tensor *tr = (const ekp_tensor *)(const void *)p->ctx.prep_tensors;
+  for (int32_t t = 0; t < p->ctx.num_tensors; ++t) /* variable tensors (op state), validated in the arena */
+    if ((tr[t].flags & EKP_STATE) && tr[t].bytes > 0) memset(p->arena + tr[t].offset, (tr[t].flags >> 8) & 0xff, (size_t)tr[t].bytes);
 }
 
 void ek_prepared_set_op_hook(ek_prepared *p, ek_op_hook hook, void *user) {
@@ -455,12 +475,13 @@ static void wr32(uint8_t *p, uint32_t v) {
 ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len) {
   if (!rt || !rt->ready || !len) return EK_ERR_INTERNAL;
   const int32_t T = rt->ctx.num_tensors, N = rt->num_ops;
-  int32_t max_in = 0;
+  int32_t max_in = 0, max_out = 1;
   size_t data = 0;
   for (int32_t i = 0; i < N; ++i) {
     const ek_op *op = &rt->ops[i];
     const ek_kernel *k = rt->kernels[i];
     if (op->num_inputs > max_in) max_in = op->num_inputs;
+    if (op->num_outputs > max_out) max_out = op->num_outputs;
     data = up(data + 4u * (size_t)(op->num_inputs + op->num_outputs), 8);
     data = up(data + (k->persistent_bytes ? k->persistent_bytes(&rt->ctx, op) : 0), 8);
   }
@@ -501,6 +522,9 @@ ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len)
     r->type = x->type;
     r->quantized_dimension = x->quantized_dimension;
     r->is_constant = x->is_constant;
+    for (int32_t k = 0; k < rt->ctx.num_var_init; ++k)
+      if (rt->ctx.var_init[k].tensor == t && x->type != EK_RESOURCE && r->where == EKP_WHERE_ARENA)
+        r->flags = EKP_STATE | (int32_t)((uint32_t)(rt->ctx.var_init[k].fill & 0xff) << 8);
   }
   ekp_op *orr = (ekp_op *)(void *)(b + o_off);
   size_t at = d_off;
@@ -514,9 +538,9 @@ ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len)
     r->num_inputs = op->num_inputs;
     r->num_outputs = op->num_outputs;
     r->inputs_off = (int32_t)at;
-    memcpy(b + at, op->inputs, 4u * (size_t)op->num_inputs);
+    if (op->num_inputs > 0) memcpy(b + at, op->inputs, 4u * (size_t)op->num_inputs); /* NULL without inputs */
     r->outputs_off = (int32_t)(at + 4u * (size_t)op->num_inputs);
-    memcpy(b + r->outputs_off, op->outputs, 4u * (size_t)op->num_outputs);
+    if (op->num_outputs > 0) memcpy(b + r->outputs_off, op->outputs, 4u * (size_t)op->num_outputs);
     at = up(at + 4u * (size_t)(op->num_inputs + op->num_outputs), 8);
     r->params = op->params;
     const size_t pb = k->persistent_bytes ? k->persistent_bytes(&rt->ctx, op) : 0;
@@ -540,7 +564,7 @@ ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len)
       (uint32_t)rt->num_inputs, (uint32_t)rt->num_outputs, (uint32_t)t_off, (uint32_t)o_off, (uint32_t)io_off,
       (uint32_t)d_off, (uint32_t)(total - d_off), (uint32_t)max_in, (uint32_t)sizeof(ek_op_params),
       (uint32_t)sizeof(ekp_tensor), (uint32_t)sizeof(ekp_op),
-      (uint32_t)rt->ctx.optimize | (rt->ctx.plan_mve ? EKP_FOR_MVE : 0u)};
+      (uint32_t)rt->ctx.optimize | (rt->ctx.plan_mve ? EKP_FOR_MVE : 0u), (uint32_t)max_out};
   for (int32_t w = 0; w < EKP_HEADER_WORDS; ++w) wr32(b + 4 * w, header[w]);
   wr32(b + 4 * H_CHECKSUM, blob_checksum(b, total));
   return EK_OK;

@@ -195,7 +195,13 @@ enum {
   OPT_SUB = 28,
   OPT_DIV = 29,
   OPT_L2_NORM = 12,
-  OPT_BATCH_MATMUL = 101
+  OPT_BATCH_MATMUL = 101,
+  OPT_SPLIT = 35, OPT_SPLIT_V = 79, OPT_UNPACK = 64, OPT_PACK = 59, OPT_STRIDED_SLICE = 32, OPT_SLICE = 48,
+  OPT_SQUEEZE = 30, OPT_EXPAND_DIMS = 52, OPT_GATHER = 23, OPT_DEPTH_TO_SPACE = 94, OPT_SPACE_TO_DEPTH = 19,
+  OPT_RESIZE_NEAREST_NEIGHBOR = 74, OPT_RESIZE_BILINEAR = 15, OPT_CAST = 37, OPT_FILL = 68, OPT_SHAPE = 55,
+  OPT_ZEROS_LIKE = 67, OPT_TRANSPOSE_CONV = 49,
+  OPT_MIRROR_PAD = 77,
+  OPT_SVDF = 6
 };
 
 #define TFLITE_SCHEMA_VERSION 3u
@@ -210,6 +216,49 @@ static ek_status read_fail(ek_read_error *err, ek_status status, int32_t op, con
     err->message = message;
   }
   return status;
+}
+
+static ek_status opcode_in(const fb *bp, const ek_model_view *mv, size_t ops_vec, uint32_t num_ops, uint32_t op_index,
+                           int32_t *code, int32_t *version, ek_read_error *err);
+
+/* Several subgraphs: only a main graph (subgraph 0) plus one init subgraph reached through a CALL_ONCE op (what the
+   TFLite converter emits for resource variables) is accepted; the init subgraph's contents are checked with the
+   variables (read_variables). Counts the main graph's VAR_HANDLE ops (the state holds one ek_var_init each). */
+static ek_status check_subgraphs(const fb *b, ek_model_view *mv, ek_read_error *err) {
+  uint32_t calls = 0;
+  int32_t init = -1;
+  mv->init_subgraph = -1;
+  mv->num_var_handles = 0;
+  for (uint32_t i = 0; i < mv->num_ops; ++i) {
+    int32_t code;
+    if (opcode_in(b, mv, mv->ops_vec, mv->num_ops, i, &code, (int32_t *)0, err) != EK_OK) return err->status;
+    if (code == EK_OP_VAR_HANDLE) ++mv->num_var_handles;
+    if (code != EK_OP_CALL_ONCE) continue;
+    fb_table ot, o;
+    int has;
+    if (!fb_vector_table(b, mv->ops_vec, i, &ot) || (has = fb_subtable(b, &ot, OPERATOR_OPTIONS, &o)) < 0 ||
+        (has > 0 && !fb_i32(b, &o, 0, 0, &init)))
+      return read_fail(err, EK_ERR_MODEL, (int32_t)i, "corrupt model: CALL_ONCE options out of bounds");
+    if (has == 0) init = 0;
+    ++calls;
+  }
+  if (calls > 1)
+    return read_fail(err, EK_ERR_UNSUPPORTED, -1, "model has more than one CALL_ONCE op; only one init subgraph is supported");
+  if (calls == 1 && (init <= 0 || (uint32_t)init >= mv->num_subgraphs))
+    return read_fail(err, EK_ERR_MODEL, -1, "CALL_ONCE's init_subgraph_index is not another subgraph of the model");
+  for (uint32_t t = 0; t < mv->num_tensors; ++t) { /* variable tensors take an ek_var_init entry too */
+    fb_table tt;
+    uint32_t var;
+    if (!fb_vector_table(b, mv->tensors_vec, t, &tt) || !fb_u8(b, &tt, TENSOR_IS_VARIABLE, 0, &var))
+      return read_fail(err, EK_ERR_MODEL, -1, "corrupt model: tensor table out of bounds (truncated?)");
+    mv->num_var_handles += var != 0;
+  }
+  if (mv->num_subgraphs > 1u + calls)
+    return read_fail(err, EK_ERR_UNSUPPORTED, -1,
+                     "model has subgraphs other than a CALL_ONCE init subgraph (control flow: IF / WHILE, or several "
+                     "signatures); only a main graph plus a CALL_ONCE init subgraph (resource variables) is supported");
+  mv->init_subgraph = calls ? init : -1;
+  return EK_OK;
 }
 
 ek_status ek_read_header(const uint8_t *model, size_t len, ek_model_view *mv, ek_read_error *err) {
@@ -230,9 +279,8 @@ ek_status ek_read_header(const uint8_t *model, size_t len, ek_model_view *mv, ek
   if (fb_vector(&b, &m, MODEL_SUBGRAPHS, 4, &num_subgraphs, &subgraphs) < 0)
     return read_fail(err, EK_ERR_MODEL, -1, "corrupt model: subgraphs vector out of bounds (truncated?)");
   if (num_subgraphs == 0) return read_fail(err, EK_ERR_MODEL, -1, "model has no subgraph");
-  if (num_subgraphs > 1)
-    return read_fail(err, EK_ERR_UNSUPPORTED, -1,
-                     "model has more than one subgraph (control flow / multiple signatures); only one is supported");
+  mv->subgraphs_vec = subgraphs;
+  mv->num_subgraphs = num_subgraphs;
   if (!fb_vector_table(&b, subgraphs, 0, &sg))
     return read_fail(err, EK_ERR_MODEL, -1, "corrupt model: subgraph table out of bounds (truncated?)");
   if (fb_vector(&b, &m, MODEL_OPERATOR_CODES, 4, &mv->num_opcodes, &mv->opcodes_vec) < 0)
@@ -252,17 +300,18 @@ ek_status ek_read_header(const uint8_t *model, size_t len, ek_model_view *mv, ek
   if (mv->num_inputs > EK_MAX_IO) return read_fail(err, EK_ERR_UNSUPPORTED, -1, "model has more than 16 inputs");
   if (mv->num_outputs > EK_MAX_IO) return read_fail(err, EK_ERR_UNSUPPORTED, -1, "model has more than 16 outputs");
   if (mv->num_outputs == 0) return read_fail(err, EK_ERR_MODEL, -1, "model has no output tensor");
-  return EK_OK;
+  return check_subgraphs(&b, mv, err);
 }
 
-ek_status ek_read_opcode(const uint8_t *model, size_t len, const ek_model_view *mv, uint32_t op_index, int32_t *code,
-                         int32_t *version, ek_read_error *err) {
-  const fb b = {model, len};
+/* Builtin code of operator op_index of the operators vector ops_vec (num_ops long). */
+static ek_status opcode_in(const fb *bp, const ek_model_view *mv, size_t ops_vec, uint32_t num_ops, uint32_t op_index,
+                           int32_t *code, int32_t *version, ek_read_error *err) {
+  const fb b = *bp;
   fb_table op, oc;
   uint32_t opcode_index, deprecated;
   int32_t builtin, ver;
   const int32_t at = (int32_t)op_index;
-  if (op_index >= mv->num_ops || !fb_vector_table(&b, mv->ops_vec, op_index, &op))
+  if (op_index >= num_ops || !fb_vector_table(&b, ops_vec, op_index, &op))
     return read_fail(err, EK_ERR_MODEL, at, "corrupt model: operator table out of bounds (truncated?)");
   if (!fb_u32(&b, &op, OPERATOR_OPCODE_INDEX, 0, &opcode_index))
     return read_fail(err, EK_ERR_MODEL, at, "corrupt model: bad operator opcode_index field");
@@ -280,12 +329,19 @@ ek_status ek_read_opcode(const uint8_t *model, size_t len, const ek_model_view *
   return EK_OK;
 }
 
+ek_status ek_read_opcode(const uint8_t *model, size_t len, const ek_model_view *mv, uint32_t op_index, int32_t *code,
+                         int32_t *version, ek_read_error *err) {
+  const fb b = {model, len};
+  return opcode_in(&b, mv, mv->ops_vec, mv->num_ops, op_index, code, version, err);
+}
+
 /* ---- tensors -------------------------------------------------------------- */
 
 typedef struct reader {
   fb b;
   ek_runtime *rt;
   const ek_model_view *mv;
+  int is_variable; /* of the tensor read_tensor read last */
 } reader;
 
 static ek_status fail_tensor(reader *r, ek_status status, const char *message) {
@@ -396,12 +452,13 @@ static ek_status read_tensor(reader *r, uint32_t i, ek_tensor *t) {
   if (!fb_u8(b, &tt, TENSOR_TYPE, EK_FLOAT32, &type) || !fb_u32(b, &tt, TENSOR_BUFFER, 0, &buffer) ||
       !fb_u8(b, &tt, TENSOR_IS_VARIABLE, 0, &is_variable) || !fb_u32(b, &tt, TENSOR_EXTERNAL_BUFFER, 0, &external))
     return fail_tensor(r, EK_ERR_MODEL, "corrupt model: bad tensor fields");
-  const int32_t size = ek_type_size((int32_t)type);
+  const int32_t size = type == EK_RESOURCE ? 1 : ek_type_size((int32_t)type);
   if (size == 0) return fail_tensor(r, EK_ERR_UNSUPPORTED, "tensor element type is not supported");
-  t->type = (int8_t)type; /* a type ek_type_size knows (< 128) */
+  t->type = (int8_t)type; /* a type ek_type_size knows (< 128) or RESOURCE */
   if (elements * size > INT32_MAX) return fail_tensor(r, EK_ERR_UNSUPPORTED, "tensor is larger than 2 GiB");
-  t->bytes = (int32_t)(elements * size);
-  if (is_variable) return fail_tensor(r, EK_ERR_UNSUPPORTED, "variable (stateful) tensors are not supported");
+  t->bytes = type == EK_RESOURCE ? 0 : (int32_t)(elements * size); /* a handle: its variable's bytes (read_variables) */
+  r->is_variable = is_variable != 0; /* a state tensor (SVDF, LSTM): persistent, see read_variable_tensor */
+  if (is_variable && type == EK_RESOURCE) return fail_tensor(r, EK_ERR_MODEL, "a RESOURCE tensor is marked variable");
   const int has_sparsity = fb_ref(b, &tt, TENSOR_SPARSITY, &sparsity);
   if (has_sparsity < 0) return fail_tensor(r, EK_ERR_MODEL, "corrupt model: tensor sparsity out of bounds");
   if (has_sparsity > 0) return fail_tensor(r, EK_ERR_UNSUPPORTED, "sparse tensors are not supported");
@@ -410,6 +467,7 @@ static ek_status read_tensor(reader *r, uint32_t i, ek_tensor *t) {
   if (st != EK_OK) return st;
   st = read_buffer(r, buffer, &data, &data_size);
   if (st != EK_OK) return st;
+  if (data && t->type == EK_RESOURCE) return fail_tensor(r, EK_ERR_MODEL, "a RESOURCE tensor has constant data");
   if (data) {
     if (data_size != (size_t)t->bytes)
       return fail_tensor(r, EK_ERR_MODEL, "constant tensor's data size does not match its shape and type");
@@ -449,6 +507,26 @@ static int expected_options(int32_t opcode) {
     case EK_OP_L2_NORMALIZATION: return OPT_L2_NORM;
     case EK_OP_BATCH_MATMUL: return OPT_BATCH_MATMUL;
     case EK_OP_SUM: case EK_OP_REDUCE_MAX: case EK_OP_REDUCE_MIN: return OPT_REDUCER;
+    case EK_OP_SPLIT: return OPT_SPLIT;
+    case EK_OP_SPLIT_V: return OPT_SPLIT_V;
+    case EK_OP_UNPACK: return OPT_UNPACK;
+    case EK_OP_PACK: return OPT_PACK;
+    case EK_OP_STRIDED_SLICE: return OPT_STRIDED_SLICE;
+    case EK_OP_SLICE: return OPT_SLICE;
+    case EK_OP_SQUEEZE: return OPT_SQUEEZE;
+    case EK_OP_EXPAND_DIMS: return OPT_EXPAND_DIMS;
+    case EK_OP_GATHER: return OPT_GATHER;
+    case EK_OP_DEPTH_TO_SPACE: return OPT_DEPTH_TO_SPACE;
+    case EK_OP_SPACE_TO_DEPTH: return OPT_SPACE_TO_DEPTH;
+    case EK_OP_RESIZE_NEAREST_NEIGHBOR: return OPT_RESIZE_NEAREST_NEIGHBOR;
+    case EK_OP_RESIZE_BILINEAR: return OPT_RESIZE_BILINEAR;
+    case EK_OP_CAST: return OPT_CAST;
+    case EK_OP_FILL: return OPT_FILL;
+    case EK_OP_SHAPE: return OPT_SHAPE;
+    case EK_OP_ZEROS_LIKE: return OPT_ZEROS_LIKE;
+    case EK_OP_TRANSPOSE_CONV: return OPT_TRANSPOSE_CONV;
+    case EK_OP_MIRROR_PAD: return OPT_MIRROR_PAD;
+    case EK_OP_SVDF: return OPT_SVDF;
     default: return -1; /* options ignored */
   }
 }
@@ -470,6 +548,15 @@ static int fb_i16_param(const fb *b, const fb_table *t, int slot, int32_t dflt, 
     v = 0;
   }
   *out = (int16_t)v;
+  return 1;
+}
+
+/* SPLIT num_splits / PACK values_count / UNPACK num: must equal the op's output (input) count, as TFLite checks;
+   clears *fits otherwise. */
+static int fb_count_matches(const fb *b, const fb_table *t, int slot, int32_t count, int *fits) {
+  int32_t v;
+  if (!fb_i32(b, t, slot, 0, &v)) return 0;
+  if (v != count) *fits = 0;
   return 1;
 }
 
@@ -519,6 +606,59 @@ static int read_options(const fb *b, const fb_table *o, ek_op *op, int *fits) {
       return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation);
     case EK_OP_SUB: /* SubOptions: fused_activation_function, pot_scale_int16 (default true) */
       return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation) && fb_u8_param(b, o, 1, 1, &p->pot_scale_int16);
+    case EK_OP_SPLIT:
+    case EK_OP_SPLIT_V:
+      return fb_count_matches(b, o, 0, op->num_outputs, fits);
+    case EK_OP_UNPACK:
+      return fb_count_matches(b, o, 0, op->num_outputs, fits) && fb_i16_param(b, o, 1, 0, &p->axis, fits);
+    case EK_OP_PACK:
+      return fb_count_matches(b, o, 0, op->num_inputs, fits) && fb_i16_param(b, o, 1, 0, &p->axis, fits);
+    case EK_OP_STRIDED_SLICE: {
+      int32_t m[5];
+      uint32_t offset;
+      for (int k = 0; k < 5; ++k)
+        if (!fb_i32(b, o, k, 0, &m[k])) return 0;
+      if (!fb_u8(b, o, 5, 0, &offset)) return 0;
+      p->begin_mask = (uint8_t)m[0], p->end_mask = (uint8_t)m[1], p->ellipsis_mask = (uint8_t)m[2];
+      p->new_axis_mask = (uint8_t)m[3], p->shrink_axis_mask = (uint8_t)m[4]; /* low 8 bits: see ek_op_params */
+      p->flags = offset ? EK_FLAG_OFFSET : 0;
+      return 1;
+    }
+    case EK_OP_GATHER: {
+      int32_t bd;
+      if (!fb_i16_param(b, o, 0, 0, &p->axis, fits) || !fb_i32(b, o, 1, 0, &bd)) return 0;
+      if (bd < -128 || bd > 127) *fits = 0;
+      p->batch_dims = (int8_t)(bd < -128 || bd > 127 ? 0 : bd);
+      return 1;
+    }
+    case EK_OP_DEPTH_TO_SPACE:
+    case EK_OP_SPACE_TO_DEPTH: {
+      int32_t bs;
+      if (!fb_i32(b, o, 0, 0, &bs)) return 0;
+      if (bs < 0 || bs > 255) *fits = 0;
+      p->block_size = (uint8_t)(bs < 0 || bs > 255 ? 0 : bs);
+      return 1;
+    }
+    case EK_OP_RESIZE_BILINEAR:
+    case EK_OP_RESIZE_NEAREST_NEIGHBOR: {
+      const int first = op->opcode == EK_OP_RESIZE_BILINEAR ? 2 : 0; /* ResizeBilinearOptions: 2 deprecated fields first */
+      uint32_t align, half;
+      if (!fb_u8(b, o, first, 0, &align) || !fb_u8(b, o, first + 1, 0, &half)) return 0;
+      p->flags = (uint8_t)((align ? EK_FLAG_ALIGN_CORNERS : 0) | (half ? EK_FLAG_HALF_PIXEL_CENTERS : 0));
+      return 1;
+    }
+    case EK_OP_MIRROR_PAD: {
+      uint32_t mode;
+      if (!fb_u8(b, o, 0, 0, &mode)) return 0;
+      p->flags = mode == 1 ? EK_FLAG_MIRROR_SYMMETRIC : 0;
+      if (mode > 1) *fits = 0;
+      return 1;
+    }
+    case EK_OP_TRANSPOSE_CONV:
+      return fb_u8_param(b, o, 0, EK_PAD_SAME, &p->padding) && fb_i16_param(b, o, 1, 0, &p->stride_w, fits) &&
+             fb_i16_param(b, o, 2, 0, &p->stride_h, fits) && fb_u8_param(b, o, 3, EK_ACT_NONE, &p->activation);
+    case EK_OP_SVDF: /* SVDFOptions: rank, fused_activation_function, asymmetric_quantize_inputs */
+      return fb_i16_param(b, o, 0, 0, &p->rank, fits) && fb_u8_param(b, o, 1, EK_ACT_NONE, &p->activation);
     default:
       return 1; /* RESHAPE (the kernel uses the output shape), PAD, TRANSPOSE, QUANTIZE, ...: nothing to decode */
   }
@@ -595,9 +735,13 @@ static ek_status read_operator(reader *r, uint32_t i, ek_op *op, const ek_kernel
                          "operator has more than 8 inputs");
   if (st != EK_OK) return st;
   st = read_index_vector(r, op, &ot, OPERATOR_OUTPUTS, &op->outputs, EK_MAX_OP_OUTPUTS, &op->num_outputs,
-                         "operator has more than one output");
+                         "operator has more than 16 outputs");
   if (st != EK_OK) return st;
-  if (op->num_outputs != 1 || op->outputs[0] < 0) return fail_op(r, op, EK_ERR_MODEL, "operator has no output tensor");
+  const int no_output = code == EK_OP_ASSIGN_VARIABLE || code == EK_OP_CALL_ONCE; /* ops without outputs */
+  if (no_output ? op->num_outputs != 0 : op->num_outputs < 1)
+    return fail_op(r, op, EK_ERR_MODEL, no_output ? "operator must have no output tensor" : "operator has no output tensor");
+  for (int32_t k = 0; k < op->num_outputs; ++k)
+    if (op->outputs[k] < 0) return fail_op(r, op, EK_ERR_MODEL, "operator output tensor index is -1 (absent output)");
   if (!fb_u8(b, &ot, OPERATOR_OPTIONS_TYPE, OPT_NONE, &options_type))
     return fail_op(r, op, EK_ERR_MODEL, "corrupt model: bad builtin_options_type field");
   const int expected = expected_options(code);
@@ -610,7 +754,9 @@ static ek_status read_operator(reader *r, uint32_t i, ek_op *op, const ek_kernel
     return fail_op(r, op, EK_ERR_MODEL, "corrupt model: builtin_options field out of bounds");
   if (!fits)
     return fail_op(r, op, EK_ERR_UNSUPPORTED,
-                   "operator option (stride, dilation, filter size, depth multiplier or axis) is outside -32768..32767");
+                   "operator option out of range (stride, dilation, filter size, depth multiplier or axis outside "
+                   "-32768..32767, block size > 255, batch_dims outside int8, or a split/pack count that differs from "
+                   "the op's outputs/inputs)");
   op->params.keep_dims = op->params.keep_dims != 0; /* schema bools: any non-zero byte is true */
   op->params.keep_num_dims = op->params.keep_num_dims != 0;
   op->params.pot_scale_int16 = op->params.pot_scale_int16 != 0;
@@ -632,6 +778,8 @@ static ek_status read_io(reader *r, size_t vec, uint32_t n, int32_t *out) {
   return EK_OK;
 }
 
+static int32_t variable_of(const ek_runtime *rt, int32_t t);
+
 /* Producer of each tensor, kept in tensor_plan[].first_op during the check (-2: none, -1: graph input). */
 static ek_status check_graph(reader *r) {
   ek_runtime *rt = r->rt;
@@ -647,21 +795,223 @@ static ek_status check_graph(reader *r) {
     ek_op *op = &rt->ops[i];
     for (int32_t k = 0; k < op->num_inputs; ++k) {
       const int32_t t = op->inputs[k];
-      if (t < 0 || rt->ctx.tensors[t].is_constant) continue;
+      if (t < 0 || rt->ctx.tensors[t].is_constant || variable_of(rt, t) >= 0) continue; /* state: persistent */
       if (pe[t].first_op == -2)
         return fail_op(r, op, EK_ERR_MODEL, "operator reads a tensor that is neither constant, a graph input nor produced by an earlier operator");
     }
-    const int32_t o = op->outputs[0];
-    if (rt->ctx.tensors[o].is_constant) return fail_op(r, op, EK_ERR_MODEL, "operator writes to a constant tensor");
-    if (pe[o].first_op != -2)
-      return fail_op(r, op, EK_ERR_MODEL, "operator output is already a graph input or written by another operator");
-    pe[o].first_op = i;
+    for (int32_t k = 0; k < op->num_outputs; ++k) {
+      const int32_t o = op->outputs[k];
+      if (rt->ctx.tensors[o].is_constant) return fail_op(r, op, EK_ERR_MODEL, "operator writes to a constant tensor");
+      if (pe[o].first_op != -2)
+        return fail_op(r, op, EK_ERR_MODEL, "operator output is already a graph input or written by another operator (or listed twice)");
+      pe[o].first_op = i;
+    }
   }
   for (int32_t k = 0; k < rt->num_outputs; ++k) {
     const int32_t t = rt->outputs[k];
     if (!rt->ctx.tensors[t].is_constant && pe[t].first_op == -2)
       return fail_tensor(r, EK_ERR_MODEL, "a graph output is never written (not an input, constant or operator output)");
   }
+  return EK_OK;
+}
+
+/* ---- resource variables ---------------------------------------------------- */
+
+/* A variable tensor (is_variable: an op's state, e.g. SVDF's activation state) is kept like a resource variable: an
+   arena buffer alive over the whole graph, set to its initial value at init and on reset (its constant data if it
+   has some, otherwise LiteRT's ResetVariableTensor value: the zero point for int8, 0 otherwise). */
+static ek_status read_variable_tensor(reader *r, int32_t t) {
+  ek_runtime *rt = r->rt;
+  ek_tensor *x = &rt->ctx.tensors[t];
+  const int32_t k = rt->ctx.num_var_init;
+  if ((uint32_t)k >= r->mv->num_var_handles) return fail_tensor(r, EK_ERR_INTERNAL, "variable tensor count changed");
+  if (x->is_constant) return fail_tensor(r, EK_ERR_UNSUPPORTED, "a variable tensor with constant data is not supported");
+  ek_var_init *v = (ek_var_init *)&rt->ctx.var_init[k];
+  v->tensor = t;
+  v->src = -1;
+  v->bytes = x->bytes;
+  v->fill = x->type == EK_INT8 && x->num_scales > 0 ? (int32_t)(uint8_t)(int8_t)x->zero_point : 0;
+  rt->tensor_plan[k].alias_of = -1; /* not a VAR_HANDLE (read_variables) */
+  rt->ctx.num_var_init = k + 1;
+  return EK_OK;
+}
+
+/* A VAR_HANDLE's (container, shared_name) as positions in the model (VarHandleOptions slots 0, 1). */
+typedef struct var_name {
+  size_t c, s;
+  uint32_t clen, slen;
+  int has_c;
+} var_name;
+
+static int handle_name(const fb *b, size_t ops_vec, uint32_t i, var_name *n) {
+  fb_table ot, o;
+  memset(n, 0, sizeof *n);
+  if (!fb_vector_table(b, ops_vec, i, &ot)) return 0;
+  const int has = fb_subtable(b, &ot, OPERATOR_OPTIONS, &o);
+  if (has <= 0) return has == 0;
+  const int hc = fb_vector(b, &o, 0, 1, &n->clen, &n->c), hs = fb_vector(b, &o, 1, 1, &n->slen, &n->s);
+  n->has_c = hc > 0;
+  return hc >= 0 && hs >= 0;
+}
+
+/* TFLM's MicroResourceVariables::FindId: equal shared names, and equal containers unless one is absent. */
+static int same_variable(const fb *b, const var_name *x, const var_name *y) {
+  if (x->slen != y->slen || (x->slen && memcmp(b->p + x->s, b->p + y->s, x->slen) != 0)) return 0;
+  if (!x->has_c || !y->has_c) return 1;
+  return x->clen == y->clen && (x->clen == 0 || memcmp(b->p + x->c, b->p + y->c, x->clen) == 0);
+}
+
+/* The variable whose handle is tensor t of the main graph, or -1. */
+static int32_t variable_of(const ek_runtime *rt, int32_t t) {
+  for (int32_t k = 0; k < rt->ctx.num_var_init; ++k)
+    if (rt->ctx.var_init[k].tensor == t) return k;
+  return -1;
+}
+
+/* Sizes variable k from a tensor that is assigned to it or read from it: every such tensor has the same bytes; the
+   first assigned value's zero point is the default fill byte (TFLM: micro_resource_variable.cc Allocate). */
+static ek_status size_variable(reader *r, ek_op *op, int32_t k, const ek_tensor *t, int assigned) {
+  ek_var_init *v = (ek_var_init *)&r->rt->ctx.var_init[k];
+  if (t->type == EK_RESOURCE) return fail_op(r, op, EK_ERR_TYPE, "a resource variable's value is itself a RESOURCE tensor");
+  if (v->bytes >= 0 && v->bytes != t->bytes)
+    return fail_op(r, op, EK_ERR_SHAPE, "a resource variable is read or assigned with different sizes");
+  v->bytes = t->bytes;
+  if (assigned && v->fill < 0) v->fill = t->num_scales > 0 ? (int32_t)(uint8_t)(int8_t)t->zero_point : 0;
+  return EK_OK;
+}
+
+/* Init subgraph: VAR_HANDLE and ASSIGN_VARIABLE of constants only; each assignment becomes its variable's initial
+   value (an init variable the main graph never names is dropped: nothing could read it). */
+static ek_status read_init_subgraph(reader *r) {
+  const fb *b = &r->b;
+  ek_runtime *rt = r->rt;
+  fb_table sg;
+  ek_model_view iv = *r->mv;
+  uint32_t nops, nt;
+  size_t ops, tv;
+  if (!fb_vector_table(b, r->mv->subgraphs_vec, (uint32_t)r->mv->init_subgraph, &sg) ||
+      fb_vector(b, &sg, SUBGRAPH_TENSORS, 4, &nt, &tv) < 0 || fb_vector(b, &sg, SUBGRAPH_OPERATORS, 4, &nops, &ops) < 0)
+    return fail_tensor(r, EK_ERR_MODEL, "corrupt model: CALL_ONCE init subgraph out of bounds");
+  iv.tensors_vec = tv;
+  iv.num_tensors = nt;
+  reader ir = *r;
+  ir.mv = &iv;
+  for (uint32_t j = 0; j < nops; ++j) {
+    ek_read_error err = {EK_OK, -1, (const char *)0};
+    int32_t code;
+    fb_table ot;
+    uint32_t nin, h, v;
+    size_t in;
+    if (opcode_in(b, r->mv, ops, nops, j, &code, (int32_t *)0, &err) != EK_OK)
+      return fail_tensor(r, err.status, "corrupt model: CALL_ONCE init subgraph operator out of bounds");
+    if (code == EK_OP_VAR_HANDLE) continue;
+    if (code != EK_OP_ASSIGN_VARIABLE)
+      return fail_tensor(r, EK_ERR_UNSUPPORTED,
+                         "the CALL_ONCE init subgraph computes values; only VAR_HANDLE and ASSIGN_VARIABLE of constants are supported");
+    if (!fb_vector_table(b, ops, j, &ot) || fb_vector(b, &ot, OPERATOR_INPUTS, 4, &nin, &in) <= 0 || nin != 2 ||
+        !rd_u32(b, in, &h) || !rd_u32(b, in + 4, &v) || h >= nt || v >= nt)
+      return fail_tensor(r, EK_ERR_MODEL, "corrupt model: bad ASSIGN_VARIABLE in the CALL_ONCE init subgraph");
+    /* the handle's VAR_HANDLE in the init subgraph, and the main graph's variable of that name */
+    var_name name;
+    int found = 0;
+    for (uint32_t q = 0; q < nops && !found; ++q) {
+      fb_table qt;
+      uint32_t nout, o;
+      size_t out;
+      if (opcode_in(b, r->mv, ops, nops, q, &code, (int32_t *)0, &err) != EK_OK || code != EK_OP_VAR_HANDLE) continue;
+      if (!fb_vector_table(b, ops, q, &qt) || fb_vector(b, &qt, OPERATOR_OUTPUTS, 4, &nout, &out) <= 0 || nout != 1 ||
+          !rd_u32(b, out, &o) || !handle_name(b, ops, q, &name))
+        return fail_tensor(r, EK_ERR_MODEL, "corrupt model: bad VAR_HANDLE in the CALL_ONCE init subgraph");
+      found = o == h;
+    }
+    if (!found) return fail_tensor(r, EK_ERR_MODEL, "an init ASSIGN_VARIABLE's handle is not a VAR_HANDLE output");
+    int32_t k = -1;
+    for (int32_t m = 0; m < rt->ctx.num_var_init && k < 0; ++m) {
+      var_name mn;
+      if (rt->tensor_plan[m].alias_of < 0) continue; /* a variable tensor, not a handle */
+      if (!handle_name(b, r->mv->ops_vec, (uint32_t)rt->tensor_plan[m].alias_of, &mn))
+        return fail_tensor(r, EK_ERR_MODEL, "corrupt model: VAR_HANDLE options out of bounds");
+      if (same_variable(b, &name, &mn)) k = m;
+    }
+    if (k < 0) continue;
+    ek_tensor value;
+    ek_status st = read_tensor(&ir, v, &value);
+    if (st != EK_OK) return st;
+    if (!value.is_constant)
+      return fail_tensor(r, EK_ERR_UNSUPPORTED, "the CALL_ONCE init subgraph assigns a value that is not a constant");
+    st = size_variable(r, (ek_op *)0, k, &value, 1);
+    if (st != EK_OK) return st;
+    ((ek_var_init *)&rt->ctx.var_init[k])->src = (int32_t)((const uint8_t *)value.data - b->p);
+  }
+  return EK_OK;
+}
+
+/* Resolves the main graph's VAR_HANDLE ops to variables (ctx.var_init, one per handle: two handles naming one
+   variable are rejected), sizes them from what is assigned and read, gives each handle tensor its variable's bytes
+   and reads the initial values of the CALL_ONCE init subgraph. Uses tensor_plan[k].alias_of as work memory (the
+   VAR_HANDLE op of variable k); the planner re-initialises the plan. */
+static ek_status read_variables(reader *r) {
+  ek_runtime *rt = r->rt;
+  const fb *b = &r->b;
+  ek_var_init *vars = (ek_var_init *)rt->ctx.var_init;
+  int32_t n = rt->ctx.num_var_init, first_handle = n, call_once = -1; /* after the variable tensors */
+  for (int32_t i = 0; i < rt->num_ops; ++i) {
+    ek_op *op = &rt->ops[i];
+    if (op->opcode == EK_OP_CALL_ONCE && call_once < 0) call_once = i;
+    for (int32_t k = 0; k < op->num_inputs; ++k) {
+      const int32_t t = op->inputs[k];
+      if (t >= 0 && rt->ctx.tensors[t].type == EK_RESOURCE &&
+          !(k == 0 && (op->opcode == EK_OP_READ_VARIABLE || op->opcode == EK_OP_ASSIGN_VARIABLE)))
+        return fail_op(r, op, EK_ERR_UNSUPPORTED, "a RESOURCE tensor is used by an op other than READ_VARIABLE / ASSIGN_VARIABLE");
+    }
+    if (op->num_outputs > 0 && (rt->ctx.tensors[op->outputs[0]].type == EK_RESOURCE) != (op->opcode == EK_OP_VAR_HANDLE))
+      return fail_op(r, op, EK_ERR_TYPE, "only VAR_HANDLE produces a RESOURCE tensor, and its output must be one");
+    if (op->opcode != EK_OP_VAR_HANDLE) continue;
+    if ((uint32_t)n >= r->mv->num_var_handles) return fail_op(r, op, EK_ERR_INTERNAL, "VAR_HANDLE count changed");
+    var_name name, other;
+    if (!handle_name(b, r->mv->ops_vec, (uint32_t)i, &name))
+      return fail_op(r, op, EK_ERR_MODEL, "corrupt model: VAR_HANDLE options out of bounds");
+    for (int32_t m = 0; m < n; ++m) {
+      if (rt->tensor_plan[m].alias_of < 0) continue; /* a variable tensor, not a handle */
+      if (!handle_name(b, r->mv->ops_vec, (uint32_t)rt->tensor_plan[m].alias_of, &other))
+        return fail_op(r, op, EK_ERR_MODEL, "corrupt model: VAR_HANDLE options out of bounds");
+      if (same_variable(b, &name, &other))
+        return fail_op(r, op, EK_ERR_UNSUPPORTED, "two VAR_HANDLE ops of the main graph name the same variable");
+    }
+    if ((call_once < 0 || call_once > i))
+      return fail_op(r, op, EK_ERR_UNSUPPORTED,
+                     "model uses resource variables without a CALL_ONCE init subgraph running first (not supported)");
+    vars[n].tensor = op->outputs[0];
+    vars[n].src = -1;
+    vars[n].bytes = -1;
+    vars[n].fill = -1;
+    rt->tensor_plan[n].alias_of = i;
+    rt->ctx.num_var_init = ++n;
+  }
+  for (int32_t i = 0; i < rt->num_ops; ++i) {
+    ek_op *op = &rt->ops[i];
+    const int read = op->opcode == EK_OP_READ_VARIABLE, assign = op->opcode == EK_OP_ASSIGN_VARIABLE;
+    if (!read && !assign) continue;
+    const int32_t k = op->num_inputs >= 1 ? variable_of(rt, op->inputs[0]) : -1;
+    if (k < 0 || op->num_inputs != (assign ? 2 : 1) || (read && op->num_outputs != 1))
+      return fail_op(r, op, EK_ERR_MODEL, "READ_VARIABLE / ASSIGN_VARIABLE needs a VAR_HANDLE output as its handle");
+    const int32_t t = assign ? op->inputs[1] : op->outputs[0];
+    if (t < 0) return fail_op(r, op, EK_ERR_MODEL, "ASSIGN_VARIABLE has no value");
+    const ek_status st = size_variable(r, op, k, &rt->ctx.tensors[t], assign);
+    if (st != EK_OK) return st;
+  }
+  if (r->mv->init_subgraph > 0) {
+    const ek_status st = read_init_subgraph(r);
+    if (st != EK_OK) return st;
+  }
+  for (int32_t k = first_handle; k < n; ++k) {
+    if (vars[k].bytes < 0) vars[k].bytes = 0;
+    if (vars[k].fill < 0) vars[k].fill = 0;
+    rt->ctx.tensors[vars[k].tensor].bytes = vars[k].bytes;
+  }
+  for (int32_t k = 0; k < rt->num_outputs; ++k)
+    if (rt->ctx.tensors[rt->outputs[k]].type == EK_RESOURCE)
+      return fail_tensor(r, EK_ERR_UNSUPPORTED, "a graph output is a RESOURCE tensor");
   return EK_OK;
 }
 
@@ -675,6 +1025,10 @@ ek_status ek_read_graph(ek_runtime *rt, const ek_model_view *mv) {
   for (uint32_t i = 0; i < mv->num_tensors; ++i) {
     st = read_tensor(&r, i, &rt->ctx.tensors[i]);
     if (st != EK_OK) return st;
+    if (r.is_variable) {
+      st = read_variable_tensor(&r, (int32_t)i);
+      if (st != EK_OK) return st;
+    }
   }
   for (uint32_t i = 0; i < mv->num_ops; ++i) {
     st = read_operator(&r, i, &rt->ops[i], &rt->kernels[i]);
@@ -686,7 +1040,9 @@ ek_status ek_read_graph(ek_runtime *rt, const ek_model_view *mv) {
   if (st != EK_OK) return st;
   st = read_io(&r, mv->outputs_vec, mv->num_outputs, rt->outputs);
   if (st != EK_OK) return st;
-  return check_graph(&r);
+  st = check_graph(&r);
+  if (st != EK_OK) return st;
+  return read_variables(&r);
 }
 
 int32_t ek_model_opcodes(const void *model, size_t model_len, int32_t *codes, int32_t max_codes, ek_error *error) {

@@ -61,8 +61,8 @@ static void print_plan(const char *key, const ek_plan_entry *p, int32_t n) {
 }
 
 static int info(ek_runtime *rt, size_t state_len, size_t arena_len) {
-  printf("{\"state_bytes\": %zu, \"arena_bytes\": %zu, \"persistent_bytes\": %zu, \"inputs\": [", state_len, arena_len,
-         rt->persistent_bytes);
+  printf("{\"state_bytes\": %zu, \"arena_bytes\": %zu, \"persistent_bytes\": %zu, \"variables_bytes\": %zu, \"inputs\": [",
+         state_len, arena_len, rt->persistent_bytes, ek_variables_bytes(rt));
   for (int32_t i = 0; i < ek_num_inputs(rt); ++i) {
     if (i) printf(", ");
     print_tensor(ek_get_input(rt, i), rt->inputs[i]);
@@ -81,15 +81,17 @@ static int info(ek_runtime *rt, size_t state_len, size_t arena_len) {
   return 0;
 }
 
+/* Invokes once per group of num_inputs files (a sequence: resource variables carry over), writes the last outputs. */
 static int run(ek_runtime *rt, const char *out_dir, int n_inputs, char **input_paths) {
-  if (n_inputs != ek_num_inputs(rt)) {
-    fprintf(stderr, "error: model has %d inputs, %d given\n", (int)ek_num_inputs(rt), n_inputs);
+  const int per = (int)ek_num_inputs(rt);
+  if (per <= 0 || n_inputs < per || n_inputs % per != 0) {
+    fprintf(stderr, "error: model has %d inputs, %d given (give a multiple for a sequence)\n", per, n_inputs);
     return 1;
   }
   for (int i = 0; i < n_inputs; ++i) {
     size_t len = 0;
     unsigned char *data = read_file(input_paths[i], &len);
-    ek_tensor *t = ek_get_input(rt, i);
+    ek_tensor *t = ek_get_input(rt, i % per);
     if (!data || len != (size_t)t->bytes) {
       fprintf(stderr, "error: input %d (%s): cannot read or not %d bytes\n", i, input_paths[i], (int)t->bytes);
       free(data);
@@ -97,8 +99,8 @@ static int run(ek_runtime *rt, const char *out_dir, int n_inputs, char **input_p
     }
     memcpy(t->data, data, len);
     free(data);
+    if (i % per == per - 1 && ek_invoke(rt) != EK_OK) return report(rt);
   }
-  if (ek_invoke(rt) != EK_OK) return report(rt);
   for (int32_t i = 0; i < ek_num_outputs(rt); ++i) {
     char path[4096];
     const ek_tensor *t = ek_get_output(rt, i);
@@ -116,7 +118,7 @@ static int run(ek_runtime *rt, const char *out_dir, int n_inputs, char **input_p
 
 int main(int argc, char **argv) {
   if (argc < 3 || (strcmp(argv[2], "info") != 0 && (strcmp(argv[2], "run") != 0 || argc < 4))) {
-    fprintf(stderr, "usage: %s MODEL.tflite info | run OUT_DIR IN0.bin ...\n", argv[0]);
+    fprintf(stderr, "usage: %s MODEL.tflite info | run OUT_DIR IN0.bin ... (k x the inputs: k invocations)\n", argv[0]);
     return 1;
   }
   size_t model_len = 0;

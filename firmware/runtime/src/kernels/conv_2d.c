@@ -18,6 +18,9 @@
  *    (conv_data.expanded): one LDRD per 4 weights, the accumulators already doubled for the requantization.
  * Requantization: MultiplyByQuantizedMultiplier (double rounding, as LiteRT), via the branch-free
  * equivalent of ek_conv_common.h when every channel's shift is a right shift.
+ * Channels whose output is one value for every input (dead filters of trained networks: ek_conv_constant_channels)
+ * are computed in prepare, left out of the range checks (so the rest of the layer keeps the fast paths) and of the
+ * expanded records (not computed at all there), and written by ek_conv_fill_constant after the op's rows.
  */
 #include "ek_conv_common.h"
 #include "ek_stream.h"
@@ -42,17 +45,26 @@ typedef struct conv_data {
                            pairs, two words per group of 4 ((2w0,2w2), (2w1,2w3); a partial last group zero-padded),
                            so the inner loop loads them with one LDRD instead of LDR + 2 SXTB16 and the accumulators
                            hold 2 * acc, what ek_conv_requant_zp2 wants */
+  int32_t constants;    /* channels with a constant output, listed after the channel table */
+  int32_t records;      /* conv_data.expanded: records (the channels that are not constant) */
 } conv_data; /* followed by ek_conv_channel[channels] (8-byte aligned: sizeof is a multiple of 8) */
 
 static ek_conv_channel *conv_channels(void *user_data) {
   return (ek_conv_channel *)((uint8_t *)user_data + ((sizeof(conv_data) + 7u) & ~(size_t)7u));
 }
 
-/* conv_data.expanded: per output channel [2 * fold, 2 words per group of 4 depth elements, multiplier,
-   half + zp << e, e], after the channels. */
+/* Constant channels' list (ek_conv_constant_channels), after the channel table; 8-byte padded. */
+static inline uint32_t *conv_constant_list(const conv_data *d) {
+  return (uint32_t *)(void *)(conv_channels((void *)(uintptr_t)d) + d->channels);
+}
+#define CONV_LIST_WORDS(count) (((count) + 1) & ~1)
+
+/* conv_data.expanded: per output channel that is not constant [2 * fold, 2 words per group of 4 depth elements,
+   multiplier, half + zp << e, e | channel << 8 (the ASR reads the low byte; the stores add the channel)], after
+   the list; the zero-padded weight copy (conv_data.padded) lives there too. */
 #define CONV_RECORD_WORDS(groups) (2 * (groups) + 4)
 static inline const uint32_t *conv_records(const conv_data *d) {
-  return (const uint32_t *)(const void *)(conv_channels((void *)(uintptr_t)d) + d->channels);
+  return conv_constant_list(d) + CONV_LIST_WORDS(d->constants);
 }
 
 /* Output channels as the model states them (bounded by the filter's byte size, checked by the reader). */
@@ -63,6 +75,18 @@ static int32_t conv_out_channels(const ek_context *ctx, const ek_op *op) {
 }
 
 static int32_t conv_blocked_depth(const ek_context *ctx, const ek_op *op);
+
+/* Channels with a constant output (0 when the analysis does not apply). */
+static int32_t conv_constant_count(const ek_context *ctx, const ek_op *op) {
+  if (op->num_inputs < 2 || op->num_inputs > 3 || op->num_outputs != 1) return 0;
+  for (int i = 0; i < op->num_inputs; ++i)
+    if (op->inputs[i] >= ctx->num_tensors || (i < 2 && op->inputs[i] < 0)) return 0;
+  if (op->outputs[0] < 0 || op->outputs[0] >= ctx->num_tensors) return 0;
+  const ek_tensor *bias = op->num_inputs > 2 && op->inputs[2] >= 0 ? &ctx->tensors[op->inputs[2]] : (const ek_tensor *)0;
+  const int32_t n = ek_conv_constant_channels(&ctx->tensors[op->inputs[0]], &ctx->tensors[op->inputs[1]], bias,
+                                              &ctx->tensors[op->outputs[0]], op->params.activation, 0, (uint32_t *)0);
+  return n > 0 ? n : 0;
+}
 
 /* Bytes of the zero-padded weight copy (blocked path with depth % 4 != 0 and constant weights), else 0. */
 static size_t conv_padded_bytes(const ek_context *ctx, const ek_op *op) {
@@ -77,13 +101,13 @@ static size_t conv_expanded_bytes(const ek_context *ctx, const ek_op *op) {
   const int32_t depth = conv_blocked_depth(ctx, op), oc = conv_out_channels(ctx, op);
   if (EK_CONV_MVE || ctx->plan_mve || !ek_for_export(ctx) || depth <= 0 || !ctx->tensors[op->inputs[1]].is_constant)
     return 0;
-  return (size_t)oc * (size_t)CONV_RECORD_WORDS((depth + 3) >> 2) * 4u;
+  return (size_t)(oc - conv_constant_count(ctx, op)) * (size_t)CONV_RECORD_WORDS((depth + 3) >> 2) * 4u;
 }
 
 static size_t conv_persistent_bytes(const ek_context *ctx, const ek_op *op) {
   const size_t padded = conv_padded_bytes(ctx, op), expanded = conv_expanded_bytes(ctx, op);
   return ((sizeof(conv_data) + 7u) & ~(size_t)7u) + (size_t)conv_out_channels(ctx, op) * sizeof(ek_conv_channel) +
-         (expanded > padded ? expanded : padded);
+         (size_t)CONV_LIST_WORDS(conv_constant_count(ctx, op)) * 4u + (expanded > padded ? expanded : padded);
 }
 
 /* Depth of one im2col column (KH*KW*IC_filter) if the blocked path applies, else 0. */
@@ -145,15 +169,48 @@ static ek_status conv_prepare(ek_context *ctx, ek_op *op) {
   d->channels = oc;
   if (!ek_conv_activation_range(p->activation, out, &d->act_min, &d->act_max))
     return ek_fail(ctx, op, EK_ERR_MODEL, "CONV_2D activation range does not fit the output scale");
+  const int32_t constants = ek_conv_constant_channels(in, f, bias, out, p->activation, 0, (uint32_t *)0);
+  d->constants = constants > 0 ? constants : 0;
+  if (d->constants != conv_constant_count(ctx, op))
+    return ek_fail(ctx, op, EK_ERR_INTERNAL, "CONV_2D persistent data sized for other tensors");
   int fast = 1;
   for (int32_t i = 0; i < oc; ++i) {
     /* PopulateConvolutionQuantizationParams: double(input_scale) * double(filter_scale) / double(output_scale) */
     const double eff = (double)in->scale * (double)ek_conv_scale_at(f, i) / (double)out->scale;
-    if (!ek_conv_channel_init(&ch[i], eff, &fast))
+    int channel_fast = 1;
+    if (!ek_conv_channel_init(&ch[i], eff, &channel_fast))
       return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "CONV_2D effective output scale too large (>= 2^30)");
+    fast = fast && channel_fast;
   }
+  if (d->constants > 0) { /* constant channels: exponent 1, no left shift, out of every range check below */
+    ek_conv_constant_channels(in, f, bias, out, p->activation, 0, conv_constant_list(d));
+    ek_conv_mark_constant(ch, conv_constant_list(d), d->constants);
+    fast = 1;
+    for (int32_t i = 0; i < oc; ++i) {
+      const int32_t e = ek_conv_exponent(&ch[i]);
+      fast = fast && e >= 1 && e <= 31;
+    }
+  }
+  /* per-channel accumulator bounds from the constant weights and bias (-1: not constant, or leaving int32) */
+  int64_t live_bound = constants >= 0 ? 0 : -1, live_bias = 0;
+  for (int32_t o = 0; o < oc; ++o) {
+    if (ek_conv_is_constant(&ch[o])) continue;
+    if (bias) {
+      const int64_t bv = bias->is_constant ? (int64_t)((const int32_t *)bias->data)[o] : INT64_MAX;
+      const int64_t mag = bv < 0 ? -bv : bv;
+      if (mag > live_bias) live_bias = mag;
+    }
+    if (live_bound >= 0) {
+      int64_t lo, hi;
+      ek_conv_acc_range((const int8_t *)f->data + (ptrdiff_t)o * kh * kw * fc, 1, kh * kw * fc,
+                        bias ? ((const int32_t *)bias->data)[o] : 0, d->input_offset, &lo, &hi);
+      const int64_t bound = ek_conv_acc_bound(lo, hi);
+      live_bound = bound < 0 ? -1 : (bound > live_bound ? bound : live_bound);
+    }
+  }
+  const int bounded = live_bound >= 0 && live_bound < EK_CONV_FAST_ACC_LIMIT;
   /* |w * (x + input_offset)| <= 128 * 255 */
-  d->fast_requant = fast && ek_conv_acc_fits(ek_conv_bias_bound(bias, oc), (int64_t)kh * kw * fc, 128 * 255);
+  d->fast_requant = fast && (bounded || ek_conv_acc_fits(live_bias, (int64_t)kh * kw * fc, 128 * 255));
   const int32_t depth = conv_blocked_depth(ctx, op);
   d->path = (depth > 0 && op->scratch && depth == kh * kw * fc && f->is_constant && (!bias || bias->is_constant))
                 ? CONV_PATH_BLOCKED : CONV_PATH_REFERENCE;
@@ -162,26 +219,40 @@ static ek_status conv_prepare(ek_context *ctx, ek_op *op) {
     const int32_t *b = bias ? (const int32_t *)bias->data : (const int32_t *)0;
     int64_t fold_bound = 0;
     for (int32_t o = 0; o < oc; ++o) {
+      if (ek_conv_is_constant(&ch[o])) continue; /* fold 0 */
       uint32_t sum = 0;
       for (int32_t k = 0; k < depth; ++k) sum += (uint32_t)(int32_t)wt[(int64_t)o * depth + k];
       ch[o].fold = (int32_t)(sum * (uint32_t)d->input_offset + (b ? (uint32_t)b[o] : 0u));
       const int64_t magnitude = ch[o].fold < 0 ? -(int64_t)ch[o].fold : (int64_t)ch[o].fold;
       if (magnitude > fold_bound) fold_bound = magnitude;
     }
-    /* the blocked accumulator starts at fold and adds |w * x| <= 128 * 128 per depth element */
-    d->fast_requant = fast && ek_conv_acc_fits(fold_bound, depth, 128 * 128);
+    /* the blocked accumulator starts at fold and adds |w * x| <= 128 * 128 per depth element; it ends at the
+       true accumulator (wrap-around sums), so the per-channel bounds hold for it too */
+    d->fast_requant = fast && (bounded || ek_conv_acc_fits(fold_bound, depth, 128 * 128));
   }
   d->zp_fold = 1;
-  for (int32_t o = 0; o < oc; ++o) d->zp_fold = d->zp_fold && ek_conv_exponent(&ch[o]) <= EK_CONV_ZP_FOLD_MAX_E;
+  for (int32_t o = 0; o < oc && d->zp_fold; ++o) {
+    int64_t bound = -1;
+    if (ek_conv_exponent(&ch[o]) > EK_CONV_ZP_FOLD_MAX_E && constants >= 0) {
+      int64_t lo, hi;
+      ek_conv_acc_range((const int8_t *)f->data + (ptrdiff_t)o * kh * kw * fc, 1, kh * kw * fc,
+                        bias ? ((const int32_t *)bias->data)[o] : 0, d->input_offset, &lo, &hi);
+      bound = ek_conv_acc_bound(lo, hi);
+    }
+    d->zp_fold = ek_conv_zp_fold_ok(&ch[o], d->output_offset, bound);
+  }
   for (int32_t o = 0; o < oc; ++o) ch[o].half_zp = d->zp_fold ? ek_conv_half_zp(&ch[o], d->output_offset) : 0;
   d->padded = 0;
   d->expanded = 0;
+  d->records = 0;
   const size_t padded_bytes = conv_padded_bytes(ctx, op);
   if (d->path == CONV_PATH_BLOCKED && d->fast_requant && d->zp_fold && conv_expanded_bytes(ctx, op) > 0) {
     const int32_t groups = (depth + 3) >> 2;
     const int8_t *wt = (const int8_t *)f->data;
-    uint32_t *ew = (uint32_t *)(void *)(ch + oc);
+    uint32_t *ew = (uint32_t *)(uintptr_t)conv_records(d);
+    d->records = oc - d->constants;
     for (int32_t o = 0; o < oc; ++o) {
+      if (ek_conv_is_constant(&ch[o])) continue;
       const int8_t *row = wt + (int64_t)o * depth;
       *ew++ = (uint32_t)ch[o].fold * 2u; /* |fold| < 2^30 (fast requantization) */
       for (int32_t g = 0; g < groups; ++g, ew += 2) {
@@ -192,12 +263,12 @@ static ek_status conv_prepare(ek_context *ctx, ek_op *op) {
       }
       *ew++ = (uint32_t)ch[o].multiplier;
       *ew++ = (uint32_t)ch[o].half_zp;
-      *ew++ = (uint32_t)ek_conv_exponent(&ch[o]);
+      *ew++ = (uint32_t)ek_conv_exponent(&ch[o]) | ((uint32_t)o << 8);
     }
     d->expanded = 1;
   } else if (d->path == CONV_PATH_BLOCKED && padded_bytes > 0) {
     const int32_t stride = (depth + 3) & ~3;
-    int8_t *pw = (int8_t *)(ch + oc);
+    int8_t *pw = (int8_t *)(uintptr_t)conv_records(d);
     const int8_t *wt = (const int8_t *)f->data;
     for (int32_t o = 0; o < oc; ++o)
       for (int32_t k = 0; k < stride; ++k) pw[(int64_t)o * stride + k] = k < depth ? wt[(int64_t)o * depth + k] : 0;
@@ -212,7 +283,11 @@ static inline int32_t conv_requant(const conv_data *d, const ek_conv_channel *ch
   return ek_wrap_add(v, d->output_offset);
 }
 
-/* TFLite's reference loop nest (ConvPerChannel), with wrap-around int32 accumulation. */
+/* TFLite's reference loop nest (ConvPerChannel), with wrap-around int32 accumulation. Only for layers the blocked
+   path does not take (grouped, non-constant weights, huge windows): compiled for size (the firmware's code budget). */
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
 static void conv_reference(const conv_data *d, const ek_conv_channel *ch, const ek_op_params *p, const ek_tensor *in,
                            const ek_tensor *f, const int32_t *bias, ek_tensor *out, int32_t row0, int32_t row1) {
   const int32_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
@@ -691,6 +766,13 @@ __asm__(
     "  .size ek_conv_block4_dsp, . - ek_conv_block4_dsp\n"
     "  .text\n");
 
+#define CONV_CLAMPX(ra)               \
+    "  cmp " ra ", r3\n"                \
+    "  it lt\n"                         \
+    "  movlt " ra ", r3\n"              \
+    "  cmp " ra ", r12\n"               \
+    "  it gt\n"                         \
+    "  movgt " ra ", r12\n"
 #define CONV_OUTX(ra)                 \
     "  sub r0, r2, " ra ", lsr #31\n"   \
     "  smmlar " ra ", " ra ", r1, r0\n" \
@@ -715,11 +797,12 @@ __asm__(
  * count's dispatch is decided once per call (`entry`: the first group, which starts the four accumulators from
  * 2 * fold, followed by (groups - 1) % 4 groups; `cont`: the loop of four groups or straight to the
  * requantization), and one LDMDB reads the store state. The four output bytes are stored last pixel first
- * at dst + off[j]: a partial block (np < 4) sets off[j] = 0 for j >= np, so its unused columns' values are
+ * at dst + channel + off[j] (the channel from the record's last word: constant channels have no record):
+ * a partial block (np < 4) sets off[j] = 0 for j >= np, so its unused columns' values are
  * overwritten by pixel 0's at once (nothing outside the block's pixels is written). */
 typedef struct conv_blockx_args { /* offsets used by the assembly below (relative to &cols, the LR base) */
   int32_t clamp;                  /* -24: nonzero when [lo, hi] is narrower than [-128, 127] */
-  int8_t *dst;                    /* -20: output of pixel 0, current channel */
+  int8_t *dst;                    /* -20: output of pixel 0, channel 0 */
   int32_t off[3];                 /* -16, -12, -8: bytes from pixel 0's output to pixels 1, 2, 3's (0: unused) */
   const uint32_t *end;            /* -4: end of the last channel's record */
   const uint32_t *cols;           /*  0 */
@@ -780,19 +863,19 @@ __asm__(
     "  bne .Lek_cbx_loop\n"
     "  .global ek_conv_bx_requant\n  .type ek_conv_bx_requant, %function\n  .thumb_func\n"
     "ek_conv_bx_requant:\n"
-    "  ldmia r11!, {r1, r2, r3}\n"          /* multiplier, half + zp << e, e */
+    "  ldmia r11!, {r1, r2, r3}\n"          /* multiplier, half + zp << e, e | channel << 8 */
     CONV_OUTX("r4") CONV_OUTX("r5") CONV_OUTX("r6") CONV_OUTX("r7")
-    "  ldmdb lr, {r0, r1, r2, r3, r10, r12}\n" /* clamp, dst, off1, off2, off3, end */
+    "  ldmdb lr, {r0, r1, r2, r8, r9, r10}\n" /* clamp, dst, off1, off2, off3, end */
+    "  add r1, r1, r3, lsr #8\n"            /* this channel's output of pixel 0 */
     "  cbz r0, .Lek_cbx_store\n"            /* activation clamp only when narrower than int8 */
-    "  ldrd r8, r9, [lr, #16]\n"            /* lo, hi */
-    CONV_CLAMP("r4") CONV_CLAMP("r5") CONV_CLAMP("r6") CONV_CLAMP("r7")
+    "  ldrd r3, r12, [lr, #16]\n"           /* lo, hi */
+    CONV_CLAMPX("r4") CONV_CLAMPX("r5") CONV_CLAMPX("r6") CONV_CLAMPX("r7")
     ".Lek_cbx_store:\n"                     /* last pixel first: unused columns (off 0) are overwritten by pixel 0 */
-    "  strb r7, [r1, r10]\n"
-    "  strb r6, [r1, r3]\n"
+    "  strb r7, [r1, r9]\n"
+    "  strb r6, [r1, r8]\n"
     "  strb r5, [r1, r2]\n"
-    "  strb r4, [r1], #1\n"
-    "  str r1, [lr, #-20]\n"
-    "  cmp r11, r12\n"
+    "  strb r4, [r1]\n"
+    "  cmp r11, r10\n"
     "  bne .Lek_cbx_channel\n"
     "  pop {r4-r11, pc}\n"
     "  .size ek_conv_block4x_dsp, . - ek_conv_block4x_dsp\n"
@@ -806,7 +889,7 @@ typedef struct conv_block1x_args { /* offsets used by the assembly below */
   int32_t groups;                  /*  4 */
   const uint32_t *records;         /*  8 */
   const uint32_t *end;             /* 12 */
-  int8_t *dst;                     /* 16: output of the pixel, current channel */
+  int8_t *dst;                     /* 16: output of the pixel, channel 0 */
   int32_t clamp;                   /* 20 */
   int32_t lo, hi;                  /* 24, 28 */
 } conv_block1x_args;
@@ -855,8 +938,8 @@ __asm__(
     CONV_CLAMP("r4")
     ".Lek_cb1_store:\n"
     "  ldr r1, [lr, #16]\n"
-    "  strb r4, [r1], #1\n"
-    "  str r1, [lr, #16]\n"
+    "  add r1, r1, r3, lsr #8\n"            /* + the record's channel */
+    "  strb r4, [r1]\n"
     "  ldr r0, [lr, #12]\n"
     "  cmp r11, r0\n"
     "  bne .Lek_cb1_channel\n"
@@ -864,6 +947,7 @@ __asm__(
     "  .size ek_conv_block1x_dsp, . - ek_conv_block1x_dsp\n"
     "  .text\n");
 #undef CONV_OUTX
+#undef CONV_CLAMPX
 #undef CONV_GROUPX
 #undef CONV_OUT
 #undef CONV_CLAMP
@@ -876,14 +960,16 @@ __asm__(
    conv_blockx_args), else the same steps in C (what the host build runs, so the layout is tested there). */
 static void conv_block_expanded(const conv_data *d, const uint32_t *block, int32_t groups, int32_t np, int8_t *yp) {
   const int32_t oc = d->channels, lo = d->act_min, hi = d->act_max, words = CONV_RECORD_WORDS(groups);
+  const int32_t records = d->records;
   const uint32_t *rec = conv_records(d);
 #if CONV_BLOCK_ASM
+  if (records == 0) return; /* every channel constant */
   {
     static void (*const first[4])(void) = {ek_conv_bx_first0, ek_conv_bx_first1, ek_conv_bx_first2,
                                            ek_conv_bx_first3};
     if (np <= 2) { /* one column at a time: 4 instructions per group and column instead of 11 for all four */
       for (int32_t j = 0; j < np; ++j) {
-        conv_block1x_args one = {block + 2 * j, groups, rec, rec + (ptrdiff_t)oc * words, yp + (ptrdiff_t)j * oc,
+        conv_block1x_args one = {block + 2 * j, groups, rec, rec + (ptrdiff_t)records * words, yp + (ptrdiff_t)j * oc,
                                  lo > -128 || hi < 127, lo, hi};
         ek_conv_block1x_dsp(&one);
       }
@@ -891,20 +977,20 @@ static void conv_block_expanded(const conv_data *d, const uint32_t *block, int32
     }
     const int32_t quads = (groups - 1) >> 2; /* groups >= 1 */
     conv_blockx_args args = {lo > -128 || hi < 127, yp, {np > 1 ? oc : 0, np > 2 ? 2 * oc : 0, np > 3 ? 3 * oc : 0},
-                             rec + (ptrdiff_t)oc * words, block, (uintptr_t)first[(groups - 1) & 3], quads,
+                             rec + (ptrdiff_t)records * words, block, (uintptr_t)first[(groups - 1) & 3], quads,
                              quads ? (uintptr_t)ek_conv_bx_quads : (uintptr_t)ek_conv_bx_requant, lo, hi, rec};
     ek_conv_block4x_dsp(&args);
     return;
   }
 #endif
-  for (int32_t o = 0; o < oc; ++o, rec += words) { /* only the block's np columns (a partial last block) */
-    const uint32_t *q = rec + 1 + 2 * groups; /* multiplier, half + zp << e, e */
+  for (int32_t r = 0; r < records; ++r, rec += words) { /* only the block's np columns (a partial last block) */
+    const uint32_t *q = rec + 1 + 2 * groups; /* multiplier, half + zp << e, e | channel << 8 */
+    const int32_t o = (int32_t)(q[2] >> 8), e = (int32_t)(q[2] & 0xFFu);
     for (int32_t j = 0; j < np; ++j) {
       int32_t acc = (int32_t)rec[0];
       const uint32_t *col = block + 2 * j, *w = rec + 1;
       for (int32_t g = 0; g < groups; ++g, col += 8, w += 2) acc = ek_smlad(col[1], w[1], ek_smlad(col[0], w[0], acc));
-      yp[j * oc + o] =
-          ek_conv_clamp8(ek_ssat8(ek_conv_requant_zp2(acc, (int32_t)q[0], (int32_t)q[1], (int32_t)q[2])), lo, hi);
+      yp[j * oc + o] = ek_conv_clamp8(ek_ssat8(ek_conv_requant_zp2(acc, (int32_t)q[0], (int32_t)q[1], e)), lo, hi);
     }
   }
 }
@@ -916,13 +1002,15 @@ static CONV_NOINLINE void conv_expanded_dsp(const conv_data *d, const ek_op_para
                                             const ek_tensor *f, ek_tensor *out, uint32_t *block, int32_t row0,
                                             int32_t row1) {
   static void (*const first[4])(void) = {ek_conv_bx_first0, ek_conv_bx_first1, ek_conv_bx_first2, ek_conv_bx_first3};
+  if (d->records == 0) return; /* every channel constant */
   const int32_t n = in->dims[0], oc = d->channels, ow = out->dims[2], pixels = out->dims[1] * ow;
   const int32_t groups = (f->dims[1] * f->dims[2] * f->dims[3] + 3) >> 2, quads = (groups - 1) >> 2;
   const int32_t lo = d->act_min, hi = d->act_max;
   const uint32_t *rec = conv_records(d);
   int8_t *staging = (int8_t *)(block + 2 * CONV_COLUMNS * groups);
   int8_t *y = (int8_t *)out->data;
-  conv_blockx_args args = {lo > -128 || hi < 127, y, {oc, 2 * oc, 3 * oc}, rec + (ptrdiff_t)oc * CONV_RECORD_WORDS(groups),
+  conv_blockx_args args = {lo > -128 || hi < 127, y, {oc, 2 * oc, 3 * oc},
+                           rec + (ptrdiff_t)d->records * CONV_RECORD_WORDS(groups),
                            block, (uintptr_t)first[(groups - 1) & 3], quads,
                            quads ? (uintptr_t)ek_conv_bx_quads : (uintptr_t)ek_conv_bx_requant, lo, hi, rec};
   /* the two common full-block im2col cases, their invariants hoisted (else conv_im2col_block) */
@@ -984,7 +1072,7 @@ static void conv_blocked(const conv_data *d, const ek_conv_channel *ch, const ek
   const int fast = d->fast_requant;
   static const uint8_t perm[4] = {0, 2, 1, 3}; /* position of depth element i of a group in a column's 2 words */
   /* zero-padded weight rows (per-op data) when depth % 4 != 0: every channel runs whole groups */
-  const int8_t *wt = d->padded ? (const int8_t *)(const void *)(ch + oc) : (const int8_t *)f->data;
+  const int8_t *wt = d->padded ? (const int8_t *)(const void *)conv_records(d) : (const int8_t *)f->data;
   const int32_t wstride = d->padded ? 4 * groups : depth;
   const int32_t dot_groups = d->padded ? groups : full_groups, dot_tail = d->padded ? 0 : tail;
   int8_t *staging = (int8_t *)(block + 2 * CONV_COLUMNS * groups);
@@ -1168,6 +1256,10 @@ static ek_status conv_eval(ek_context *ctx, ek_op *op) {
   } else {
     conv_reference(d, ch, &op->params, in, f, bias_data, out, row0, row1);
   }
+  if (d->constants > 0) /* after the rows: every path left these bytes to them (or wrote 0 + zp there) */
+    ek_conv_fill_constant((int8_t *)out->data + (ptrdiff_t)row0 * out->dims[2] * d->channels, /* rows, batches */
+                          ((in->dims[0] - 1) * out->dims[1] + row1 - row0) * out->dims[2], d->channels,
+                          conv_constant_list(d), d->constants);
   return EK_OK;
 }
 

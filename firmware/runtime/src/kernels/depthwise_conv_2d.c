@@ -25,6 +25,9 @@
  *  - Helium (Cortex-M55), multiplier 1, plane mode: 3x3 stride-1 SAME layers with rows of 2-5 pixels (KWS) run
  *    dw_dot_mve (one VMLADAV.S8 per window over channel-major planes); other layers with at least 4 taps run
  *    dw_blocked_mve (8 channels per vector, widening multiplies). Both keep the blocked path's access contract.
+ * Channels whose output is one value for every input (dead filters of trained networks: ek_conv_constant_channels)
+ * are computed in prepare, left out of the range checks (so the layer keeps the blocked path) and written by
+ * ek_conv_fill_constant after the op.
  */
 #include "ek_conv_common.h"
 #include "ek_stream.h"
@@ -39,6 +42,13 @@ enum { DW_PATH_REFERENCE = 0, DW_PATH_BLOCKED = 1 };
 #else
 #define EK_DW_NOINLINE
 #endif
+/* The reference loop runs only for layers the blocked paths do not take (non-constant weights, huge maps): compiled
+   for size (the firmware's code budget). */
+#if defined(__GNUC__)
+#define EK_DW_COLD __attribute__((noinline, cold))
+#else
+#define EK_DW_COLD
+#endif
 
 typedef struct dw_data {
   int32_t pad_h, pad_w;
@@ -48,6 +58,9 @@ typedef struct dw_data {
   int32_t path;
   int32_t fast_requant;
   int32_t channels;
+  int32_t constants; /* channels with a constant output (ek_conv_constant_channels), listed after the channel table */
+  int32_t fill;      /* constants written after the op: paths other than the Cortex-M4/portable blocked one (whose
+                        group table gives them their value) */
 } dw_data;
 
 static ek_conv_channel *dw_channels(void *user_data) {
@@ -60,8 +73,25 @@ static int32_t dw_out_channels(const ek_context *ctx, const ek_op *op) {
   return (f->ndim == 4 && f->dims[3] > 0) ? f->dims[3] : 0;
 }
 
+/* Channels with a constant output (0 when the analysis does not apply). */
+static int32_t dw_constant_count(const ek_context *ctx, const ek_op *op) {
+  if (op->num_inputs < 2 || op->num_inputs > 3 || op->num_outputs != 1) return 0;
+  for (int i = 0; i < op->num_inputs; ++i)
+    if (op->inputs[i] >= ctx->num_tensors || (i < 2 && op->inputs[i] < 0)) return 0;
+  if (op->outputs[0] < 0 || op->outputs[0] >= ctx->num_tensors) return 0;
+  const ek_tensor *bias = op->num_inputs > 2 && op->inputs[2] >= 0 ? &ctx->tensors[op->inputs[2]] : (const ek_tensor *)0;
+  const int32_t n = ek_conv_constant_channels(&ctx->tensors[op->inputs[0]], &ctx->tensors[op->inputs[1]], bias,
+                                              &ctx->tensors[op->outputs[0]], op->params.activation, 1, (uint32_t *)0);
+  return n > 0 ? n : 0;
+}
+
+static inline uint32_t *dw_constant_list(const dw_data *d) {
+  return (uint32_t *)(void *)(dw_channels((void *)(uintptr_t)d) + d->channels);
+}
+
 static size_t dw_persistent_bytes(const ek_context *ctx, const ek_op *op) {
-  return ((sizeof(dw_data) + 7u) & ~(size_t)7u) + (size_t)dw_out_channels(ctx, op) * sizeof(ek_conv_channel);
+  return ((sizeof(dw_data) + 7u) & ~(size_t)7u) + (size_t)dw_out_channels(ctx, op) * sizeof(ek_conv_channel) +
+         4u * (size_t)dw_constant_count(ctx, op);
 }
 
 /* Scratch of the blocked path, in words. The input of one group of 4 channels is held two words per pixel,
@@ -161,14 +191,48 @@ static ek_status dw_prepare(ek_context *ctx, ek_op *op) {
   d->channels = oc;
   if (!ek_conv_activation_range(p->activation, out, &d->act_min, &d->act_max))
     return ek_fail(ctx, op, EK_ERR_MODEL, "DEPTHWISE_CONV_2D activation range does not fit the output scale");
+  const int32_t constants = ek_conv_constant_channels(in, f, bias, out, p->activation, 1, (uint32_t *)0);
+  d->constants = constants > 0 ? constants : 0;
+  d->fill = 0;
+  if (d->constants != dw_constant_count(ctx, op))
+    return ek_fail(ctx, op, EK_ERR_INTERNAL, "DEPTHWISE_CONV_2D persistent data sized for other tensors");
   int fast = 1;
   for (int32_t i = 0; i < oc; ++i) {
     const double eff = (double)in->scale * (double)ek_conv_scale_at(f, i) / (double)out->scale;
-    if (!ek_conv_channel_init(&ch[i], eff, &fast))
+    int channel_fast = 1;
+    if (!ek_conv_channel_init(&ch[i], eff, &channel_fast))
       return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "DEPTHWISE_CONV_2D effective output scale too large (>= 2^30)");
+    fast = fast && channel_fast;
   }
+  if (d->constants > 0) { /* constant channels: exponent 1, no left shift, out of every range check below */
+    ek_conv_constant_channels(in, f, bias, out, p->activation, 1, dw_constant_list(d));
+    ek_conv_mark_constant(ch, dw_constant_list(d), d->constants);
+    fast = 1;
+    for (int32_t i = 0; i < oc; ++i) {
+      const int32_t e = ek_conv_exponent(&ch[i]);
+      fast = fast && e >= 1 && e <= 31;
+    }
+  }
+  /* per-channel accumulator bounds from the constant weights and bias (-1: not constant, or leaving int32) */
+  int64_t live_bias = 0, live_bound = constants >= 0 ? 0 : -1;
+  for (int32_t o = 0; o < oc; ++o) {
+    if (ek_conv_is_constant(&ch[o])) continue;
+    if (bias) {
+      const int64_t bv = bias->is_constant ? (int64_t)((const int32_t *)bias->data)[o] : INT64_MAX;
+      const int64_t mag = bv < 0 ? -bv : bv;
+      if (mag > live_bias) live_bias = mag;
+    }
+    if (live_bound >= 0) {
+      int64_t lo, hi;
+      ek_conv_acc_range((const int8_t *)f->data + o, oc, kh * kw, bias ? ((const int32_t *)bias->data)[o] : 0,
+                        d->input_offset, &lo, &hi);
+      const int64_t bound = ek_conv_acc_bound(lo, hi);
+      live_bound = bound < 0 ? -1 : (bound > live_bound ? bound : live_bound);
+    }
+  }
+  const int bounded = live_bound >= 0 && live_bound < EK_CONV_FAST_ACC_LIMIT;
   /* reference path: |w * (x + input_offset)| <= 128 * 255 per tap */
-  d->fast_requant = fast && ek_conv_acc_fits(ek_conv_bias_bound(bias, oc), (int64_t)kh * kw, 128 * 255);
+  d->fast_requant = fast && (bounded || ek_conv_acc_fits(live_bias, (int64_t)kh * kw, 128 * 255));
   d->path = DW_PATH_REFERENCE;
   if (f->is_constant && (!bias || bias->is_constant) && op->scratch &&
       dw_scratch_bytes(ctx, op) > 0) { /* fold = bias + input_offset * sum of the channel's taps */
@@ -176,6 +240,7 @@ static ek_status dw_prepare(ek_context *ctx, ek_op *op) {
     const int32_t *b = bias ? (const int32_t *)bias->data : (const int32_t *)0;
     int64_t fold_bound = 0;
     for (int32_t i = 0; i < oc; ++i) {
+      if (ek_conv_is_constant(&ch[i])) continue; /* fold 0 */
       uint32_t sum = 0;
       for (int32_t t = 0; t < kh * kw; ++t) sum += (uint32_t)(int32_t)wt[(int64_t)t * oc + i];
       ch[i].fold = (int32_t)(sum * (uint32_t)d->input_offset + (b ? (uint32_t)b[i] : 0u));
@@ -185,12 +250,23 @@ static ek_status dw_prepare(ek_context *ctx, ek_op *op) {
     /* the blocked accumulator starts at fold and adds |w * x| <= 128 * 128 per tap; it requantizes with
        the fast formula only */
     int zp_fold = 1; /* the output zero point goes into the rounding constant (ek_conv_requant_zp2) */
-    for (int32_t i = 0; i < oc; ++i) zp_fold = zp_fold && ek_conv_exponent(&ch[i]) <= EK_CONV_ZP_FOLD_MAX_E;
-    if (fast && zp_fold && ek_conv_acc_fits(fold_bound, (int64_t)kh * kw, 128 * 128)) {
+    for (int32_t i = 0; i < oc && zp_fold; ++i) {
+      int64_t bound = -1;
+      if (ek_conv_exponent(&ch[i]) > EK_CONV_ZP_FOLD_MAX_E && constants >= 0) {
+        int64_t lo, hi;
+        ek_conv_acc_range(wt + i, oc, kh * kw, b ? b[i] : 0, d->input_offset, &lo, &hi);
+        bound = ek_conv_acc_bound(lo, hi);
+      }
+      zp_fold = ek_conv_zp_fold_ok(&ch[i], d->output_offset, bound);
+    }
+    /* the blocked sums end at the true accumulator (wrap-around), so the per-channel bounds hold for them too */
+    if (fast && zp_fold && (bounded || ek_conv_acc_fits(fold_bound, (int64_t)kh * kw, 128 * 128))) {
       d->path = DW_PATH_BLOCKED;
       d->fast_requant = 1;
     }
   }
+  /* the Helium paths (planned for Helium, or this build) and the reference loop need the fill pass */
+  d->fill = (d->path != DW_PATH_BLOCKED || ctx->plan_mve || EK_CONV_MVE) ? d->constants : 0;
   return EK_OK;
 }
 
@@ -200,7 +276,7 @@ static inline int8_t dw_output(const dw_data *d, const ek_conv_channel *ch, int3
 }
 
 /* One output pixel, TFLite's loop (taps outside the image skipped, input offset added per tap). */
-static EK_DW_NOINLINE void dw_pixel_reference(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
+static EK_DW_COLD void dw_pixel_reference(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
                                               const ek_tensor *in, const ek_tensor *f, const int32_t *bias, int32_t b,
                                               int32_t oy, int32_t ox, int8_t *yp) {
   const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3];
@@ -417,7 +493,9 @@ static void dw_group_table(const ek_conv_channel *ch, const int8_t *wt, int32_t 
   for (int32_t j = 0; j < 4; ++j, wv += 3) {
     const ek_conv_channel *cc = &ch[c0 + (j < lanes ? j : 0)];
     wv[0] = (uint32_t)(j < lanes ? cc->multiplier : 0);
-    wv[1] = (uint32_t)ek_conv_half_zp(cc, zp);
+    /* a constant channel (multiplier 0, exponent 1): (2K + 1 - [acc < 0]) >> 1 = K, its value, with no fill pass */
+    wv[1] = ek_conv_is_constant(cc) ? 2u * (uint32_t)(int32_t)(int8_t)(cc->shifts >> 24) + 1u
+                                    : (uint32_t)ek_conv_half_zp(cc, zp);
     wv[2] = (uint32_t)ek_conv_exponent(cc);
   }
 }
@@ -1108,7 +1186,12 @@ static EK_DW_NOINLINE void dw_dot_mve(const dw_data *d, const ek_conv_channel *c
 }
 #endif
 
-static ek_status dw_eval(ek_context *ctx, ek_op *op) {
+/* The op's paths, exactly as before constant channels existed (kept a separate, not inlined function: the same code
+   and instruction counts as then); returns the output. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static ek_tensor *dw_compute(ek_context *ctx, ek_op *op) {
   const dw_data *d = (const dw_data *)op->user_data;
   const ek_conv_channel *ch = dw_channels(op->user_data);
   const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias_t = ek_input(ctx, op, 2);
@@ -1119,23 +1202,23 @@ static ek_status dw_eval(ek_context *ctx, ek_op *op) {
     if (dw_geometry_of(ctx, op, &g)) { /* always true after prepare chose this path */
       if (d->multiplier > 1) {
         dw_blocked_multiplier(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
-        return EK_OK;
+        return out;
       }
 #if defined(DW_DOT_ASM)
       dw_dot_fit fit;
       if (dw_dot_applies(d, p, in, out, &g, &fit)) {
         dw_dot_mve(d, ch, in, f, out, (int8_t *)op->scratch, &fit);
-        return EK_OK;
+        return out;
       }
 #endif
 #if EK_CONV_MVE
       if (dw_mve_applies(&g)) {
         dw_blocked_mve(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
-        return EK_OK;
+        return out;
       }
 #endif
       dw_blocked(d, ch, p, in, f, out, (uint32_t *)op->scratch, &g);
-      return EK_OK;
+      return out;
     }
   }
   const int32_t *bias = bias_t ? (const int32_t *)bias_t->data : (const int32_t *)0;
@@ -1146,6 +1229,15 @@ static ek_status dw_eval(ek_context *ctx, ek_op *op) {
     for (int32_t oy = 0; oy < oh; ++oy)
       for (int32_t ox = 0; ox < ow; ++ox)
         dw_pixel_reference(d, ch, p, in, f, bias, b, oy, ox, y + (((int64_t)b * oh + oy) * ow + ox) * oc);
+  return out;
+}
+
+static ek_status dw_eval(ek_context *ctx, ek_op *op) {
+  const dw_data *d = (const dw_data *)op->user_data;
+  const ek_tensor *out = dw_compute(ctx, op);
+  if (d->fill > 0) /* after the op (the input is no longer read): those paths wrote 0 + zp there */
+    ek_conv_fill_constant((int8_t *)out->data, out->dims[0] * out->dims[1] * out->dims[2], d->channels,
+                          dw_constant_list(d), d->fill);
   return EK_OK;
 }
 

@@ -281,6 +281,130 @@ static inline int8_t ek_conv_clamp8(int32_t v, int32_t lo, int32_t hi) {
   return (int8_t)(v < lo ? lo : (v > hi ? hi : v));
 }
 
+/* ---------- channels with a constant output (dead filters of trained networks) ----------
+ * For constant weights and bias, a channel's accumulator acc = bias + sum_k w_k * (x_k + input_offset) lies in
+ * [lo, hi] for every int8 input, with lo/hi summing per tap the smaller/larger of w * (-128 + off) and
+ * w * (127 + off) (a padded tap adds 0, which both bounds include). TFLite's int32 sum wraps, but when [lo, hi] fits
+ * int32 the wrapped sum is the true one. MultiplyByQuantizedMultiplier with a right shift (shift <= 0, multiplier
+ * >= 0) is monotonic, and so are the zero point add and the clamp: if lo and hi give the same output, every input
+ * does. Such channels (trained networks' dead filters: effective scales down to 1e-11, folded biases far beyond
+ * what the fast requantization allows) are computed here at generation time; the kernels write their value and
+ * leave them out of the fast paths' range checks. */
+
+/* Bit 16 of ek_conv_channel.shifts: the channel's output is the constant in bits 24-31 (int8). */
+#define EK_CONV_CONSTANT_FLAG 0x10000
+static inline int ek_conv_is_constant(const ek_conv_channel *ch) { return (ch->shifts & EK_CONV_CONSTANT_FLAG) != 0; }
+
+/* [lo, hi] of one channel's accumulator (taps weights `step` bytes apart). */
+static inline void ek_conv_acc_range(const int8_t *w, ptrdiff_t step, int32_t taps, int32_t bias, int32_t input_offset,
+                                     int64_t *lo, int64_t *hi) {
+  const int64_t xmin = -128 + (int64_t)input_offset, xmax = 127 + (int64_t)input_offset; /* xmin <= 0 <= xmax */
+  int64_t l = bias, h = bias;
+  for (int32_t t = 0; t < taps; ++t, w += step) {
+    const int64_t a = (int64_t)*w * xmin, b = (int64_t)*w * xmax;
+    l += a < b ? a : b;
+    h += a < b ? b : a;
+  }
+  *lo = l;
+  *hi = h;
+}
+
+/* Largest |acc| of a channel, or -1 when [lo, hi] leaves int32. */
+static inline int64_t ek_conv_acc_bound(int64_t lo, int64_t hi) {
+  if (lo < INT32_MIN || hi > INT32_MAX) return -1;
+  return -lo > hi ? -lo : hi;
+}
+
+/* Channels of a CONV_2D (depthwise = 0, filter OHWI) or DEPTHWISE_CONV_2D (depthwise = 1, filter 1HWC) whose output
+ * is one value for every input. Returns their count and, when list != NULL, writes one word per such channel in
+ * increasing order: channel | (uint8)value << 24. Returns -1 when the analysis does not apply (weights or bias not
+ * constant, or tensors prepare() would reject: it may run before prepare, to size the per-op data). */
+static inline int32_t ek_conv_constant_channels(const ek_tensor *in, const ek_tensor *f, const ek_tensor *bias,
+                                                const ek_tensor *out, int32_t activation, int depthwise, uint32_t *list) {
+  if (!in || !f || !out || f->type != EK_INT8 || in->ndim != 4 || f->ndim != 4 || out->ndim != 4) return -1;
+  /* the activations' quantization only (their data is bound after the per-op data is sized) */
+  if (in->type != EK_INT8 || out->type != EK_INT8 || in->num_scales < 1 || out->num_scales < 1 ||
+      !ek_conv_finite_positive(in->scale) || !ek_conv_finite_positive(out->scale) || in->zero_point < -128 ||
+      in->zero_point > 127 || out->zero_point < -128 || out->zero_point > 127 || !f->is_constant || !f->data)
+    return -1;
+  const int32_t elements = ek_conv_elements(f);
+  if (elements < 1 || f->bytes != elements) return -1;
+  const int32_t oc = depthwise ? f->dims[3] : f->dims[0];
+  const int32_t taps = depthwise ? f->dims[1] * f->dims[2] : f->dims[1] * f->dims[2] * f->dims[3];
+  if (oc < 1 || oc >= (1 << 24) || (f->num_scales != 1 && f->num_scales != oc) || !ek_conv_scales_ok(f)) return -1;
+  if (bias && (bias->type != EK_INT32 || !bias->is_constant || !bias->data || bias->bytes != 4 * oc)) return -1;
+  int32_t amin = 0, amax = 0;
+  if (!ek_conv_activation_ok(activation) || !ek_conv_activation_range(activation, out, &amin, &amax)) return -1;
+  const int8_t *wt = (const int8_t *)f->data;
+  const int32_t *b = bias ? (const int32_t *)bias->data : (const int32_t *)0;
+  const int32_t zp = out->zero_point, off = -in->zero_point;
+  int32_t count = 0;
+  for (int32_t o = 0; o < oc; ++o) {
+    const double eff = (double)in->scale * (double)ek_conv_scale_at(f, o) / (double)out->scale;
+    if (!(eff >= 0.0) || !(eff < 1073741824.0)) return -1;
+    int32_t m = 0;
+    int shift = 0;
+    ek_quantize_multiplier(eff, &m, &shift);
+    if (shift > 0) continue;
+    int64_t lo, hi;
+    ek_conv_acc_range(wt + (depthwise ? (ptrdiff_t)o : (ptrdiff_t)o * taps), depthwise ? oc : 1, taps, b ? b[o] : 0,
+                      off, &lo, &hi);
+    if (ek_conv_acc_bound(lo, hi) < 0) continue;
+    const int32_t vlo = ek_conv_clamp8(ek_wrap_add(ek_mbqm((int32_t)lo, m, shift), zp), amin, amax);
+    const int32_t vhi = ek_conv_clamp8(ek_wrap_add(ek_mbqm((int32_t)hi, m, shift), zp), amin, amax);
+    if (vlo != vhi) continue;
+    if (list) list[count] = (uint32_t)o | ((uint32_t)(uint8_t)(int8_t)vlo << 24);
+    ++count;
+  }
+  return count;
+}
+
+/* Marks the listed channels constant: multiplier 0, fold 0, exponent 1 (every requantization gives 0 for them, no
+   range check sees their bias), flag and value in shifts. */
+static inline void ek_conv_mark_constant(ek_conv_channel *ch, const uint32_t *list, int32_t count) {
+  for (int32_t k = 0; k < count; ++k) {
+    ek_conv_channel *c = &ch[list[k] & 0xFFFFFFu];
+    c->multiplier = 0;
+    c->fold = 0;
+    c->half_zp = 0;
+    c->shifts = 1 | EK_CONV_CONSTANT_FLAG | (int32_t)(list[k] & 0xFF000000u);
+  }
+}
+
+/* Writes the constant channels (list, count >= 1) of `pixels` consecutive output pixels of oc channels each. Not
+   inlined (it runs once per op call) and, with GCC, a weak definition: the kernels that include this header share
+   one copy in the firmware (the code budget is tight). */
+#if defined(__GNUC__)
+__attribute__((noinline, weak)) void ek_conv_fill_constant(int8_t *y, int32_t pixels, int32_t oc, const uint32_t *list,
+                                                             int32_t count);
+#define EK_CONV_FILL_LINKAGE
+#else
+#define EK_CONV_FILL_LINKAGE static
+#endif
+EK_CONV_FILL_LINKAGE void ek_conv_fill_constant(int8_t *y, int32_t pixels, int32_t oc, const uint32_t *list, int32_t count) {
+  const uint32_t *list_end = list + count;
+  for (int8_t *end = y + (ptrdiff_t)pixels * oc; y < end; y += oc) {
+    const uint32_t *l = list;
+    do {
+      const uint32_t v = *l++;
+      y[v & 0xFFFFFFu] = (int8_t)(v >> 24);
+    } while (l < list_end);
+  }
+}
+
+/* The zero point folds into the rounding constant (ek_conv_requant_zp2) without wrapping: always for exponents
+ * <= EK_CONV_ZP_FOLD_MAX_E; above (live channels of trained networks with tiny scales), when the channel's
+ * accumulator bound (acc_bound >= 0; -1: unknown) keeps |zp * 2^e + 2^(e-1)| + 1 + |SMMLAR's high part| < 2^31. */
+static inline int ek_conv_zp_fold_ok(const ek_conv_channel *ch, int32_t zp, int64_t acc_bound) {
+  const int32_t e = ek_conv_exponent(ch);
+  if (e <= EK_CONV_ZP_FOLD_MAX_E) return 1;
+  if (acc_bound < 0 || e > 31) return 0;
+  const int64_t c = (int64_t)zp * ((int64_t)1 << e) + ((int64_t)1 << (e - 1));
+  const int64_t high = ((acc_bound * (int64_t)ch->multiplier) >> 31) + 1;
+  return (c < 0 ? -c : c) + 1 + high < ((int64_t)1 << 31);
+}
+
+
 /* ---------- FULLY_CONNECTED's double rounding ----------
  * LiteRT's reference FullyConnected / FullyConnectedPerChannel for int8 (reference/integer_ops/
  * fully_connected.h, the overloads taking input/filter/output scales, which is what BUILTIN_REF calls)

@@ -18,11 +18,19 @@
  *    Helium (M55) dots the raw int8 input with the original int8 weights (VMLADAVA.S8, 16 MACs each) from the
  *    same fold. The last depth % 4 inputs come from the original weights.
  *  - reference: TFLite's loop (non-constant weights or bias, a non-zero weight zero point, huge layers).
+ *  - int16 activations (16x8, below fc16_*): int16 input/output (zero points 0), int8 weights (zero point 0), int32
+ *    or int64 bias; the loop of reference_integer_ops::FullyConnected(PerChannel) with an int64 accumulator
+ *    (tensorflow/lite/kernels/internal/reference/integer_ops/fully_connected.h). LiteRT BUILTIN_REF rescales it with
+ *    round(double(acc) * s_in * s_w / s_out), as on the int8 path (checked against it: TFLM's
+ *    MultiplyByQuantizedMultiplier(int64), common.cc, differed by 1 LSB), one scale per unit when per-channel.
  */
+/* edgekit-op: FULLY_CONNECTED | types: int8, int16 | versions: 1-12 | fast path: Cortex-M4 DSP (int8), Helium (M55, int8) */
+#include <math.h>
+
 #include "ek_conv_common.h"
 #include "ek_stream.h"
 
-enum { FC_PATH_REFERENCE = 0, FC_PATH_PACKED = 1 };
+enum { FC_PATH_REFERENCE = 0, FC_PATH_PACKED = 1, FC_PATH_INT16 = 2 };
 
 /* Largest weight tensor the packed path re-lays (its int16 copy is twice this). */
 #define FC_PACK_MAX_WEIGHTS (1 << 24)
@@ -77,7 +85,13 @@ static ek_dfast *fc_fast(void *user_data, int32_t num_scales) {
   return (ek_dfast *)(void *)((uint8_t *)fc_scales(user_data) + (size_t)num_scales * sizeof(ek_dscale));
 }
 
+static int fc_is_int16(const ek_context *ctx, const ek_op *op);
+static size_t fc16_persistent_bytes(const ek_context *ctx, const ek_op *op);
+static ek_status fc16_prepare(ek_context *ctx, ek_op *op);
+static void fc16_eval(ek_context *ctx, ek_op *op);
+
 static size_t fc_persistent_bytes(const ek_context *ctx, const ek_op *op) {
+  if (fc_is_int16(ctx, op)) return fc16_persistent_bytes(ctx, op);
   int32_t units = 0, depth = 0;
   const size_t base = FC_ALIGN8(sizeof(fc_data)) + (size_t)fc_num_scales(ctx, op) * sizeof(ek_dscale);
   return fc_packed_shape(ctx, op, &units, &depth)
@@ -91,6 +105,7 @@ static ek_status fc_prepare(ek_context *ctx, ek_op *op) {
   const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias = ek_input(ctx, op, 2);
   const ek_tensor *out = ek_output(ctx, op, 0);
   if (!in || !f || !out) return ek_fail(ctx, op, EK_ERR_MODEL, "FULLY_CONNECTED input, weights or output missing");
+  if (in->type == EK_INT16) return fc16_prepare(ctx, op);
   if (in->type != EK_INT8 || out->type != EK_INT8 || f->type != EK_INT8)
     return ek_fail(ctx, op, EK_ERR_TYPE, "FULLY_CONNECTED supports int8 input, weights and output only");
   if (!ek_conv_is_q8_activation(in) || !ek_conv_is_q8_activation(out))
@@ -487,7 +502,9 @@ static ek_status fc_eval(ek_context *ctx, ek_op *op) {
   const ek_dscale *ds = fc_scales(op->user_data);
   const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias = ek_input(ctx, op, 2);
   ek_tensor *out = ek_output(ctx, op, 0);
-  if (d->path == FC_PATH_PACKED) {
+  if (d->path == FC_PATH_INT16) {
+    fc16_eval(ctx, op);
+  } else if (d->path == FC_PATH_PACKED) {
     fc_packed(d, ds, fc_fast(op->user_data, d->num_scales), (const int8_t *)in->data, (const int8_t *)f->data,
               (int8_t *)out->data);
   } else {
@@ -502,10 +519,91 @@ static ek_status fc_eval(ek_context *ctx, ek_op *op) {
 static int fc_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
   (void)ctx;
   const fc_data *d = (const fc_data *)op->user_data;
-  if (input_index != 0 || !d || d->batches < 1) return EK_OVERLAP_NONE;
+  if (input_index != 0 || !d || d->batches < 1 || d->path == FC_PATH_INT16) return EK_OVERLAP_NONE;
   return ek_stream_rows_live(d->batches, d->depth, d->units, d_max) ? EK_OVERLAP_UPTO : EK_OVERLAP_NONE;
 }
 
-/* edgekit-op: FULLY_CONNECTED | types: int8 | versions: 1-6 | fast path: Cortex-M4 DSP, Helium (M55) */
+/* ---- int16 activations (16x8) ------------------------------------------------------------------------------ */
+
+/* round(double(acc) * eff) as LiteRT's reference build computes it (INT32_MIN when out of range, as its x86 build
+   gives); |acc| < 2^53, so double(acc) is exact. */
+static inline int32_t fc16_round(int64_t acc, double eff) {
+  const double v = round((double)acc * eff);
+  return v >= -2147483648.0 && v < 2147483648.0 ? (int32_t)v : INT32_MIN;
+}
+
+static int fc_is_int16(const ek_context *ctx, const ek_op *op) {
+  return op->num_inputs >= 1 && op->inputs[0] >= 0 && op->inputs[0] < ctx->num_tensors &&
+         ctx->tensors[op->inputs[0]].type == EK_INT16;
+}
+
+/* fc_data (path FC_PATH_INT16) then one double effective scale (s_in * s_w / s_out) per weight scale. */
+static size_t fc16_persistent_bytes(const ek_context *ctx, const ek_op *op) {
+  const int32_t n = fc_num_scales(ctx, op);
+  return FC_ALIGN8(sizeof(fc_data)) + (size_t)(n > 0 ? n : 1) * sizeof(double);
+}
+
+static ek_status fc16_prepare(ek_context *ctx, ek_op *op) {
+  const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias = ek_input(ctx, op, 2);
+  const ek_tensor *out = ek_output(ctx, op, 0);
+  fc_data *d = (fc_data *)op->user_data;
+  if (!d) return ek_fail(ctx, op, EK_ERR_INTERNAL, "FULLY_CONNECTED has no data");
+  if (out->type != EK_INT16 || f->type != EK_INT8)
+    return ek_fail(ctx, op, EK_ERR_TYPE, "FULLY_CONNECTED with int16 input needs int8 weights and an int16 output (16x8)");
+  if (in->num_scales != 1 || out->num_scales != 1 || in->zero_point != 0 || out->zero_point != 0 || !(in->scale > 0.0f) ||
+      !(out->scale > 0.0f) || in->bytes != 2 * ek_conv_elements(in) || out->bytes != 2 * ek_conv_elements(out))
+    return ek_fail(ctx, op, EK_ERR_MODEL, "int16 FULLY_CONNECTED input/output need one positive scale, zero point 0 and matching bytes");
+  if (in->ndim < 1 || out->ndim < 1 || f->ndim != 2 || !f->data || !f->is_constant || ek_conv_elements(f) < 1 ||
+      f->bytes != ek_conv_elements(f))
+    return ek_fail(ctx, op, EK_ERR_SHAPE, "FULLY_CONNECTED weights must be a constant 2-D [units, depth] tensor");
+  if (op->params.weights_format != 0 || !ek_conv_activation_ok(op->params.activation))
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "FULLY_CONNECTED weights format or fused activation not supported");
+  const int32_t units = f->dims[0], depth = f->dims[1], in_elems = ek_conv_elements(in);
+  if (in_elems < depth || in_elems % depth != 0 || ek_conv_elements(out) != (int64_t)(in_elems / depth) * units ||
+      out->dims[out->ndim - 1] != units)
+    return ek_fail(ctx, op, EK_ERR_SHAPE, "FULLY_CONNECTED output must hold batches x units (last dimension = units)");
+  const int per_channel = f->num_scales > 1;
+  if (!ek_conv_scales_ok(f) || (per_channel && (f->num_scales != units || !ek_conv_channel_axis_ok(f, units))) ||
+      !ek_conv_zero_points_zero(f))
+    return ek_fail(ctx, op, EK_ERR_MODEL, "int16 FULLY_CONNECTED weights need one scale or one per unit and zero points 0");
+  if (bias && (!bias->is_constant || !bias->data || ek_conv_elements(bias) != units ||
+               !((bias->type == EK_INT64 && bias->bytes == 8 * units && !((uintptr_t)bias->data & 7u)) ||
+                 (bias->type == EK_INT32 && bias->bytes == 4 * units && !((uintptr_t)bias->data & 3u)))))
+    return ek_fail(ctx, op, EK_ERR_SHAPE, "int16 FULLY_CONNECTED bias must be one constant int64 (or int32) per unit");
+  memset(d, 0, sizeof *d);
+  d->path = FC_PATH_INT16;
+  d->units = units;
+  d->depth = depth;
+  d->batches = in_elems / depth;
+  d->num_scales = per_channel ? units : 1;
+  d->output_offset = bias ? (bias->type == EK_INT64 ? 64 : 32) : 0; /* int16 path: the bias width */
+  ek_activation_range(op->params.activation, out->scale, 0, -32768, 32767, &d->act_min, &d->act_max);
+  double *eff = (double *)(void *)((uint8_t *)op->user_data + FC_ALIGN8(sizeof(fc_data)));
+  for (int32_t c = 0; c < d->num_scales; ++c) /* GetQuantizedConvolutionMultipler / per channel, in double */
+    eff[c] = (double)in->scale * (per_channel ? (double)f->scales[c] : (double)f->scale) / (double)out->scale;
+  return EK_OK;
+}
+
+static void fc16_eval(ek_context *ctx, ek_op *op) {
+  const fc_data *d = (const fc_data *)op->user_data;
+  const double *eff = (const double *)(const void *)((const uint8_t *)op->user_data + FC_ALIGN8(sizeof(fc_data)));
+  const int16_t *x = (const int16_t *)ek_input(ctx, op, 0)->data;
+  const int8_t *w = (const int8_t *)ek_input(ctx, op, 1)->data;
+  const ek_tensor *bias = ek_input(ctx, op, 2);
+  const void *bias_data = bias ? bias->data : (const void *)0;
+  int16_t *y = (int16_t *)ek_output(ctx, op, 0)->data;
+  for (int32_t b = 0; b < d->batches; ++b)
+    for (int32_t u = 0; u < d->units; ++u) {
+      const int8_t *wu = w + (size_t)u * d->depth;
+      const int16_t *xb = x + (size_t)b * d->depth;
+      int64_t acc = 0;
+      for (int32_t k = 0; k < d->depth; ++k) acc += (int64_t)((int32_t)wu[k] * (int32_t)xb[k]);
+      if (d->output_offset == 64) acc += ((const int64_t *)bias_data)[u];
+      if (d->output_offset == 32) acc += ((const int32_t *)bias_data)[u];
+      const int32_t v = fc16_round(acc, eff[d->num_scales > 1 ? u : 0]);
+      y[(size_t)b * d->units + u] = (int16_t)ek_clamp_i32(v, d->act_min, d->act_max);
+    }
+}
+
 const ek_kernel ek_kernel_fully_connected = {EK_OP_FULLY_CONNECTED, "FULLY_CONNECTED", EK_HOST_FN(fc_persistent_bytes),
                                              0, EK_HOST_FN(fc_prepare), fc_eval, EK_HOST_FN(fc_overlap)};

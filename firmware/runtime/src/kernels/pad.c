@@ -156,3 +156,6 @@ static ek_status pad_eval(ek_context *ctx, ek_op *op) {
 
 /* edgekit-op: PAD | types: int8, uint8, int16, int32, int64, float16, float32, bool | versions: 1-4 | fast path: none */
 const ek_kernel ek_kernel_pad = {EK_OP_PAD, "PAD", EK_HOST_FN(pad_persistent_bytes), 0, EK_HOST_FN(pad_prepare), pad_eval, 0};
+/* PADV2 (tflite/kernels/pad.cc, the same Eval): PAD with its constant_values input (3 inputs). */
+/* edgekit-op: PADV2 | types: int8, int16, int32, float32, uint8, int64 | versions: 1-4 | fast path: none */
+const ek_kernel ek_kernel_padv2 = {EK_OP_PADV2, "PADV2", EK_HOST_FN(pad_persistent_bytes), 0, EK_HOST_FN(pad_prepare), pad_eval, 0};

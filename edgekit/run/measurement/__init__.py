@@ -1,0 +1,1 @@
+"""What a run measures besides outputs: energy (power monitors, estimates), thermal behaviour, latency statistics."""

@@ -1,0 +1,1 @@
+"""`edgekit run --pipeline`: the per-phase (decode, preprocess, inference, post-process) latency/energy budget."""
