@@ -9,7 +9,7 @@ STAMP := $(VENV)/.edgekit-installed
 APT_PACKAGES := gcc g++ make cmake gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm clang libclang-rt-14-dev openssh-server openssh-client adb chromium
 APT_STAMP := .venv/.apt-installed
 
-.PHONY: install apt demo test test-fast bench clean
+.PHONY: install apt demo test test-fast bench docs clean
 
 $(APT_STAMP): Makefile
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -45,6 +45,9 @@ test-fast: install  # everything except the end-to-end tests marked slow
 
 bench: install
 	$(PY) tests/benchmarks/run_all.py --out out/bench
+
+docs: install  # the documentation site (docs/, mkdocs.yml) into out/site; strict: a broken link or include fails
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d out/site
 
 clean:
 	rm -rf out build *.egg-info

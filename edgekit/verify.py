@@ -98,6 +98,10 @@ def manifest_checks(manifest_path: Path, skipped: Optional[List[str]] = None) ->
         if not isinstance(entry["path"], str):
             raise _damaged(manifest_path, f"artifacts[{i}].path", entry["path"], "a path (text)")
         relative = Path(entry["path"])
+        if entry.get("stage") == "source":  # the user's input, recorded as given on the command line (cwd-relative)
+            if skipped is not None:
+                skipped.append(f"{entry['path']} (the command's input, not an artifact of {folder})")
+            continue
         if relative.is_absolute() or ".." in relative.parts:
             if skipped is not None:
                 skipped.append(f"{entry['path']} (outside {folder}; stage {entry.get('stage')})")

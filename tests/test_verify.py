@@ -2,6 +2,7 @@
 bytes is named (it would still load and may even pass parity); run and firmware warn about it."""
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +97,25 @@ def test_built_firmware_image_is_checked(cli, capsys, tmp_path):
     assert "firmware.elf: changed since firmware.json" in capsys.readouterr().err
     assert cli("run", out, "--device", "qemu:mps2-an386", "-n", "1", "-o", tmp_path / "run") in (0, 4)
     assert "edgekit run: warning:" in capsys.readouterr().err
+
+
+def test_a_source_given_relative_to_the_working_folder_is_not_an_artifact(cli, capsys, tmp_path, monkeypatch):
+    """`edgekit quantize models/m.tflite -o out` records the source as given ("models/m.tflite", relative to the
+    working folder, not to out/): verify skips it as the command's input instead of reporting out/models/m.tflite
+    missing (found by the README quickstart)."""
+    from edgekit.artifact import Artifact, Manifest
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    shutil.copyfile(KWS_INT8, tmp_path / "models" / "m.tflite")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.md").write_text("report\n")
+    manifest = Manifest(command="quantize")
+    manifest.add(Artifact.from_file(Path("models/m.tflite"), format="tflite-int8", stage="source"))
+    manifest.add(Artifact.from_file(out / "notes.md", format="markdown", stage="report"))
+    manifest.write(out / "manifest.json")
+    assert json.loads((out / "manifest.json").read_text())["artifacts"][0]["path"] == "models/m.tflite"
+
+    assert cli("verify", "out") == 0
+    assert "all 1 artifact(s)" in capsys.readouterr().out

@@ -177,7 +177,7 @@ def load_matrix(path: Path) -> Matrix:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             problems.add((key,), f"{what} names used twice: {', '.join(duplicates)} (set name: to tell them apart)")
-    problems.raise_if_any(fix="correct the matrix file (README.md: A models x boards matrix)")
+    problems.raise_if_any(fix="correct the matrix file (docs/commands/lab.md: the matrix file)")
     assert spec is not None
     return Matrix(models, boards, iterations=spec.iterations, inputs=spec.inputs, parallel=spec.parallel,
                   timeout_s=spec.timeout, source=path)

@@ -1,6 +1,6 @@
 """Generate the JSON Schemas of typed results (``edgekit.results.Result`` subclasses) into ``edgekit/schemas/``.
 
-    python -m edgekit.schemas.generate          # rewrite the generated schema files
+    python -m edgekit.schemas.generate          # rewrite the generated schema files (and docs/schemas/*.md)
     python -m edgekit.schemas.generate --check  # exit 1 naming every file that is out of date
 
 ``TYPED`` maps a schema name to the result type that writes it; the other names in ``VERSIONS`` still have
@@ -87,6 +87,10 @@ def main(argv: List[str] | None = None) -> int:
     for name in sorted(TYPED):
         (HERE / f"{name}.json").write_text(text_of(name), encoding="utf-8")
         print(f"wrote edgekit/schemas/{name}.json ({TYPED[name]})")
+    from edgekit.schemas import docs  # the documentation pages rendered from these files, kept in step
+
+    if docs.DOCS.parent.is_dir():  # a checkout (an installed package has no docs/)
+        docs.main([])
     return 0
 
 

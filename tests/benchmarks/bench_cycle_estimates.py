@@ -27,7 +27,7 @@ from _figures import FigureLog, bench_options  # noqa: E402
 MODELS = REPO / "tests" / "fixtures" / "mlperf_tiny"
 # ms per inference, X-CUBE-AI 9.0 on NUCLEO-L4R5ZI at 120 MHz (MLPerf Tiny; quoted, not re-measured here)
 PUBLISHED_MS = {"kws": 43.2, "vww": 88.9, "ic": 165.0, "ad": 5.3}
-PUBLISHED_SOURCE = "MLPerf Tiny, ST X-CUBE-AI 9.0 on NUCLEO-L4R5ZI at 120 MHz (measured by ST; quoted in issue 28)"
+PUBLISHED_SOURCE = "MLPerf Tiny, ST X-CUBE-AI 9.0 on NUCLEO-L4R5ZI at 120 MHz (measured by ST; quoted, not re-measured here)"
 FILES = {"kws": "kws_ref_model_int8.tflite", "ic": "ic_resnet8_int8.tflite", "ad": "ad_autoencoder_int8.tflite"}
 
 
