@@ -96,7 +96,7 @@ def test_fallback_moves_conv2_to_float_first_and_meets_the_target(met):
 @pytest.mark.slow
 def test_fallback_writes_a_mixed_model_with_only_conv2_in_float(met):
     _, out, _ = met
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model_float.onnx", "model_mixed.onnx", "parity.json", "report.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model_float.onnx", "model_mixed.onnx", "parity.json", "report.html", "report.md"]
     assert _float_weight_nodes(out / "model_mixed.onnx") == {SENSITIVE_NODE}
     assert _float_weight_nodes(out / "model_float.onnx") == {"node_conv2d", "node_conv2d_1", "node_conv2d_2", "node_linear"}
     quantize_art = next(a for a in json.loads((out / "manifest.json").read_text())["artifacts"] if a["stage"] == "quantize")

@@ -33,7 +33,7 @@ def ort_demo(tmp_path_factory):
 def test_demo_ort_minmax_writes_qdq_model_and_passes_parity(ort_demo):
     code, out = ort_demo
     assert code == 0
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model_float.onnx", "model_int8.onnx", "parity.json", "report.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model_float.onnx", "model_int8.onnx", "parity.json", "report.html", "report.md"]
     ops = _op_counts(out / "model_int8.onnx")
     assert ops["QuantizeLinear"] >= 6 and ops["DequantizeLinear"] >= 14  # activations + 4 weights + 4 int32 biases
     assert ops["Conv"] == 3 and ops["Gemm"] == 1

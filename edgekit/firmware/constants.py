@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from edgekit.errors import InternalError
 
@@ -41,6 +41,30 @@ def fnv1a(data: bytes, h: int = 2166136261) -> int:
 
 def _blob_checksum(blob: bytes) -> int:
     return fnv1a(blob[4 * (H_CHECKSUM + 1):], fnv1a(b"\0\0\0\0", fnv1a(blob[:4 * H_CHECKSUM])))
+
+
+# ops whose prepared data points into the model by offset outside the tensor records (CALL_ONCE copies the variables'
+# initial values from the init subgraph's constants): with them the whole model stays in flash
+READS_MODEL_DIRECTLY = ("CALL_ONCE",)
+
+
+def keeps_whole_model(op_names) -> Optional[str]:
+    """Why the whole .tflite must stay in flash for a model with these ops, or None when it can be compacted."""
+    direct = sorted(set(op_names) & set(READS_MODEL_DIRECTLY))
+    if direct:
+        return (f"{', '.join(direct)} reads the model by offset outside the tensor records (the variables' initial "
+                "values in the init subgraph), so the .tflite is kept whole")
+    return None
+
+
+def whole_model(model: bytes, blob: bytes) -> CompactConstants:
+    """The whole .tflite as the flash copy (keeps_whole_model): the blob is unchanged."""
+    return CompactConstants(model, blob, len(model), len(model), 0)
+
+
+def constants_for(model: bytes, blob: bytes, op_names) -> CompactConstants:
+    """compact_constants, or the whole model when an op reads it outside the tensor records."""
+    return whole_model(model, blob) if keeps_whole_model(op_names) else compact_constants(model, blob)
 
 
 def compact_constants(model: bytes, blob: bytes) -> CompactConstants:

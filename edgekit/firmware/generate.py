@@ -25,7 +25,7 @@ from edgekit._resources import data_dir
 from edgekit.atomic import atomic_output_dir
 from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
 from edgekit.firmware import build as fw_build
-from edgekit.firmware.constants import CompactConstants, compact_constants
+from edgekit.firmware.constants import CompactConstants, compact_constants, keeps_whole_model
 from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack, flash_split
 from edgekit.firmware.support import KERNELS_DIR, kernel_files, require_support
 from edgekit.progress import step_progress
@@ -674,7 +674,8 @@ def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source:
     early_fit_check(len(data), plan["arena_bytes"], plan["state_bytes"], board)
     name = Path(source).name if source != "<bytes>" else "model.tflite"
     constants = None
-    if plan.get("prepared_blob") is not None:  # flash keeps only the bytes of the .tflite the prepared path reads
+    whole_model = keeps_whole_model(graph.op_names)
+    if plan.get("prepared_blob") is not None and whole_model is None:  # flash keeps only what the prepared path reads
         constants = compact_constants(data, plan["prepared_blob"])
         plan["prepared_blob"] = constants.blob
     with atomic_output_dir(outdir) as stage:
@@ -713,7 +714,7 @@ def firmware_info(data: bytes, graph: Graph, board, plan: MemoryPlan, flash: Fla
         "runtime": runtime,
         "model": {"file": MODEL_FILE, "source": source, "sha256": sha, "bytes": len(data),
                   "constant_data_bytes": constant_bytes, "flatbuffer_overhead_bytes": len(data) - constant_bytes,
-                  **model_in_flash(data, constants),
+                  **model_in_flash(data, constants, keeps_whole_model(graph.op_names)),
                   "inputs": [_tensor_json(graph.tensors[i]) for i in graph.inputs],
                   "outputs": [_tensor_json(graph.tensors[i]) for i in graph.outputs]},
         "board": {**board.summary().present(), "profile": board.profile.get("_path"), "cpu_flags": board.gcc_flags(),
@@ -748,11 +749,11 @@ def firmware_info(data: bytes, graph: Graph, board, plan: MemoryPlan, flash: Fla
     }))
 
 
-def model_in_flash(data: bytes, constants: Optional[CompactConstants]) -> Dict[str, Any]:
+def model_in_flash(data: bytes, constants: Optional[CompactConstants], why_whole: Optional[str] = None) -> Dict[str, Any]:
     """firmware.json model.in_flash: what of the .tflite the firmware keeps in flash, and why."""
     if constants is None:
         return {"in_flash": {"bytes": len(data), "what": "the whole .tflite",
-                             "why": "the in-place path reads the flatbuffer on the device"}}
+                             "why": why_whole or "the in-place path reads the flatbuffer on the device"}}
     return {"in_flash": {"bytes": len(constants.data), "tensor_bytes": constants.tensor_bytes,
                          "quantization_bytes": constants.quantization_bytes,
                          "what": "the constant tensor data, per-channel scales and zero points the prepared model's "

@@ -31,7 +31,7 @@ from edgekit import __version__
 from edgekit.atomic import atomic_output_dir
 from edgekit.errors import DoesNotFitError, InternalError, UserError
 from edgekit.firmware import generate as G
-from edgekit.firmware.constants import CompactConstants, compact_constants
+from edgekit.firmware.constants import CompactConstants, constants_for
 from edgekit.firmware.library_results import LibraryInfo
 from edgekit.firmware.library_target import (LibraryTarget, check_library_name, default_library_name,
                                              library_target, parse_arena_section)
@@ -82,7 +82,7 @@ def generate_library(model: Union[Path, str, bytes], outdir: Optional[Path] = No
     if graph.inputs and any(graph.tensors[i].type not in ("INT8", "FLOAT32") for i in graph.inputs):
         raise UserError(f"{source}: model inputs must be int8 (or float32 feeding a QUANTIZE)")
     plan = G.memory_plan(data, graph, source, optimize, target)
-    constants = compact_constants(data, plan["prepared_blob"])  # flash keeps only what the prepared path reads
+    constants = constants_for(data, plan["prepared_blob"], graph.op_names)  # only what the prepared path reads
     plan["prepared_blob"] = constants.blob
     state_bytes = state_bytes_32(plan, len(graph.inputs), len(graph.outputs))
     if capacity is not None and plan["arena_bytes"] > capacity:

@@ -39,7 +39,7 @@ def test_digits_w8a8_writes_an_image_classifier_and_passes_parity(w8a8):
     code, out = w8a8
     assert code == 0
     assert sorted(p.name for p in out.iterdir()) == [
-        "manifest.json", "model_float.mlpackage", "model_w8a8.mlpackage", "parity.json", "report.md"]
+        "manifest.json", "model_float.mlpackage", "model_w8a8.mlpackage", "parity.json", "report.html", "report.md"]
     parity = json.loads((out / "parity.json").read_text())
     assert parity["passed"] is True and parity["samples"] == 400
     (output,) = parity["outputs"]

@@ -84,15 +84,15 @@ def test_cpu_operator_our_runtime_lacks_is_refused(tmp_path, capsys):
     from tests.firmware.opmodels import T, build_graph
     from tests.test_vela_compile import _conv_tensors
 
-    tensors = _conv_tensors() + [T((1,), "int32", scale=None, data=np.array([3]), name="axis"),
-                                 T((1, 8, 8), "int32", scale=None, name="argmin")]
-    model = tmp_path / "conv_argmin.tflite"
+    conv_out = _conv_tensors()[3]
+    tensors = _conv_tensors() + [T(conv_out.shape, scale=conv_out.scale, zero_point=conv_out.zero_point, name="lrn")]
+    model = tmp_path / "conv_lrn.tflite"
     model.write_bytes(build_graph(tensors, [("CONV_2D", [0, 1, 2], [3], {"padding": "SAME"}),
-                                            ("ARG_MIN", [3, 4], [5], None)], [0], [5]))
+                                            ("LOCAL_RESPONSE_NORMALIZATION", [3], [4], None)], [0], [4]))
     out = tmp_path / "fw"
     assert run_cli("firmware", model, "--board", BOARD, "-o", out) != 0
     err = capsys.readouterr().err
-    assert "ARG_MIN" in err and "left on the CPU by Vela, and edgekit's runtime cannot run it" in err
+    assert "LOCAL_RESPONSE_NORMALIZATION" in err and "left on the CPU by Vela, and edgekit's runtime cannot run it" in err
     assert not out.exists()
 
 
