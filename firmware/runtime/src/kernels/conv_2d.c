@@ -76,17 +76,6 @@ static int32_t conv_out_channels(const ek_context *ctx, const ek_op *op) {
 
 static int32_t conv_blocked_depth(const ek_context *ctx, const ek_op *op);
 
-/* Channels with a constant output (0 when the analysis does not apply). */
-static int32_t conv_constant_count(const ek_context *ctx, const ek_op *op) {
-  if (op->num_inputs < 2 || op->num_inputs > 3 || op->num_outputs != 1) return 0;
-  for (int i = 0; i < op->num_inputs; ++i)
-    if (op->inputs[i] >= ctx->num_tensors || (i < 2 && op->inputs[i] < 0)) return 0;
-  if (op->outputs[0] < 0 || op->outputs[0] >= ctx->num_tensors) return 0;
-  const ek_tensor *bias = op->num_inputs > 2 && op->inputs[2] >= 0 ? &ctx->tensors[op->inputs[2]] : (const ek_tensor *)0;
-  const int32_t n = ek_conv_constant_channels(&ctx->tensors[op->inputs[0]], &ctx->tensors[op->inputs[1]], bias,
-                                              &ctx->tensors[op->outputs[0]], op->params.activation, 0, (uint32_t *)0);
-  return n > 0 ? n : 0;
-}
 
 /* Bytes of the zero-padded weight copy (blocked path with depth % 4 != 0 and constant weights), else 0. */
 static size_t conv_padded_bytes(const ek_context *ctx, const ek_op *op) {
@@ -101,13 +90,13 @@ static size_t conv_expanded_bytes(const ek_context *ctx, const ek_op *op) {
   const int32_t depth = conv_blocked_depth(ctx, op), oc = conv_out_channels(ctx, op);
   if (EK_CONV_MVE || ctx->plan_mve || !ek_for_export(ctx) || depth <= 0 || !ctx->tensors[op->inputs[1]].is_constant)
     return 0;
-  return (size_t)(oc - conv_constant_count(ctx, op)) * (size_t)CONV_RECORD_WORDS((depth + 3) >> 2) * 4u;
+  return (size_t)(oc - ek_conv_op_constant_count(ctx, op, 0)) * (size_t)CONV_RECORD_WORDS((depth + 3) >> 2) * 4u;
 }
 
 static size_t conv_persistent_bytes(const ek_context *ctx, const ek_op *op) {
   const size_t padded = conv_padded_bytes(ctx, op), expanded = conv_expanded_bytes(ctx, op);
   return ((sizeof(conv_data) + 7u) & ~(size_t)7u) + (size_t)conv_out_channels(ctx, op) * sizeof(ek_conv_channel) +
-         (size_t)CONV_LIST_WORDS(conv_constant_count(ctx, op)) * 4u + (expanded > padded ? expanded : padded);
+         (size_t)CONV_LIST_WORDS(ek_conv_op_constant_count(ctx, op, 0)) * 4u + (expanded > padded ? expanded : padded);
 }
 
 /* Depth of one im2col column (KH*KW*IC_filter) if the blocked path applies, else 0. */
@@ -171,7 +160,7 @@ static ek_status conv_prepare(ek_context *ctx, ek_op *op) {
     return ek_fail(ctx, op, EK_ERR_MODEL, "CONV_2D activation range does not fit the output scale");
   const int32_t constants = ek_conv_constant_channels(in, f, bias, out, p->activation, 0, (uint32_t *)0);
   d->constants = constants > 0 ? constants : 0;
-  if (d->constants != conv_constant_count(ctx, op))
+  if (d->constants != ek_conv_op_constant_count(ctx, op, 0))
     return ek_fail(ctx, op, EK_ERR_INTERNAL, "CONV_2D persistent data sized for other tensors");
   int fast = 1;
   for (int32_t i = 0; i < oc; ++i) {

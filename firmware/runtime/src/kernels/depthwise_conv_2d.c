@@ -73,17 +73,6 @@ static int32_t dw_out_channels(const ek_context *ctx, const ek_op *op) {
   return (f->ndim == 4 && f->dims[3] > 0) ? f->dims[3] : 0;
 }
 
-/* Channels with a constant output (0 when the analysis does not apply). */
-static int32_t dw_constant_count(const ek_context *ctx, const ek_op *op) {
-  if (op->num_inputs < 2 || op->num_inputs > 3 || op->num_outputs != 1) return 0;
-  for (int i = 0; i < op->num_inputs; ++i)
-    if (op->inputs[i] >= ctx->num_tensors || (i < 2 && op->inputs[i] < 0)) return 0;
-  if (op->outputs[0] < 0 || op->outputs[0] >= ctx->num_tensors) return 0;
-  const ek_tensor *bias = op->num_inputs > 2 && op->inputs[2] >= 0 ? &ctx->tensors[op->inputs[2]] : (const ek_tensor *)0;
-  const int32_t n = ek_conv_constant_channels(&ctx->tensors[op->inputs[0]], &ctx->tensors[op->inputs[1]], bias,
-                                              &ctx->tensors[op->outputs[0]], op->params.activation, 1, (uint32_t *)0);
-  return n > 0 ? n : 0;
-}
 
 static inline uint32_t *dw_constant_list(const dw_data *d) {
   return (uint32_t *)(void *)(dw_channels((void *)(uintptr_t)d) + d->channels);
@@ -91,7 +80,7 @@ static inline uint32_t *dw_constant_list(const dw_data *d) {
 
 static size_t dw_persistent_bytes(const ek_context *ctx, const ek_op *op) {
   return ((sizeof(dw_data) + 7u) & ~(size_t)7u) + (size_t)dw_out_channels(ctx, op) * sizeof(ek_conv_channel) +
-         4u * (size_t)dw_constant_count(ctx, op);
+         4u * (size_t)ek_conv_op_constant_count(ctx, op, 1);
 }
 
 /* Scratch of the blocked path, in words. The input of one group of 4 channels is held two words per pixel,
@@ -194,7 +183,7 @@ static ek_status dw_prepare(ek_context *ctx, ek_op *op) {
   const int32_t constants = ek_conv_constant_channels(in, f, bias, out, p->activation, 1, (uint32_t *)0);
   d->constants = constants > 0 ? constants : 0;
   d->fill = 0;
-  if (d->constants != dw_constant_count(ctx, op))
+  if (d->constants != ek_conv_op_constant_count(ctx, op, 1))
     return ek_fail(ctx, op, EK_ERR_INTERNAL, "DEPTHWISE_CONV_2D persistent data sized for other tensors");
   int fast = 1;
   for (int32_t i = 0; i < oc; ++i) {

@@ -359,6 +359,20 @@ static inline int32_t ek_conv_constant_channels(const ek_tensor *in, const ek_te
   return count;
 }
 
+/* Channels of a CONV_2D (depthwise 0) or DEPTHWISE_CONV_2D (depthwise 1) op with a constant output: the count
+   ek_conv_constant_channels finds, 0 when the analysis does not apply (tensor indices not yet validated). */
+static inline int32_t ek_conv_op_constant_count(const ek_context *ctx, const ek_op *op, int depthwise) {
+  if (op->num_inputs < 2 || op->num_inputs > 3 || op->num_outputs != 1) return 0;
+  for (int i = 0; i < op->num_inputs; ++i)
+    if (op->inputs[i] >= ctx->num_tensors || (i < 2 && op->inputs[i] < 0)) return 0;
+  if (op->outputs[0] < 0 || op->outputs[0] >= ctx->num_tensors) return 0;
+  const ek_tensor *bias = op->num_inputs > 2 && op->inputs[2] >= 0 ? &ctx->tensors[op->inputs[2]] : (const ek_tensor *)0;
+  const int32_t n = ek_conv_constant_channels(&ctx->tensors[op->inputs[0]], &ctx->tensors[op->inputs[1]], bias,
+                                              &ctx->tensors[op->outputs[0]], op->params.activation, depthwise,
+                                              (uint32_t *)0);
+  return n > 0 ? n : 0;
+}
+
 /* Marks the listed channels constant: multiplier 0, fold 0, exponent 1 (every requantization gives 0 for them, no
    range check sees their bias), flag and value in shifts. */
 static inline void ek_conv_mark_constant(ek_conv_channel *ch, const uint32_t *list, int32_t count) {
