@@ -91,7 +91,13 @@ def wait_for(proc: subprocess.Popen, what: str, check: Callable[[], Optional[obj
 
 
 def qemu_child(proc: subprocess.Popen) -> Optional[int]:
-    return next((p for p in descendants(proc.pid) if "qemu-system-arm" in cmdline(p)), None)
+    """The QEMU that runs the firmware: its command line names the UART socket.
+
+    A ``qemu-system-arm --version`` probe (tool versions for the report) is a
+    QEMU child too, for a few milliseconds, and must not be taken for it.
+    """
+    return next((p for p in descendants(proc.pid)
+                 if "qemu-system-arm" in cmdline(p) and "uart.sock" in cmdline(p)), None)
 
 
 def stop_and_check(proc: subprocess.Popen, signum: int, tmp_path: Path, *, qemu: Optional[int] = None) -> str:
