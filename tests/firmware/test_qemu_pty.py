@@ -41,7 +41,7 @@ class RunnerClient:
         self.port.write((text + "%").encode("ascii"))
         lines, buffer, deadline = [], b"", time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            buffer += self.port.read(256)
+            buffer += self.port.read(max(1, self.port.in_waiting))  # returns as soon as bytes are there
             while b"\n" in buffer:
                 raw, _, buffer = buffer.partition(b"\n")
                 line = raw.decode("ascii", "replace").strip("\r\0")
