@@ -11,7 +11,6 @@ prepare + eval compiled for Cortex-M4 on QEMU mps2-an386 (all inputs, hashes equ
 """
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import zlib
