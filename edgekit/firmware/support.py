@@ -105,8 +105,13 @@ _ANY_TYPE_OPS = frozenset({"SPLIT", "SPLIT_V", "UNPACK", "PACK", "STRIDED_SLICE"
                            "SHAPE", "ZEROS_LIKE", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "BROADCAST_TO",
                            "GATHER_ND", "MIRROR_PAD"})
 _MOVABLE_TYPES = ("INT8", "UINT8", "INT16", "INT32", "INT64", "FLOAT32", "BOOL")
-# Ops that also take int16 activations with int8 weights (16x8 quantization).
-_INT16_OPS = ("FULLY_CONNECTED",)
+# Ops that also take int16 activations (16x8 quantization: int8 weights where the op has any); input 0 and the outputs
+# are int16 together (each kernel's prepare() checks the rest: zero points 0, scales).
+_INT16_OPS = (
+    "FULLY_CONNECTED",
+    "LOGISTIC",
+    "TANH",
+)
 # Resource-variable ops without int8 data: CALL_ONCE (no tensors), VAR_HANDLE (a RESOURCE handle).
 _NO_DATA_OPS = ("CALL_ONCE", "VAR_HANDLE")
 _QUANTIZE_INPUT_TYPES = ("FLOAT32", "INT8")

@@ -1,7 +1,6 @@
-/* TANH, EXP, LOG, SQRT, GELU and ELU, int8 -> int8, through a 256-entry table built in prepare() (kernels/ek_lut.h).
+/* EXP, LOG, SQRT, GELU and ELU, int8 -> int8, through a 256-entry table built in prepare() (kernels/ek_lut.h).
  *
  * Bit-exact with LiteRT BUILTIN_REF:
- * - TANH (tensorflow/lite/kernels/activations.cc TanhPrepare, kReference): LUTPopulate with std::tanh(float).
  * - EXP (tensorflow/lite/kernels/exp.cc): LUTPopulate with std::exp(float); lut_expf equals glibc's expf for every
  *   float (ek_lut.h, logistic.c), so this table is the same on every target.
  * - LOG (tensorflow/lite/kernels/elementwise.cc LogLUTPrepare): LUTPopulate with v <= 0 ? output_min : std::log(v),
@@ -15,17 +14,13 @@
  *   0.5f * x * (1.f + tanhf((float)(M_2_SQRTPI * M_SQRT1_2) * (x + 0.044715f * x * x * x))).
  * - ELU: not in LiteRT's BUILTIN_REF resolver; TensorFlow Lite Micro's elu.cc (the oracle here: its python
  *   interpreter) fills the table with PopulateLookupTable and v < 0 ? std::exp(v) - 1.0f : v (float).
+ * TANH (the same kind of table for int8) lives in logistic.c with LOGISTIC: their int16 paths share one constant table.
  * Verified: tests/firmware/test_kernels_unary.py compares all 256 inputs on many seeded scales and zero points.
  */
 #include <math.h>
 
 #include "ek_kernels.h"
 #include "ek_lut.h"
-
-static float lut_tanh(float v, const void *arg) {
-  (void)arg;
-  return tanhf(v);
-}
 
 static float lut_exp(float v, const void *arg) {
   (void)arg;
@@ -51,13 +46,6 @@ static float lut_gelu_approximate(float v, const void *arg) {
   (void)arg;
   const float sqrt_2_over_pi = (float)(1.12837916709551257390 * 0.70710678118654752440); /* M_2_SQRTPI * M_SQRT1_2 */
   return 0.5f * v * (1.0f + tanhf(sqrt_2_over_pi * (v + 0.044715f * v * v * v)));
-}
-
-static ek_status tanh_prepare(ek_context *ctx, ek_op *op) {
-  const ek_tensor *in, *out;
-  EK_UNARY_INT8_CHECKS(ctx, op, "TANH", 2, in, out);
-  ek_lut_populate(in->scale, in->zero_point, out->scale, out->zero_point, lut_tanh, 0, ((ek_lut8 *)op->user_data)->lut);
-  return EK_OK;
 }
 
 static ek_status exp_prepare(ek_context *ctx, ek_op *op) {
@@ -105,8 +93,6 @@ static ek_status gelu_prepare(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
-/* edgekit-op: TANH | types: int8 | versions: 1-2 | fast path: none */
-const ek_kernel ek_kernel_tanh = {EK_OP_TANH, "TANH", EK_HOST_FN(ek_lut_persistent_bytes), 0, EK_HOST_FN(tanh_prepare), ek_lut_eval, EK_HOST_FN(ek_lut_overlap)};
 /* edgekit-op: EXP | types: int8 | versions: 1-2 | fast path: none */
 const ek_kernel ek_kernel_exp = {EK_OP_EXP, "EXP", EK_HOST_FN(ek_lut_persistent_bytes), 0, EK_HOST_FN(exp_prepare), ek_lut_eval, EK_HOST_FN(ek_lut_overlap)};
 /* edgekit-op: LOG | types: int8 | versions: 1-2 | fast path: none */
