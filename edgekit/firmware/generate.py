@@ -128,7 +128,8 @@ def firmware_sources_hash() -> str:
         for path in sorted((FIRMWARE_DIR / sub).rglob("*")):
             if path.is_file() and "host" not in path.relative_to(FIRMWARE_DIR).parts:
                 h.update(str(path.relative_to(FIRMWARE_DIR)).encode() + b"\0" + path.read_bytes())
-    h.update(Path(__file__).read_bytes())
+    for module in ("generate.py", "app_api.py", "library.py"):  # the app's model API is rendered by these too
+        h.update(Path(__file__).with_name(module).read_bytes())
     return h.hexdigest()
 
 
