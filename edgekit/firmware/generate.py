@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 FIRMWARE_DIR = data_dir("firmware")
 RUNTIME_DIR = FIRMWARE_DIR / "runtime"
 TEMPLATES = FIRMWARE_DIR / "templates"
-APP_FILES = ("main.c", "ek_serve.c", "ek_serve.h", "ek_app_runtime.h")
+APP_FILES = ("main.c", "ek_serve.c", "ek_serve.h")
 PROTOCOL_FILES = ("ek_proto.c", "ek_proto.h")
 FIRMWARE_JSON = "firmware.json"
 MODEL_FILE = "model.tflite"
@@ -128,7 +128,8 @@ def firmware_sources_hash() -> str:
         for path in sorted((FIRMWARE_DIR / sub).rglob("*")):
             if path.is_file() and "host" not in path.relative_to(FIRMWARE_DIR).parts:
                 h.update(str(path.relative_to(FIRMWARE_DIR)).encode() + b"\0" + path.read_bytes())
-    h.update(Path(__file__).read_bytes())
+    for module in ("generate.py", "app_api.py", "library.py"):  # the app's model API is rendered by these too
+        h.update(Path(__file__).with_name(module).read_bytes())
     return h.hexdigest()
 
 
@@ -421,6 +422,7 @@ def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, nam
                           ) -> ProjectFiles:
     """Everything `make` needs, copied or generated into ``stage``. ``flash_model``: what model/model_data.c holds
     (with a prepared model, only the constants it reads: edgekit.firmware.constants); default the whole model."""
+    from edgekit.firmware.app_api import write_app_api
     from edgekit.firmware.boards import write_board_files
 
     kernels = copy_runtime(stage / "runtime", graph.op_names)
@@ -433,6 +435,9 @@ def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, nam
     if plan.get("prepared_blob") is not None:
         write_prepared_files(stage / "model", plan["prepared_blob"], slots=plan["state_slots"],
                              optimize=plan["optimize"])
+        # the library's generated model API over these arrays: the app calls only edgekit_model_* (app_api.py)
+        write_app_api(stage / "model", graph, plan, flash_bytes=len(model if flash_model is None else flash_model),
+                      source=name, board_name=board.name)
     write_kernel_list(stage / "model", graph.op_names)
     (stage / MODEL_FILE).write_bytes(model)
     rel = lambda p: str(Path(p).relative_to(stage))  # noqa: E731

@@ -122,8 +122,12 @@ def tensor_bytes(t) -> int:
 
 # --- writing the folder ----------------------------------------------------------------------------------------
 
-def _values(name: str, data: bytes, graph: Graph, plan: G.MemoryPlan, target: LibraryTarget, *, source: str,
-            state_bytes: int, section: Optional[str]) -> Dict[str, Union[str, int]]:
+def api_values(name: str, flash_bytes: int, graph: Graph, plan: G.MemoryPlan, *, source: str, state_bytes: int,
+               target_text: str, section: Optional[str], model_includes: Optional[str] = None,
+               model_data: Optional[str] = None, prepared_data: Optional[str] = None) -> Dict[str, Union[str, int]]:
+    """The values of the model API templates (api.h.in, api.c.in, memory.c.in). The library's model arrays are
+    ``<name>_model_data`` / ``<name>_prepared_data`` (src/<name>_model.h); edgekit's application passes its own
+    (model/model_data.h: ``ek_model_data``, ``ek_prepared_data``), so both outputs compile the same API source."""
     upper = name.upper()
     io = []
     for kind, ids in (("INPUT", graph.inputs), ("OUTPUT", graph.outputs)):
@@ -133,16 +137,36 @@ def _values(name: str, data: bytes, graph: Graph, plan: G.MemoryPlan, target: Li
         io.append(f"#define {upper}_{kind}_BYTES {sum(sizes)}u  /* all {kind.lower()}s */")
     return {
         "name": name, "NAME": upper, "EDGEKIT_VERSION": __version__, "MODEL_NAME": Path(source).name,
-        "TARGET": target.describe(), "ARENA_BYTES": plan["arena_bytes"], "STATE_BYTES": state_bytes,
-        "MODEL_BYTES": len(data), "PREPARED_BYTES": plan["prepared_bytes"], "NUM_INPUTS": len(graph.inputs),
-        "NUM_OUTPUTS": len(graph.outputs), "IO_MACROS": "\n".join(io), "CPU_FLAGS": " ".join(target.gcc_flags()),
-        "CFLAGS": " ".join([*target.gcc_flags(), *ARCHIVE_CFLAGS]),
+        "TARGET": target_text, "ARENA_BYTES": plan["arena_bytes"], "STATE_BYTES": state_bytes,
+        "MODEL_BYTES": flash_bytes, "PREPARED_BYTES": len(plan["prepared_blob"]), "NUM_INPUTS": len(graph.inputs),
+        "NUM_OUTPUTS": len(graph.outputs), "IO_MACROS": "\n".join(io),
+        "RUNTIME_VERSION": runtime_version(),
+        "MODEL_INCLUDES": model_includes or f'#include "{name}_model.h"',
+        "MODEL_DATA": model_data or f"{name}_model_data", "PREPARED_DATA": prepared_data or f"{name}_prepared_data",
         "DEFAULT_SECTION": (f"#ifndef {upper}_DEFAULT_ARENA_SECTION\n#define {upper}_DEFAULT_ARENA_SECTION "
                             f"\"{section}\" /* edgekit firmware --arena-section */\n#endif\n") if section else "",
+    }
+
+
+def runtime_version() -> int:
+    """EK_RUNTIME_VERSION of firmware/runtime/include/ek_runtime.h (the API header repeats it; api.c checks)."""
+    match = re.search(r"#define\s+EK_RUNTIME_VERSION\s+(\d+)", (G.RUNTIME_DIR / "include" / "ek_runtime.h").read_text())
+    if not match:
+        raise InternalError("EK_RUNTIME_VERSION not found in firmware/runtime/include/ek_runtime.h")
+    return int(match.group(1))
+
+
+def _values(name: str, data: bytes, graph: Graph, plan: G.MemoryPlan, target: LibraryTarget, *, source: str,
+            state_bytes: int, section: Optional[str]) -> Dict[str, Union[str, int]]:
+    values = api_values(name, len(data), graph, plan, source=source, state_bytes=state_bytes,
+                        target_text=target.describe(), section=section)
+    values.update({
+        "CPU_FLAGS": " ".join(target.gcc_flags()), "CFLAGS": " ".join([*target.gcc_flags(), *ARCHIVE_CFLAGS]),
         "DEFAULT_SECTION_TEXT": f"{section}, as generated" if section else ".bss",
         "KCONFIG_SECTION": section or "",
         "ARDUINO_VERSION": re.sub(r"[^0-9.]", "", __version__.split("+")[0]) or "0.0.0",
-    }
+    })
+    return values
 
 
 def _render(template: str, values: Dict[str, Union[str, int]], dest: Path) -> None:

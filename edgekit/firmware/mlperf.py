@@ -193,8 +193,7 @@ def harness_app(graph, board, task: Task, mode: str = "performance") -> AppSpec:
     tin = graph.tensors[graph.inputs[0]]
     db_bytes = task.db_bytes(tin.bytes)
     files, config, timestamps = _timestamp_config(board, mode)
-    files = [(FIRMWARE_DIR / "app" / "mlperf_harness.c", "app/mlperf_harness.c"),
-             (FIRMWARE_DIR / "app" / "ek_app_runtime.h", "app/ek_app_runtime.h")] + files
+    files = [(FIRMWARE_DIR / "app" / "mlperf_harness.c", "app/mlperf_harness.c")] + files
     config = [("EK_MLPERF_TASK", str(task.code)), ("EK_MLPERF_MODEL_VERSION", f'"{task.model_id}"'),
               ("EK_MLPERF_DB_BYTES", f"{db_bytes}u"), ("EK_MLPERF_ENERGY_MODE", "1" if mode == "energy" else "0")] + config
     built_board = board

@@ -278,6 +278,8 @@ def _role(origin: str) -> str:
         return "model"
     if origin.endswith("model/prepared_data.c.o"):
         return "prepared"
+    if origin.endswith(("model/edgekit_model.c.o", "model/edgekit_model_memory.c.o")):
+        return "runtime_core"  # the generated model API (edgekit.firmware.app_api): the library's glue
     if "/runtime/src/kernels/" in origin:
         return "runtime_kernels"
     if "/runtime/src/" in origin:

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ek_board.h"
+#include "edgekit_model.h"
 #include "ek_pipeline_config.h"
 #include "ek_pp_pipeline.h"
 #include "ek_preprocess.h"
@@ -25,7 +26,6 @@ static uint8_t g_scratch[EK_PP_PIPELINE_SCRATCH_BYTES > 0 ? EK_PP_PIPELINE_SCRAT
 static int32_t g_topk[EK_PIPE_TOPK * 2];
 static uint32_t g_phase_cycles[3];
 static ek_tensor g_frame_tensor, g_topk_tensor;
-static ek_app_runtime *g_rt;
 
 #if EK_PIPE_FRAME_FORMAT == EK_PIPE_RGB565
 /* Little-endian RGB565 -> RGB888, each field's bits replicated into the low bits (r << 3 | r >> 2). */
@@ -40,14 +40,14 @@ static void rgb565_to_rgb888(const uint8_t *in, uint8_t *out, uint32_t pixels) {
 }
 #endif
 
-static int32_t element(const ek_tensor *t, int32_t i) {
-  return t->type == EK_UINT8 ? (int32_t)((const uint8_t *)t->data)[i] : (int32_t)((const int8_t *)t->data)[i];
+static int32_t element(const edgekit_model_tensor *t, int32_t i) {
+  return t->type == EDGEKIT_MODEL_UINT8 ? (int32_t)((const uint8_t *)t->data)[i] : (int32_t)((const int8_t *)t->data)[i];
 }
 
 /* Top-k by selection: k passes, each taking the best element ordered after the previous pick
    (value descending, index ascending); no extra memory. */
-static void top_k(const ek_tensor *out) {
-  const int32_t n = out->bytes;
+static void top_k(const edgekit_model_tensor *out) {
+  const int32_t n = (int32_t)out->bytes;
   int32_t prev_v = 0, prev_i = -1;
   for (int32_t j = 0; j < EK_PIPE_TOPK; ++j) {
     int32_t best_i = -1, best_v = 0;
@@ -67,8 +67,8 @@ static void top_k(const ek_tensor *out) {
 }
 
 static int32_t pipeline_infer(ek_app *app, int32_t *op_index, const char **message) {
-  ek_tensor *in = ek_app_input(g_rt, 0);
-  const ek_tensor *out = ek_app_output(g_rt, 0);
+  const edgekit_model_tensor *in = edgekit_model_input(0);
+  const edgekit_model_tensor *out = edgekit_model_output(0);
   const uint32_t start = ek_cycles();
   ek_marker_infer_begin();
 
@@ -91,14 +91,13 @@ static int32_t pipeline_infer(ek_app *app, int32_t *op_index, const char **messa
   }
 
   ek_marker_op_begin(); /* phase 2: inference */
-  const ek_status status = ek_app_invoke(g_rt);
+  const edgekit_model_status status = edgekit_model_invoke();
   ek_marker_op_end();
   const uint32_t t2 = ek_cycles();
-  if (status != EK_OK) {
+  if (status != EDGEKIT_MODEL_OK) {
     ek_marker_infer_end();
-    ek_error error = ek_app_last_error(g_rt);
-    *op_index = error.op_index;
-    *message = error.message;
+    *op_index = edgekit_model_error_op();
+    *message = edgekit_model_message();
     return (int32_t)status;
   }
 
@@ -115,9 +114,8 @@ static int32_t pipeline_infer(ek_app *app, int32_t *op_index, const char **messa
   return 0;
 }
 
-void ek_pipeline_attach(ek_app *app, ek_app_runtime *rt) {
-  g_rt = rt;
-  ek_app_set_op_hook(rt, NULL, NULL); /* the op markers delimit phases now */
+void ek_pipeline_attach(ek_app *app) {
+  edgekit_model_set_op_hook(NULL, NULL); /* the op markers delimit phases now */
   memset(&g_frame_tensor, 0, sizeof g_frame_tensor);
   g_frame_tensor.data = g_frame;
   g_frame_tensor.ndim = 3;

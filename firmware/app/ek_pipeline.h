@@ -2,7 +2,7 @@
  *   preprocess  the generated integer preprocessing (firmware/preprocess, tables from the spec): RGB565
  *               unpacking, colour conversion, resize/crop from the sensor frame, quantization to the
  *               model's input scale/zero-point
- *   inference   ek_invoke on the model
+ *   inference   edgekit_model_invoke (the generated model API)
  *   postprocess top-k on the int8 output (value descending, ties: lower class index first)
  * each phase between ek_marker_op_begin/end (the QEMU plugin counts instructions per phase; DWT cycles per
  * phase on real cores go to the RESULT's per-op cycle slots), the whole between ek_marker_infer_begin/end.
@@ -16,7 +16,6 @@
 #ifndef EK_PIPELINE_H
 #define EK_PIPELINE_H
 
-#include "ek_app_runtime.h"
 #include "ek_serve.h"
 
 #ifdef __cplusplus
@@ -27,7 +26,8 @@ extern "C" {
 #define EK_PIPE_RGB888 1
 #define EK_PIPE_RGB565 2
 
-void ek_pipeline_attach(ek_app *app, ek_app_runtime *rt);
+/* Replaces app's input/output/infer with the pipeline's, over the model API (edgekit_model.h). */
+void ek_pipeline_attach(ek_app *app);
 
 #ifdef __cplusplus
 }

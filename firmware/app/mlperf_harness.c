@@ -17,7 +17,8 @@
  * Differences, on purpose: malformed input never overruns a buffer (the reference writes past gp_buff for
  * "db" before "db load" or an oversized load); over-long commands, a partial input and non-numeric counts are
  * refused with "e-[...]"; `outputs` (edgekit extension) prints the raw output tensor bytes for bit-exactness
- * checks. The model runs on the same runtime, model array and memory plan as edgekit's normal firmware; the
+ * checks. The model runs through the same generated model API (edgekit_model.h, the library's), model arrays and
+ * memory plan as edgekit's normal firmware; the
  * planner may reuse input memory during an inference, so the converted input is copied into the input tensor
  * before every inference (a memcpy of the input size, inside the timed loop).
  *
@@ -30,7 +31,7 @@
 
 #include "ek_board.h"
 #include "ek_config.h"
-#include "ek_app_runtime.h" /* the prepared model or the in-place .tflite path, as the generator chose */
+#include "edgekit_model.h" /* the model API the library emits (model/edgekit_model.c): one code path */
 #include "ek_timestamp.h"
 #include "model_data.h"
 
@@ -47,17 +48,13 @@
 #define VENDOR_NAME "edgekit"  /* TH_VENDOR_NAME_STRING */
 #define MAX_RESULTS 64u
 
-static ek_app_runtime g_rt;
-static uint8_t g_state[EK_STATE_BYTES > 0 ? EK_STATE_BYTES : 1] __attribute__((aligned(16)));
-static uint8_t g_arena[EK_ARENA_BYTES > 0 ? EK_ARENA_BYTES : 1] __attribute__((aligned(EK_ARENA_ALIGN)));
-
 static uint8_t g_db[EK_MLPERF_DB_BYTES] __attribute__((aligned(4))); /* the "db" buffer (gp_buff) */
 static uint32_t g_db_size;     /* announced by "db load N"; 0 = none */
 static uint32_t g_db_pos;      /* bytes received */
 static int8_t *g_staged;       /* the converted input, copied into the input tensor before each inference */
 static int8_t g_staged_buf[EK_MLPERF_DB_BYTES];
 static int g_have_results;
-static ek_tensor *g_in, *g_out;
+static const edgekit_model_tensor *g_in, *g_out;
 static const char *g_init_error;
 
 /* ------------------------------------------------------------------ output */
@@ -199,9 +196,9 @@ static void load_tensor(void) {
 static int infer_once(void) {
   memcpy(g_in->data, g_staged, (size_t)g_in->bytes);
   ek_marker_infer_begin();
-  ek_status status = ek_app_invoke(&g_rt);
+  edgekit_model_status status = edgekit_model_invoke();
   ek_marker_infer_end();
-  return status == EK_OK;
+  return status == EDGEKIT_MODEL_OK;
 }
 
 static float dequantized_output(int32_t i) {
@@ -381,10 +378,9 @@ static void cmd_infer(char **tok, int n) {
   timestamp();
   puts_raw("m-infer-done\r\n");
   if (!ok) {
-    ek_error error = ek_app_last_error(&g_rt);
     error_begin();
     puts_raw("inference failed: ");
-    put_sanitized(error.message, 120);
+    put_sanitized(edgekit_model_message(), 120);
     error_end();
     return;
   }
@@ -398,7 +394,7 @@ static void cmd_outputs(void) {
     return;
   }
   puts_raw("m-outputs-[");
-  for (int32_t i = 0; i < g_out->bytes; ++i) put_hex8(((const uint8_t *)g_out->data)[i]);
+  for (size_t i = 0; i < g_out->bytes; ++i) put_hex8(((const uint8_t *)g_out->data)[i]);
   puts_raw("]\r\n");
 }
 
@@ -446,16 +442,16 @@ int main(void) {
 #if EK_MLPERF_ENERGY_MODE
   ek_timestamp_pin_init();
 #endif
-  ek_status status = ek_app_init(&g_rt, g_state, sizeof g_state, g_arena, sizeof g_arena);
-  if (status != EK_OK) {
-    g_init_error = ek_app_last_error(&g_rt).message;
-  } else if (ek_app_num_inputs(&g_rt) != 1 || ek_app_num_outputs(&g_rt) != 1) {
+  edgekit_model_status status = edgekit_model_init();
+  if (status != EDGEKIT_MODEL_OK) {
+    g_init_error = edgekit_model_message();
+  } else if (EDGEKIT_MODEL_NUM_INPUTS != 1 || EDGEKIT_MODEL_NUM_OUTPUTS != 1) {
     g_init_error = "the MLPerf Tiny harness needs one input and one output tensor";
   } else {
-    g_in = ek_app_input(&g_rt, 0);
-    g_out = ek_app_output(&g_rt, 0);
+    g_in = edgekit_model_input(0);
+    g_out = edgekit_model_output(0);
     uint32_t expect = EK_MLPERF_TASK == TASK_AD ? (uint32_t)g_in->bytes * 4u : (uint32_t)g_in->bytes;
-    if (g_in->type != EK_INT8 || g_out->type != EK_INT8) g_init_error = "model input and output must be int8";
+    if (g_in->type != EDGEKIT_MODEL_INT8 || g_out->type != EDGEKIT_MODEL_INT8) g_init_error = "model input and output must be int8";
     else if (expect != EK_MLPERF_DB_BYTES) g_init_error = "the input size differs from the task's";
     else if (EK_MLPERF_TASK == TASK_AD && g_out->bytes != g_in->bytes) g_init_error = "AD output size differs from its input";
   }

@@ -162,33 +162,38 @@ def conv_pool_model():
         [0], [4])
 
 
-def build_model_firmware(board, model: bytes, folder: Path, arena_bytes: int, state_bytes: int) -> Path:
-    """What H5's generator produces, reduced to the three generated files main.c needs."""
+def build_model_firmware(board, model: bytes, folder: Path, plan: dict, arena_bytes: int) -> Path:
+    """What the generator produces for main.c, reduced: the whole model, the prepared model and the generated model
+    API (edgekit.firmware.app_api) sized for ``arena_bytes``; built with the runtime's defines for it."""
+    from edgekit.firmware.app_api import write_app_api
+    from edgekit.firmware.generate import runtime_defines, write_model_files, write_prepared_files
+    from edgekit.tflite_graph import read_graph
+
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "model_data.h").write_text(
-        "#include <stdint.h>\nextern const uint8_t ek_model_data[];\nextern const uint32_t ek_model_size;\n")
-    (folder / "model_data.c").write_text(
-        '#include "model_data.h"\nconst uint8_t ek_model_data[] __attribute__((aligned(16))) = {'
-        + ",".join(map(str, model)) + f"}};\nconst uint32_t ek_model_size = {len(model)}u;\n")
-    (folder / "ek_config.h").write_text(
-        f'#define EK_ARENA_BYTES {arena_bytes}\n#define EK_STATE_BYTES {state_bytes}\n#define EK_MODEL_NAME "conv-pool"\n')
+    write_model_files(folder, model, name="conv-pool", sha="0" * 64, arena=plan["arena_bytes"],
+                      state=plan["state_bytes"], board=board.name)
+    write_prepared_files(folder, plan["prepared_blob"], slots=plan["state_slots"], optimize=plan["optimize"])
+    write_app_api(folder, read_graph(model), dict(plan, arena_bytes=arena_bytes), flash_bytes=len(model),
+                  source="conv-pool", board_name=board.name)
     runtime = B.FIRMWARE_DIR / "runtime" / "src"
     kernels = [runtime / "kernels" / name for name in ("registry.c", "conv_2d.c", "pooling.c")]  # the model's ops only
-    sources = [B.APP_DIR / "main.c", B.APP_DIR / "ek_serve.c", B.PROTOCOL_DIR / "ek_proto.c", folder / "model_data.c",
-               *sorted(runtime.glob("*.c")), *kernels]
-    return B.build_elf(board, sources, folder / "build",
+    sources = [B.APP_DIR / "main.c", B.APP_DIR / "ek_serve.c", B.PROTOCOL_DIR / "ek_proto.c",
+               *sorted(folder.glob("*.c")), *sorted(runtime.glob("*.c")), *kernels]
+    defines = {flag[2:]: None for flag in runtime_defines(plan).split() if flag != "-DEK_KERNEL_LIST"}
+    return B.build_elf(board, sources, folder / "build", defines=defines,
                        include_dirs=[B.RUNTIME_INCLUDE, runtime, B.APP_DIR, B.PROTOCOL_DIR, folder])
 
 
 @pytest.mark.slow
 def test_model_firmware_is_bit_exact_and_counted(tmp_path):
-    from edgekit.firmware.host_runtime import HostRuntime
+    from edgekit.firmware.generate import memory_plan
+    from edgekit.tflite_graph import read_graph
     from tests.firmware import opmodels as om
 
     model = conv_pool_model()
-    plan = HostRuntime(model).plan
     board = B.load_board("mps2-an386")
-    elf = build_model_firmware(board, model, tmp_path / "ok", plan["arena_bytes"], plan["state_bytes"])
+    plan = memory_plan(model, read_graph(model), "conv-pool", board=board)
+    elf = build_model_firmware(board, model, tmp_path / "ok", plan, plan["arena_bytes"])
     rng = np.random.default_rng(1)
     with QemuSession(board, elf, count_instructions=True) as qemu:
         info = qemu.info
@@ -204,7 +209,7 @@ def test_model_firmware_is_bit_exact_and_counted(tmp_path):
         assert 0 < result.stack_used < info.stack_bytes
 
     # the same firmware with an arena one byte short: INFO says why, INFER is refused
-    small = build_model_firmware(board, model, tmp_path / "small", plan["arena_bytes"] - 16, plan["state_bytes"])
+    small = build_model_firmware(board, model, tmp_path / "small", plan, plan["arena_bytes"] - 16)
     with QemuSession(board, small) as qemu:
         assert not qemu.info.ready and qemu.info.init_status == 5 and qemu.info.inputs == ()
         with pytest.raises(DeviceError, match="failed to initialise"):
