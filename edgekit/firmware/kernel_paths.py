@@ -19,10 +19,18 @@ def _input_type(graph: Graph, op: Op, i: int = 0) -> str:
     return graph.tensors[op.inputs[i]].type
 
 
+def _output_type(graph: Graph, op: Op, i: int = 0) -> str:
+    if i >= len(op.outputs) or op.outputs[i] < 0 or op.outputs[i] >= len(graph.tensors):
+        return ""
+    return graph.tensors[op.outputs[i]].type
+
+
 # macro -> whether an op needs it (the kernel compiles the path under the macro)
 PATHS: Dict[str, Callable[[Graph, Op], bool]] = {
     # kernels/fully_connected.c: int16 activations (16x8)
     "EK_NEED_FC_INT16": lambda g, op: op.name == "FULLY_CONNECTED" and _input_type(g, op) == "INT16",
+    # kernels/softmax.c: int16 output
+    "EK_NEED_SOFTMAX_INT16": lambda g, op: op.name == "SOFTMAX" and _output_type(g, op) == "INT16",
 }
 
 

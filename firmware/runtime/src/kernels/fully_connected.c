@@ -41,9 +41,7 @@ enum { FC_PATH_REFERENCE = 0, FC_PATH_PACKED = 1, FC_PATH_INT16 = 2 };
 #else
 #define FC_INT16 0
 #endif
-#define FC_INT16_MISSING \
-  "FULLY_CONNECTED int16 (16x8) path not compiled in: this firmware was generated for a model without one " \
-  "(EK_MODEL_PATHS without EK_NEED_FC_INT16); regenerate it for this model"
+#define FC_INT16_MISSING "FULLY_CONNECTED int16 (16x8) not built in (EK_NEED_FC_INT16): regenerate for this model"
 
 /* Largest weight tensor the packed path re-lays (its int16 copy is twice this). */
 #define FC_PACK_MAX_WEIGHTS (1 << 24)
@@ -521,7 +519,7 @@ static ek_status fc_eval(ek_context *ctx, ek_op *op) {
 #if FC_INT16
     fc16_eval(ctx, op);
 #else
-    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, FC_INT16_MISSING); /* a blob prepared by a full runtime */
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ek_path_missing); /* a blob prepared by a full runtime */
 #endif
   } else if (d->path == FC_PATH_PACKED) {
     fc_packed(d, ds, fc_fast(op->user_data, d->num_scales), (const int8_t *)in->data, (const int8_t *)f->data,
