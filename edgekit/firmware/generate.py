@@ -26,6 +26,7 @@ from edgekit.atomic import atomic_output_dir
 from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
 from edgekit.firmware import build as fw_build
 from edgekit.firmware.constants import CompactConstants, compact_constants, keeps_whole_model
+from edgekit.firmware.kernel_paths import needed_paths, path_defines
 from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack, flash_split
 from edgekit.firmware.support import KERNELS_DIR, kernel_files, require_support
 from edgekit.progress import step_progress
@@ -128,7 +129,8 @@ def firmware_sources_hash() -> str:
         for path in sorted((FIRMWARE_DIR / sub).rglob("*")):
             if path.is_file() and "host" not in path.relative_to(FIRMWARE_DIR).parts:
                 h.update(str(path.relative_to(FIRMWARE_DIR)).encode() + b"\0" + path.read_bytes())
-    for module in ("generate.py", "app_api.py", "library.py"):  # the app's model API is rendered by these too
+    # the app's model API is rendered by app_api.py / library.py; kernel_paths.py picks the optional kernel paths
+    for module in ("generate.py", "app_api.py", "library.py", "kernel_paths.py"):
         h.update(Path(__file__).with_name(module).read_bytes())
     return h.hexdigest()
 
@@ -167,6 +169,7 @@ def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT
     plan["prepared_blob"] = prepared["blob"]
     plan["prepared_bytes"] = len(prepared["blob"])
     plan["state_slots"] = prepared["state_slots"]
+    plan["kernel_paths"] = needed_paths(graph)  # EK_NEED_* macros of the optional kernel paths it uses
     # mutable RAM on a 32-bit device: the tensor slots + the ek_prepared object (the host's pointers are wider)
     plan["state_bytes"] = prepared["state_slots"] * TENSOR_RECORD_BYTES_32 + 8 + PREPARED_OBJECT_BYTES_32
     plan["overlaps"] = [dict(o, op_name=rt.op_names[o["op"]]) for o in prepared["overlaps"]]
@@ -391,10 +394,13 @@ def write_makefile(dest: Path, board, *, model_name: str, sources: List[str], in
 def runtime_defines(plan: MemoryPlan) -> str:
     """Runtime build flags for this model: a prepared model links no reader/planner/prepare code
     (EK_PREPARED_ONLY), and without row-streamed groups none of their code either (EK_NO_STREAM_GROUPS). The kernel
-    table is the model's own list (EK_KERNEL_LIST, model/ek_kernel_list.h) rather than one weak entry per kernel."""
+    table is the model's own list (EK_KERNEL_LIST, model/ek_kernel_list.h) rather than one weak entry per kernel.
+    Optional kernel paths (edgekit.firmware.kernel_paths): only those the model uses (EK_MODEL_PATHS, EK_NEED_*)."""
+    paths = " ".join(f"-D{m}" for m in path_defines(plan.get("kernel_paths") or []))
     if plan.get("prepared_blob") is None:
-        return "-DEK_KERNEL_LIST"
-    return "-DEK_KERNEL_LIST -DEK_PREPARED_ONLY" + ("" if plan.get("streamed_groups") else " -DEK_NO_STREAM_GROUPS")
+        return f"-DEK_KERNEL_LIST {paths}"
+    return (f"-DEK_KERNEL_LIST -DEK_PREPARED_ONLY {paths}"
+            + ("" if plan.get("streamed_groups") else " -DEK_NO_STREAM_GROUPS"))
 
 
 _KERNEL_OBJECT = re.compile(r"const\s+ek_kernel\s+(ek_kernel_\w+)\s*=\s*\{\s*EK_OP_(\w+)\s*,")

@@ -174,11 +174,13 @@ def build_library() -> Path:
     return _build("lib", "libekrt.so", sources, HOST_CFLAGS + ["-fPIC", "-shared", "-Wl,--no-undefined"])
 
 
-def build_driver(*, sanitize: bool = False) -> Path:
-    """The ekrt_run command-line driver, optionally with ASan + UBSan (cached by source hash)."""
+def build_driver(*, sanitize: bool = False, defines: Sequence[str] = ()) -> Path:
+    """The ekrt_run command-line driver, optionally with ASan + UBSan (cached by source hash). ``defines``: extra
+    runtime macros (e.g. EK_MODEL_PATHS: the optional kernel paths of a device build, edgekit.firmware.kernel_paths)."""
     sources = runtime_sources() + [RUNTIME_DIR / "src" / "host" / "ekrt_run.c"]
-    flags = HOST_CFLAGS + (SANITIZE_FLAGS if sanitize else [])
-    return _build("asan" if sanitize else "run", "ekrt_run", sources, flags)
+    flags = HOST_CFLAGS + (SANITIZE_FLAGS if sanitize else []) + [f"-D{d}" for d in defines]
+    kind = ("asan" if sanitize else "run") + "".join(f"-{d.lower()}" for d in defines)
+    return _build(kind, "ekrt_run", sources, flags)
 
 
 FUZZ_SOURCE = data_dir("firmware") / "fuzz" / "fuzz_runtime.c"

@@ -111,6 +111,7 @@ class MemoryPlan(ArenaPlan):
     prepared_blob: bytes
     prepared_bytes: int
     state_slots: int
+    kernel_paths: List[str]     # EK_NEED_* macros of the optional kernel paths the model uses
     overlaps: List[Overlap]
     streamed_groups: List[StreamedGroup]
     plain: PlainPlan

@@ -264,6 +264,11 @@ typedef struct ek_kernel {
 
 /* Implemented by the core. */
 ek_status ek_fail(ek_context *ctx, const ek_op *op, ek_status status, const char *message);
+/* Optional kernel paths: a device build for one model defines EK_MODEL_PATHS and one EK_NEED_<PATH> per optional
+   path its model uses (edgekit/firmware/kernel_paths.py); a kernel compiles such a path only without EK_MODEL_PATHS
+   (host runtime, make check: every path) or with its EK_NEED_ macro, and otherwise refuses the op: prepare() with
+   EK_ERR_UNSUPPORTED and its own message, eval() (a blob prepared by a full runtime) with this one. */
+extern const char ek_path_missing[];
 /* Decodes tensor `index` of a prepared model into ctx->slots[slot] (ek_prepared.c). */
 ek_tensor *ek_prepared_tensor(const ek_context *ctx, int32_t index, int32_t slot);
 static inline ek_tensor *ek_input(ek_context *ctx, const ek_op *op, int i) {

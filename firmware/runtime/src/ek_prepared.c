@@ -73,43 +73,55 @@ static ek_status bad(ek_prepared *p, const char *message) {
   return ek_fail(&p->ctx, (const ek_op *)0, EK_ERR_MODEL, message);
 }
 
-/* [off, off + len) inside [0, limit) with off aligned to `align`. */
-static int in_range(int64_t off, int64_t len, int64_t limit, int64_t align) {
-  return off >= 0 && len >= 0 && off <= limit && len <= limit - off && off % align == 0;
+#if defined(__GNUC__) /* called from many checks: one copy is smaller than each inlined (flash) */
+#define EK_NOINLINE_PREP __attribute__((noinline))
+#else
+#define EK_NOINLINE_PREP
+#endif
+
+/* [off, off + len) inside [0, limit) with off aligned to `align` (a power of two: a mask, no 64-bit division). */
+EK_NOINLINE_PREP static int in_range(int64_t off, int64_t len, int64_t limit, int64_t align) {
+  return off >= 0 && len >= 0 && off <= limit && len <= limit - off && (off & (align - 1)) == 0;
 }
 
-static ek_status check_tensor(ek_prepared *p, const ekp_tensor *r, size_t model_len, size_t arena_bytes) {
-  if (r->ndim < 0 || r->ndim > EK_MAX_DIMS || r->bytes < 0) return bad(p, "prepared model: bad tensor shape");
+/* One message per kind of tensor-record fault, not one per check (flash on the device): a blob that passed the
+   checksum has them only if a bug or another edgekit version wrote it, and the fix is the same (regenerate it). */
+#define BAD_TENSOR_SHAPE "prepared model: bad tensor record (shape, type or bytes)"
+#define BAD_TENSOR_WHERE "prepared model: tensor record outside the arena or the model"
+#define BAD_TENSOR_QUANT "prepared model: bad tensor record (flags or quantization)"
+
+EK_NOINLINE_PREP static ek_status check_tensor(ek_prepared *p, const ekp_tensor *r, size_t model_len, size_t arena_bytes) {
+  if (r->ndim < 0 || r->ndim > EK_MAX_DIMS || r->bytes < 0) return bad(p, BAD_TENSOR_SHAPE);
   const int resource = r->type == EK_RESOURCE; /* a variable: its bytes in the arena, whatever its (scalar) shape */
   const int32_t size = resource ? 1 : ek_type_size(r->type);
-  if (size <= 0) return bad(p, "prepared model: unknown tensor type");
-  if (resource && r->where != EKP_WHERE_ARENA && r->bytes > 0) return bad(p, "prepared model: resource variable outside the arena");
+  if (size <= 0) return bad(p, BAD_TENSOR_SHAPE);
+  if (resource && r->where != EKP_WHERE_ARENA && r->bytes > 0) return bad(p, BAD_TENSOR_WHERE);
   int64_t elements = 1;
   for (int32_t d = 0; d < r->ndim; ++d) {
-    if (r->dims[d] < 0) return bad(p, "prepared model: negative dimension");
+    if (r->dims[d] < 0) return bad(p, BAD_TENSOR_SHAPE);
     elements *= r->dims[d];
-    if (elements > INT32_MAX) return bad(p, "prepared model: tensor too large");
+    if (elements > INT32_MAX) return bad(p, BAD_TENSOR_SHAPE);
   }
-  if (!resource && elements * size != r->bytes) return bad(p, "prepared model: tensor bytes differ from its shape");
+  if (!resource && elements * size != r->bytes) return bad(p, BAD_TENSOR_SHAPE);
   const int64_t align = size >= 8 ? 8 : size;
   if (r->where == EKP_WHERE_ARENA) {
     if (!in_range(r->offset, r->bytes, (int64_t)arena_bytes, 1) || r->offset % EK_ARENA_ALIGN != 0 || r->is_constant)
-      return bad(p, "prepared model: activation outside the arena");
+      return bad(p, BAD_TENSOR_WHERE);
   } else if (r->where == EKP_WHERE_MODEL) {
     if (!in_range(r->offset, r->bytes, (int64_t)model_len, align) || !r->is_constant)
-      return bad(p, "prepared model: constant outside the model");
+      return bad(p, BAD_TENSOR_WHERE);
   } else if (r->where != EKP_WHERE_NONE) {
-    return bad(p, "prepared model: bad tensor location");
+    return bad(p, BAD_TENSOR_WHERE);
   }
   if ((r->flags & ~0xff01) != 0 || ((r->flags & EKP_STATE) && r->where != EKP_WHERE_ARENA))
-    return bad(p, "prepared model: bad tensor flags");
+    return bad(p, BAD_TENSOR_QUANT);
   if (r->num_scales < 0 || (r->ndim > 0 && (r->quantized_dimension < 0 || r->quantized_dimension >= r->ndim)) ||
       (r->ndim == 0 && r->quantized_dimension != 0))
-    return bad(p, "prepared model: bad quantization");
+    return bad(p, BAD_TENSOR_QUANT);
   if (r->scales_off != -1 && !in_range(r->scales_off, (int64_t)r->num_scales * 4, (int64_t)model_len, 4))
-    return bad(p, "prepared model: scales outside the model");
+    return bad(p, BAD_TENSOR_QUANT);
   if (r->zero_points_off != -1 && !in_range(r->zero_points_off, (int64_t)r->num_scales * 8, (int64_t)model_len, 8))
-    return bad(p, "prepared model: zero points outside the model");
+    return bad(p, BAD_TENSOR_QUANT);
   return EK_OK;
 }
 

@@ -6,6 +6,8 @@
 #include "ek_internal.h"
 #include "ek_kernels.h"
 
+const char ek_path_missing[] = "operator path not built into this firmware (EK_MODEL_PATHS): regenerate it for this model";
+
 ek_status ek_fail(ek_context *ctx, const ek_op *op, ek_status status, const char *message) {
   if (status == EK_OK) status = EK_ERR_INTERNAL; /* a failure must never read as success */
   if (ctx->status == EK_OK) {

@@ -23,6 +23,9 @@
  *    (tensorflow/lite/kernels/internal/reference/integer_ops/fully_connected.h). LiteRT BUILTIN_REF rescales it with
  *    round(double(acc) * s_in * s_w / s_out), as on the int8 path (checked against it: TFLM's
  *    MultiplyByQuantizedMultiplier(int64), common.cc, differed by 1 LSB), one scale per unit when per-channel.
+ *    Compiled only where a model may need it (FC_INT16 below): a firmware built for a model without a 16x8
+ *    FULLY_CONNECTED (-DEK_MODEL_PATHS without -DEK_NEED_FC_INT16, written by the generator) leaves it and its
+ *    double arithmetic out of flash, and rejects an int16 FULLY_CONNECTED with EK_ERR_UNSUPPORTED.
  */
 /* edgekit-op: FULLY_CONNECTED | types: int8, int16 | versions: 1-12 | fast path: Cortex-M4 DSP (int8), Helium (M55, int8) */
 #include <math.h>
@@ -31,6 +34,14 @@
 #include "ek_stream.h"
 
 enum { FC_PATH_REFERENCE = 0, FC_PATH_PACKED = 1, FC_PATH_INT16 = 2 };
+
+/* The 16x8 path: in every build except a model's own device build that does not need it (ek_kernels.h, EK_MODEL_PATHS). */
+#if !defined(EK_MODEL_PATHS) || defined(EK_NEED_FC_INT16)
+#define FC_INT16 1
+#else
+#define FC_INT16 0
+#endif
+#define FC_INT16_MISSING "FULLY_CONNECTED int16 (16x8) not built in (EK_NEED_FC_INT16): regenerate for this model"
 
 /* Largest weight tensor the packed path re-lays (its int16 copy is twice this). */
 #define FC_PACK_MAX_WEIGHTS (1 << 24)
@@ -88,7 +99,9 @@ static ek_dfast *fc_fast(void *user_data, int32_t num_scales) {
 static int fc_is_int16(const ek_context *ctx, const ek_op *op);
 static size_t fc16_persistent_bytes(const ek_context *ctx, const ek_op *op);
 static ek_status fc16_prepare(ek_context *ctx, ek_op *op);
+#if FC_INT16
 static void fc16_eval(ek_context *ctx, ek_op *op);
+#endif
 
 static size_t fc_persistent_bytes(const ek_context *ctx, const ek_op *op) {
   if (fc_is_int16(ctx, op)) return fc16_persistent_bytes(ctx, op);
@@ -503,7 +516,11 @@ static ek_status fc_eval(ek_context *ctx, ek_op *op) {
   const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias = ek_input(ctx, op, 2);
   ek_tensor *out = ek_output(ctx, op, 0);
   if (d->path == FC_PATH_INT16) {
+#if FC_INT16
     fc16_eval(ctx, op);
+#else
+    return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ek_path_missing); /* a blob prepared by a full runtime */
+#endif
   } else if (d->path == FC_PATH_PACKED) {
     fc_packed(d, ds, fc_fast(op->user_data, d->num_scales), (const int8_t *)in->data, (const int8_t *)f->data,
               (int8_t *)out->data);
@@ -525,16 +542,18 @@ static int fc_overlap(const ek_context *ctx, const ek_op *op, int input_index, i
 
 /* ---- int16 activations (16x8) ------------------------------------------------------------------------------ */
 
+static int fc_is_int16(const ek_context *ctx, const ek_op *op) {
+  return op->num_inputs >= 1 && op->inputs[0] >= 0 && op->inputs[0] < ctx->num_tensors &&
+         ctx->tensors[op->inputs[0]].type == EK_INT16;
+}
+
+
+#if FC_INT16
 /* round(double(acc) * eff) as LiteRT's reference build computes it (INT32_MIN when out of range, as its x86 build
    gives); |acc| < 2^53, so double(acc) is exact. */
 static inline int32_t fc16_round(int64_t acc, double eff) {
   const double v = round((double)acc * eff);
   return v >= -2147483648.0 && v < 2147483648.0 ? (int32_t)v : INT32_MIN;
-}
-
-static int fc_is_int16(const ek_context *ctx, const ek_op *op) {
-  return op->num_inputs >= 1 && op->inputs[0] >= 0 && op->inputs[0] < ctx->num_tensors &&
-         ctx->tensors[op->inputs[0]].type == EK_INT16;
 }
 
 /* fc_data (path FC_PATH_INT16) then one double effective scale (s_in * s_w / s_out) per weight scale. */
@@ -604,6 +623,16 @@ static void fc16_eval(ek_context *ctx, ek_op *op) {
       y[(size_t)b * d->units + u] = (int16_t)ek_clamp_i32(v, d->act_min, d->act_max);
     }
 }
+
+#else /* compiled out: prepare refuses the op (never planned, never run) */
+static size_t fc16_persistent_bytes(const ek_context *ctx, const ek_op *op) {
+  (void)ctx;
+  (void)op;
+  return FC_ALIGN8(sizeof(fc_data));
+}
+
+static ek_status fc16_prepare(ek_context *ctx, ek_op *op) { return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, FC_INT16_MISSING); }
+#endif
 
 const ek_kernel ek_kernel_fully_connected = {EK_OP_FULLY_CONNECTED, "FULLY_CONNECTED", EK_HOST_FN(fc_persistent_bytes),
                                              0, EK_HOST_FN(fc_prepare), fc_eval, EK_HOST_FN(fc_overlap)};

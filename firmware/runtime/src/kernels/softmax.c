@@ -6,12 +6,21 @@
  * (kernels/internal/reference/softmax.h): gemmlowp fixed point exp_on_negative_values (Q5.26 in), a Q12.19
  * sum, GetReciprocal, and a rounding shift to the output bits.  No lookup table is involved on this path.
  * Output constraints as in SoftmaxPrepare: int8 output needs zero point -128 and scale 1/256 (+-0.1%).
+ * The int16 output is compiled only where a model may need it (SOFTMAX_INT16 below, as FULLY_CONNECTED's 16x8 path).
  */
 #include "ek_fixedpoint.h"
 #include "ek_gemmlowp.h"
 #include "ek_kernels.h"
 
 enum { SOFTMAX_SCALED_DIFF_INTEGER_BITS = 5, SOFTMAX_ACCUMULATION_INTEGER_BITS = 12 };
+
+/* int16 output: in every build except a model's own device build that does not need it (ek_kernels.h, EK_MODEL_PATHS). */
+#if !defined(EK_MODEL_PATHS) || defined(EK_NEED_SOFTMAX_INT16)
+#define SOFTMAX_INT16 1
+#else
+#define SOFTMAX_INT16 0
+#endif
+#define SOFTMAX_INT16_MISSING "SOFTMAX int16 output not built in (EK_NEED_SOFTMAX_INT16): regenerate for this model"
 
 typedef struct softmax_params {
   int32_t input_multiplier;
@@ -35,6 +44,7 @@ static ek_status softmax_prepare(ek_context *ctx, ek_op *op) {
   if (!in || !out) return ek_fail(ctx, op, EK_ERR_MODEL, "SOFTMAX input or output tensor missing");
   if (in->type != EK_INT8 || (out->type != EK_INT8 && out->type != EK_INT16))
     return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "SOFTMAX supports int8 input with int8 or int16 output only");
+  if (!SOFTMAX_INT16 && out->type == EK_INT16) return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, SOFTMAX_INT16_MISSING);
   if (in->num_scales != 1 || out->num_scales != 1)
     return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "SOFTMAX needs per-tensor quantized tensors");
   if (in->ndim < 1 || in->ndim > EK_MAX_DIMS) return ek_fail(ctx, op, EK_ERR_SHAPE, "SOFTMAX input needs 1 to 6 dimensions");
@@ -92,8 +102,10 @@ static ek_status softmax_eval(ek_context *ctx, ek_op *op) {
   const int8_t *in = (const int8_t *)ek_input(ctx, op, 0)->data;
   void *out = ek_output(ctx, op, 0)->data;
   const int32_t depth = p->depth;
-  const int bits = p->output_int16 ? 16 : 8;
-  const int32_t out_min = p->output_int16 ? INT16_MIN : INT8_MIN, out_max = p->output_int16 ? INT16_MAX : INT8_MAX;
+  if (!SOFTMAX_INT16 && p->output_int16) return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ek_path_missing);
+  const int out16 = SOFTMAX_INT16 && p->output_int16;
+  const int bits = out16 ? 16 : 8;
+  const int32_t out_min = out16 ? INT16_MIN : INT8_MIN, out_max = out16 ? INT16_MAX : INT8_MAX;
   for (int32_t i = 0; i < p->outer; ++i) {
     const int8_t *row = in + (size_t)i * (size_t)depth;
     int32_t max_in_row = INT8_MIN;
@@ -117,7 +129,7 @@ static ek_status softmax_eval(ek_context *ctx, ek_op *op) {
         value = ek_clamp_i32(ek_gl_add(unsat, out_min), out_min, out_max);
       }
       const size_t o = (size_t)i * (size_t)depth + (size_t)c;
-      if (p->output_int16) ((int16_t *)out)[o] = (int16_t)value;
+      if (out16) ((int16_t *)out)[o] = (int16_t)value;
       else ((int8_t *)out)[o] = (int8_t)value;
     }
   }

@@ -1,0 +1,44 @@
+"""Optional kernel paths a model needs: the C macros a firmware or library built for that model defines.
+
+A device build for one model compiles the runtime with ``EK_MODEL_PATHS`` plus one ``EK_NEED_<PATH>`` per optional
+kernel path its model uses; the other optional paths are left out of flash (their kernels then refuse such an op
+with EK_ERR_UNSUPPORTED: never run wrongly). Builds without ``EK_MODEL_PATHS`` (the host runtime, ``make check``)
+compile every path. See firmware/runtime/README.md ("Optional kernel paths")."""
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+from edgekit.tflite_graph import Graph, Op
+
+MODEL_PATHS = "EK_MODEL_PATHS"
+
+
+def _input_type(graph: Graph, op: Op, i: int = 0) -> str:
+    if i >= len(op.inputs) or op.inputs[i] < 0 or op.inputs[i] >= len(graph.tensors):
+        return ""
+    return graph.tensors[op.inputs[i]].type
+
+
+def _output_type(graph: Graph, op: Op, i: int = 0) -> str:
+    if i >= len(op.outputs) or op.outputs[i] < 0 or op.outputs[i] >= len(graph.tensors):
+        return ""
+    return graph.tensors[op.outputs[i]].type
+
+
+# macro -> whether an op needs it (the kernel compiles the path under the macro)
+PATHS: Dict[str, Callable[[Graph, Op], bool]] = {
+    # kernels/fully_connected.c: int16 activations (16x8)
+    "EK_NEED_FC_INT16": lambda g, op: op.name == "FULLY_CONNECTED" and _input_type(g, op) == "INT16",
+    # kernels/softmax.c: int16 output
+    "EK_NEED_SOFTMAX_INT16": lambda g, op: op.name == "SOFTMAX" and _output_type(g, op) == "INT16",
+}
+
+
+def needed_paths(graph: Graph) -> List[str]:
+    """The EK_NEED_* macros of the optional kernel paths ``graph``'s ops use, sorted."""
+    return sorted(macro for macro, needs in PATHS.items() if any(needs(graph, op) for op in graph.ops))
+
+
+def path_defines(graph_paths: List[str]) -> List[str]:
+    """EK_MODEL_PATHS and the needed EK_NEED_* macros (names, without -D)."""
+    return [MODEL_PATHS, *graph_paths]
