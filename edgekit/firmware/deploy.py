@@ -183,7 +183,7 @@ def _split_lines(f: DeployFirmware) -> List[str]:
     if sp:
         lines.append(f"- flash split: model {sp['model']:,} B, prepared model {sp['prepared']:,} B, runtime code "
                      f"{sp['runtime_code']:,} B (core {sp['runtime_core']:,} + kernels {sp['runtime_kernels']:,}), "
-                     f"startup/protocol {sp['startup_protocol']:,} B, libc {sp['libc']:,} B")
+                     f"model API {sp.get('model_api', 0):,} B, startup/protocol {sp['startup_protocol']:,} B, libc {sp['libc']:,} B")
     for o in f.overlaps or []:
         lines.append(f"- plan: op {o['op']} {o['op_name']} output over input {o['input']}: {o['rule']} ({o['why']})")
     for g in f.streamed_groups or []:

@@ -618,7 +618,7 @@ def add_splits(flash: FlashFigures, ram: RamFigures, plan: MemoryPlan, build_inf
     if split:
         flash["split"] = {**split, "runtime_code": split["runtime_core"] + split["runtime_kernels"],
                           "method": "measured: input sections of the linked ELF by object file (GNU ld map); "
-                                    "runtime code = core + linked kernels"}
+                                    "runtime code = core + linked kernels (the generated model API, model_api, is its own line)"}
     state = device["state_used"] if device else plan["state_bytes"]
     ram["runtime"] = {"bytes": plan["arena_bytes"] + state, "arena": plan["arena_bytes"], "mutable_state": state,
                       "method": ("measured on the device: arena + the state the runtime reported (ek_prepared object + "

@@ -181,6 +181,7 @@ class FlashSplit(TypedDict):
     model: int
     prepared: int
     runtime_core: int
+    model_api: NotRequired[int]   # the generated per-model C API (edgekit_model.c) both app and library call
     runtime_kernels: int
     startup_protocol: int
     libc: int

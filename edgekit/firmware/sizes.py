@@ -243,12 +243,14 @@ _FLASH_OUTPUT = (".vectors", ".isr_vector", ".text", ".rodata", ".data", ".ARM.e
 
 
 def flash_split(map_path: Path) -> Dict[str, int]:
-    """Flash bytes by role from a GNU ld map (-Wl,-Map): model, prepared model data, runtime core, kernels,
+    """Flash bytes by role from a GNU ld map (-Wl,-Map): model, prepared model data, the generated model API,
+    runtime core, kernels,
     startup + protocol + board, C library. Input sections of allocated, loaded output sections only."""
     text = Path(map_path).read_text(errors="replace")
     start = text.find("Linker script and memory map")
     lines = text[start:].splitlines() if start >= 0 else []
-    split = {"model": 0, "prepared": 0, "runtime_core": 0, "runtime_kernels": 0, "startup_protocol": 0, "libc": 0}
+    split = {"model": 0, "prepared": 0, "model_api": 0, "runtime_core": 0, "runtime_kernels": 0, "startup_protocol": 0,
+             "libc": 0}
     output = ""
     pending: Optional[str] = None
     for line in lines:
@@ -279,7 +281,7 @@ def _role(origin: str) -> str:
     if origin.endswith("model/prepared_data.c.o"):
         return "prepared"
     if origin.endswith(("model/edgekit_model.c.o", "model/edgekit_model_memory.c.o")):
-        return "runtime_core"  # the generated model API (edgekit.firmware.app_api): the library's glue
+        return "model_api"  # the generated per-model C API (edgekit.firmware.app_api), the app's own glue before
     if "/runtime/src/kernels/" in origin:
         return "runtime_kernels"
     if "/runtime/src/" in origin:

@@ -53,7 +53,8 @@ def flash_parts(flash: FlashFigures) -> List[Tuple[str, int]]:
     split = flash.get("split")
     if not split:
         return [("model", flash["model"]), ("code and constants", flash["bytes"] - flash["model"])]
-    parts = [("model", split["model"]), ("prepared model", split["prepared"]), ("runtime core", split["runtime_core"]),
+    parts = [("model", split["model"]), ("prepared model", split["prepared"]),
+             ("model API", split.get("model_api", 0)), ("runtime core", split["runtime_core"]),
              ("kernels", split["runtime_kernels"]), ("startup + protocol", split["startup_protocol"]),
              ("libc", split["libc"])]
     rest = flash["bytes"] - sum(v for _, v in parts)

@@ -200,7 +200,7 @@ def bench_device(name: str, model: bytes, board: str, mode: str, samples: int, t
                 "plain_tflite_arena": info["plan"]["plain_in_place_tflite"]["arena_bytes"]},
         "flash": {"total": info["flash_bytes"], "model": split.get("model"), "prepared": split.get("prepared"),
                   "runtime_code": split.get("runtime_code"), "runtime_core": split.get("runtime_core"),
-                  "runtime_kernels": split.get("runtime_kernels"),
+                  "runtime_kernels": split.get("runtime_kernels"), "model_api": split.get("model_api"),
                   "startup_protocol_libc": (split.get("startup_protocol") or 0) + (split.get("libc") or 0)},
         "overlaps": len(info["plan"].get("overlaps") or []),
         "tflm": tflm, "targets": targets(name, board, tflm, instructions, ram, split.get("runtime_code")),

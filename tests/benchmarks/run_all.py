@@ -140,6 +140,7 @@ def firmware_figures(data: Dict[str, Any]) -> List[Dict[str, Any]]:
             ("stack high-water mark", ram.get("stack_high_water_device"), "B", "measured", device + ", painted stack"),
             ("flash total", flash.get("total"), "B", "count", "linker map of the built ELF"),
             ("runtime code", flash.get("runtime_code"), "B", "count", "linker map: runtime core + linked kernels"),
+            ("generated model API", flash.get("model_api"), "B", "count", "linker map: edgekit_model.c (not runtime code)"),
             ("prepared model data", flash.get("prepared"), "B", "count", "linker map"),
             ("bit-exact vs LiteRT BUILTIN_REF", r.get("bit_exact"), "", "measured", device + " outputs vs BUILTIN_REF"),
             ("RAM / TFLM arena", targets.get("ram_ratio"), "x", "measured", f"our RAM vs TFLM's arena ({tflm_source})"),
