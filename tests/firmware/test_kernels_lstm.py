@@ -106,3 +106,15 @@ def test_lstm_refuses_unsupported_variants(variant, message):
     model = lstm_model(np.random.default_rng(5), 1, 3, 4, 6, **variant)
     with pytest.raises(EdgekitError, match=message):
         hr.HostRuntime(model)
+
+
+def test_support_report_names_the_refused_lstm_variant():
+    from edgekit.firmware.support import check_support
+    from edgekit.tflite_graph import read_graph
+
+    plain = lstm_model(np.random.default_rng(6), 1, 3, 4, 6)
+    peephole = lstm_model(np.random.default_rng(6), 1, 3, 4, 6, peephole=True)
+    assert check_support(read_graph(plain)).ok
+    report = check_support(read_graph(peephole))
+    assert not report.ok
+    assert any("peephole connections is not supported" in o.reason for o in report.ops)
