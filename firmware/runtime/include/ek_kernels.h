@@ -178,7 +178,6 @@ typedef struct ek_op_params {
   uint8_t time_major;         /* UNIDIRECTIONAL_SEQUENCE_LSTM */
   uint8_t num_intermediates;  /* UNIDIRECTIONAL_SEQUENCE_LSTM: the operator's intermediates count (saturated at 255) */
   float cell_clip;            /* UNIDIRECTIONAL_SEQUENCE_LSTM (0: no clipping) */
-  float proj_clip;            /* UNIDIRECTIONAL_SEQUENCE_LSTM */
   int32_t intermediate_hidden; /* UNIDIRECTIONAL_SEQUENCE_LSTM: tensor index of intermediates[4] (the hidden scale), or -1 */
 } ek_op_params;
 enum { EK_FLAG_OFFSET = 1, EK_FLAG_ALIGN_CORNERS = 2, EK_FLAG_HALF_PIXEL_CENTERS = 4, EK_FLAG_MIRROR_SYMMETRIC = 8 };

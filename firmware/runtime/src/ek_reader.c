@@ -661,9 +661,10 @@ static int read_options(const fb *b, const fb_table *o, ek_op *op, int *fits) {
              fb_i16_param(b, o, 2, 0, &p->stride_h, fits) && fb_u8_param(b, o, 3, EK_ACT_NONE, &p->activation);
     case EK_OP_SVDF: /* SVDFOptions: rank, fused_activation_function, asymmetric_quantize_inputs */
       return fb_i16_param(b, o, 0, 0, &p->rank, fits) && fb_u8_param(b, o, 1, EK_ACT_NONE, &p->activation);
-    case EK_OP_UNIDIRECTIONAL_SEQUENCE_LSTM: /* fused_activation_function, cell_clip, proj_clip, time_major, ... */
+    case EK_OP_UNIDIRECTIONAL_SEQUENCE_LSTM: /* fused_activation_function, cell_clip, proj_clip (unused: no
+                                                projection), time_major, ... */
       return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation) && fb_f32(b, o, 1, 0.0f, &p->cell_clip) &&
-             fb_f32(b, o, 2, 0.0f, &p->proj_clip) && fb_u8_param(b, o, 3, 0, &p->time_major);
+             fb_u8_param(b, o, 3, 0, &p->time_major);
     default:
       return 1; /* RESHAPE (the kernel uses the output shape), PAD, TRANSPOSE, QUANTIZE, ...: nothing to decode */
   }

@@ -181,8 +181,8 @@ static ek_status lstm_prepare(ek_context *ctx, ek_op *op) {
     return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "UNIDIRECTIONAL_SEQUENCE_LSTM with time_major = true is not supported (batch-major only)");
   if (op->params.activation != EK_ACT_TANH)
     return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "UNIDIRECTIONAL_SEQUENCE_LSTM supports a TANH cell activation only");
-  if (!(op->params.cell_clip >= 0.0f) || !(op->params.proj_clip >= 0.0f))
-    return ek_fail(ctx, op, EK_ERR_MODEL, "UNIDIRECTIONAL_SEQUENCE_LSTM clip values must be >= 0");
+  if (!(op->params.cell_clip >= 0.0f))
+    return ek_fail(ctx, op, EK_ERR_MODEL, "UNIDIRECTIONAL_SEQUENCE_LSTM cell_clip must be >= 0");
   if (hs->is_constant || cs->is_constant)
     return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, "UNIDIRECTIONAL_SEQUENCE_LSTM output and cell states must be variable tensors");
   if (in->ndim != 3 || out->ndim != 3)
