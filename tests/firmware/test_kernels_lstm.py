@@ -118,3 +118,38 @@ def test_support_report_names_the_refused_lstm_variant():
     report = check_support(read_graph(peephole))
     assert not report.ok
     assert any("peephole connections is not supported" in o.reason for o in report.ops)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("return_sequences", [True, False])
+def test_converted_keras_lstm_is_bit_exact(return_sequences):
+    """A tf_keras (Keras 2) LSTM through the TFLite converter, full int8: it fuses into one
+    UNIDIRECTIONAL_SEQUENCE_LSTM with 5 intermediates. (Keras 3's LSTM converts to a WHILE loop instead, and the
+    converter's calibrator crashed on it here: tf 2.21 / keras 3.15.)"""
+    tf = pytest.importorskip("tensorflow")
+    tf_keras = pytest.importorskip("tf_keras")
+    from edgekit.tflite_graph import read_graph
+
+    batch, time, n_input, units = 2, 6, 4, 8
+    tf_keras.utils.set_random_seed(3)
+    inp = tf_keras.Input(shape=(time, n_input), batch_size=batch)
+    model = tf_keras.Model(inp, tf_keras.layers.LSTM(units, return_sequences=return_sequences)(inp))
+
+    def representative():
+        r = np.random.default_rng(0)
+        for _ in range(16):
+            yield [r.uniform(-1, 1, (batch, time, n_input)).astype(np.float32)]
+
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = representative
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = conv.inference_output_type = tf.int8
+    tflite = conv.convert()
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in [op.name for op in read_graph(tflite).ops]
+    rng = np.random.default_rng(4)
+    xs = [rng.integers(-128, 128, (batch, time, n_input), dtype=np.int8) for _ in range(3)]
+    ref = litert_sequence(tflite, xs)
+    rt = hr.HostRuntime(tflite)
+    got = [rt.invoke([x])[0] for x in xs]
+    assert sum(int((r != g).sum()) for r, g in zip(ref, got)) == 0
