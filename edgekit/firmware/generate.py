@@ -140,7 +140,7 @@ def firmware_sources_hash() -> str:
 OPTIMIZE_MODES = ("speed", "balanced", "ram")
 DEFAULT_OPTIMIZE = "balanced"
 TENSOR_RECORD_BYTES_32 = 56     # sizeof(ek_tensor) on a 32-bit MCU (one per decoded tensor slot)
-PREPARED_OBJECT_BYTES_32 = 204  # sizeof(ek_prepared) on a 32-bit MCU (arm-none-eabi-gcc -mcpu=cortex-m4; the device reports it; 164 before ek_op_params grew with the options of issue 25's ops and ek_context with resource-variable state)
+PREPARED_OBJECT_BYTES_32 = 212  # sizeof(ek_prepared) on a 32-bit MCU (arm-none-eabi-gcc -mcpu=cortex-m4; the device reports it; 164 before ek_op_params grew with the options of issue 25's ops and ek_context with resource-variable state, 204 before the LSTM options)
 
 
 def plans_for_mve(board) -> bool:

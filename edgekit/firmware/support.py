@@ -69,6 +69,7 @@ _DATA_INPUTS: Dict[str, Optional[Tuple[int, ...]]] = {
     "MIRROR_PAD": (0,),
     "READ_VARIABLE": (), "ASSIGN_VARIABLE": (1,),
     "SVDF": (0, 1),  # time weights and the state are int16 by design (the integer SVDF path)
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": (0, 18),  # input and output state; the cell state is int16 (integer 8x8->16 LSTM)
 }
 
 # Per-op tensor type rules beyond "activations are int8" (each kernel's prepare() checks the same):
@@ -82,6 +83,7 @@ _OUTPUT_TYPES: Dict[str, Tuple[str, ...]] = {
 _INPUT_TYPES: Dict[str, Dict[int, Tuple[str, ...]]] = {
     "LOGICAL_AND": {0: ("BOOL",), 1: ("BOOL",)}, "LOGICAL_OR": {0: ("BOOL",), 1: ("BOOL",)},
     "SELECT": {0: ("BOOL",)}, "SELECT_V2": {0: ("BOOL",)},
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": {19: ("INT16",)},
 }
 
 
@@ -95,6 +97,25 @@ def _typed_problems(op: Op, tensor) -> List[str]:
         if t is not None and t.type not in kinds:
             problems.append(f"{role} '{t.name.split(';')[0]}' is {t.type} ({op.name} {'takes' if role != 'output' else 'produces'} "
                             f"{' or '.join(kinds)})")
+    return problems + (_lstm_problems(op) if op.name == "UNIDIRECTIONAL_SEQUENCE_LSTM" else [])
+
+
+# UNIDIRECTIONAL_SEQUENCE_LSTM inputs (TFLite's lstm::full numbering) the edgekit kernel refuses when present or absent.
+_LSTM_FEATURES = (("coupled input/forget gates (CIFG)", (1, 5, 12), False), ("peephole connections", (9, 10, 11), True),
+                  ("a projection layer", (16, 17), True), ("layer normalization", (20, 21, 22, 23), True))
+
+
+def _lstm_problems(op: Op) -> List[str]:
+    """The LSTM variants kernels/lstm.c refuses (it runs the converter's Keras LSTM: none of these; time_major and
+    the 5 intermediates of the 8x8->16 path are checked by its prepare())."""
+    if len(op.inputs) != 24:
+        return [f"UNIDIRECTIONAL_SEQUENCE_LSTM has {len(op.inputs)} inputs (the edgekit kernel takes the 24-input form)"]
+    problems = []
+    for what, positions, refused_if_present in _LSTM_FEATURES:
+        present = any(op.inputs[p] >= 0 for p in positions)
+        if present == refused_if_present:
+            problems.append(f"UNIDIRECTIONAL_SEQUENCE_LSTM with {what} is not supported by the edgekit kernel "
+                            "(a plain Keras LSTM is; or build with --runtime tflm)")
     return problems
 
 

@@ -75,6 +75,7 @@ _OPTIONS = {
     "TRANSPOSE_CONV": ("TransposeConvOptions", {"stride_w": 1, "stride_h": 1}),
     "MIRROR_PAD": ("MirrorPadOptions", {}),
     "SVDF": ("SVDFOptions", {"rank": 1, "fused_activation_function": 1}),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("UnidirectionalSequenceLSTMOptions", {"fused_activation_function": 4}),
 }
 _ENUMS = {"padding": schema.Padding, "fused_activation_function": schema.ActivationFunctionType,
           "weights_format": schema.FullyConnectedOptionsWeightsFormat}

@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define EK_MAX_DIMS 6
-#define EK_MAX_OP_INPUTS 8   /* CONCATENATION is the widest op we support */
+#define EK_MAX_OP_INPUTS 24  /* UNIDIRECTIONAL_SEQUENCE_LSTM (24 inputs) is the widest op we support */
 #define EK_MAX_OP_OUTPUTS 16  /* SPLIT / SPLIT_V / UNPACK (read in place from the model: no RAM per output); ASSIGN_VARIABLE and CALL_ONCE have none */
 
 /* Tensor element types: the TFLite schema's TensorType numbers. */
@@ -102,6 +102,7 @@ enum {
   EK_OP_GATHER_ND = 107,
   EK_OP_PADV2 = 60,
   EK_OP_MIRROR_PAD = 100,
+  EK_OP_UNIDIRECTIONAL_SEQUENCE_LSTM = 44,
   EK_OP_SVDF = 27, EK_OP_CALL_ONCE = 129, EK_OP_VAR_HANDLE = 142, EK_OP_READ_VARIABLE = 143, EK_OP_ASSIGN_VARIABLE = 144
 };
 
@@ -174,6 +175,10 @@ typedef struct ek_op_params {
   int8_t batch_dims;          /* GATHER */
   uint8_t block_size;         /* DEPTH_TO_SPACE / SPACE_TO_DEPTH (the reader rejects > 255) */
   int16_t rank;               /* SVDF */
+  uint8_t time_major;         /* UNIDIRECTIONAL_SEQUENCE_LSTM */
+  uint8_t num_intermediates;  /* UNIDIRECTIONAL_SEQUENCE_LSTM: the operator's intermediates count (saturated at 255) */
+  float cell_clip;            /* UNIDIRECTIONAL_SEQUENCE_LSTM (0: no clipping) */
+  int32_t intermediate_hidden; /* UNIDIRECTIONAL_SEQUENCE_LSTM: tensor index of intermediates[4] (the hidden scale), or -1 */
 } ek_op_params;
 enum { EK_FLAG_OFFSET = 1, EK_FLAG_ALIGN_CORNERS = 2, EK_FLAG_HALF_PIXEL_CENTERS = 4, EK_FLAG_MIRROR_SYMMETRIC = 8 };
 
@@ -359,6 +364,7 @@ extern const ek_kernel ek_kernel_gather_nd;
 extern const ek_kernel ek_kernel_padv2;
 extern const ek_kernel ek_kernel_mirror_pad;
 extern const ek_kernel ek_kernel_svdf;
+extern const ek_kernel ek_kernel_unidirectional_sequence_lstm;
 extern const ek_kernel ek_kernel_call_once, ek_kernel_var_handle, ek_kernel_read_variable, ek_kernel_assign_variable;
 
 #ifdef __cplusplus

@@ -182,7 +182,7 @@ enum {
 };
 enum { QUANT_SCALE = 2, QUANT_ZERO_POINT = 3, QUANT_DETAILS_TYPE = 4, QUANT_QUANTIZED_DIMENSION = 6 };
 enum { OPERATOR_OPCODE_INDEX = 0, OPERATOR_INPUTS = 1, OPERATOR_OUTPUTS = 2, OPERATOR_OPTIONS_TYPE = 3,
-       OPERATOR_OPTIONS = 4 };
+       OPERATOR_OPTIONS = 4, OPERATOR_INTERMEDIATES = 8 };
 enum { BUFFER_DATA = 0, BUFFER_OFFSET = 1, BUFFER_SIZE = 2 };
 
 /* BuiltinOptions union members we decode. */
@@ -201,7 +201,8 @@ enum {
   OPT_RESIZE_NEAREST_NEIGHBOR = 74, OPT_RESIZE_BILINEAR = 15, OPT_CAST = 37, OPT_FILL = 68, OPT_SHAPE = 55,
   OPT_ZEROS_LIKE = 67, OPT_TRANSPOSE_CONV = 49,
   OPT_MIRROR_PAD = 77,
-  OPT_SVDF = 6
+  OPT_SVDF = 6,
+  OPT_UNIDIRECTIONAL_SEQUENCE_LSTM = 71
 };
 
 #define TFLITE_SCHEMA_VERSION 3u
@@ -527,6 +528,7 @@ static int expected_options(int32_t opcode) {
     case EK_OP_TRANSPOSE_CONV: return OPT_TRANSPOSE_CONV;
     case EK_OP_MIRROR_PAD: return OPT_MIRROR_PAD;
     case EK_OP_SVDF: return OPT_SVDF;
+    case EK_OP_UNIDIRECTIONAL_SEQUENCE_LSTM: return OPT_UNIDIRECTIONAL_SEQUENCE_LSTM;
     default: return -1; /* options ignored */
   }
 }
@@ -659,6 +661,10 @@ static int read_options(const fb *b, const fb_table *o, ek_op *op, int *fits) {
              fb_i16_param(b, o, 2, 0, &p->stride_h, fits) && fb_u8_param(b, o, 3, EK_ACT_NONE, &p->activation);
     case EK_OP_SVDF: /* SVDFOptions: rank, fused_activation_function, asymmetric_quantize_inputs */
       return fb_i16_param(b, o, 0, 0, &p->rank, fits) && fb_u8_param(b, o, 1, EK_ACT_NONE, &p->activation);
+    case EK_OP_UNIDIRECTIONAL_SEQUENCE_LSTM: /* fused_activation_function, cell_clip, proj_clip (unused: no
+                                                projection), time_major, ... */
+      return fb_u8_param(b, o, 0, EK_ACT_NONE, &p->activation) && fb_f32(b, o, 1, 0.0f, &p->cell_clip) &&
+             fb_u8_param(b, o, 3, 0, &p->time_major);
     default:
       return 1; /* RESHAPE (the kernel uses the output shape), PAD, TRANSPOSE, QUANTIZE, ...: nothing to decode */
   }
@@ -672,6 +678,7 @@ static void default_params(ek_op *op) {
   p->dilation_h = 1;
   p->pot_scale_int16 = 1;
   p->beta = 0.0f; /* TFLite: a SOFTMAX without options gets zeroed params */
+  p->intermediate_hidden = -1;
 }
 
 static ek_status fail_op(reader *r, ek_op *op, ek_status status, const char *message) {
@@ -732,7 +739,7 @@ static ek_status read_operator(reader *r, uint32_t i, ek_op *op, const ek_kernel
   if (!fb_vector_table(b, r->mv->ops_vec, i, &ot))
     return fail_op(r, op, EK_ERR_MODEL, "corrupt model: operator table out of bounds (truncated?)");
   st = read_index_vector(r, op, &ot, OPERATOR_INPUTS, &op->inputs, EK_MAX_OP_INPUTS, &op->num_inputs,
-                         "operator has more than 8 inputs");
+                         "operator has more than 24 inputs");
   if (st != EK_OK) return st;
   st = read_index_vector(r, op, &ot, OPERATOR_OUTPUTS, &op->outputs, EK_MAX_OP_OUTPUTS, &op->num_outputs,
                          "operator has more than 16 outputs");
@@ -761,6 +768,21 @@ static ek_status read_operator(reader *r, uint32_t i, ek_op *op, const ek_kernel
   op->params.keep_num_dims = op->params.keep_num_dims != 0;
   op->params.pot_scale_int16 = op->params.pot_scale_int16 != 0;
   op->params.approximate = op->params.approximate != 0;
+  op->params.time_major = op->params.time_major != 0;
+  if (code == EK_OP_UNIDIRECTIONAL_SEQUENCE_LSTM) { /* the kernel reads the hidden scale from intermediates[4] */
+    uint32_t n, v;
+    size_t data;
+    if (fb_vector(b, &ot, OPERATOR_INTERMEDIATES, 4, &n, &data) < 0)
+      return fail_op(r, op, EK_ERR_MODEL, "corrupt model: operator intermediates vector out of bounds");
+    op->params.num_intermediates = (uint8_t)(n > 255u ? 255u : n);
+    if (n >= 5) {
+      if (!rd_u32(b, data + 16u, &v)) return fail_op(r, op, EK_ERR_MODEL, "corrupt model: operator intermediate out of bounds");
+      const int32_t idx = as_i32(v);
+      if (idx < 0 || idx >= r->rt->ctx.num_tensors)
+        return fail_op(r, op, EK_ERR_MODEL, "corrupt model: operator intermediate tensor index out of range");
+      op->params.intermediate_hidden = idx;
+    }
+  }
   return EK_OK;
 }
 

@@ -147,6 +147,7 @@ const char *ek_op_name(int32_t opcode) {
     case EK_OP_BATCH_MATMUL: return "BATCH_MATMUL";
     case EK_OP_LOG_SOFTMAX: return "LOG_SOFTMAX";
     case EK_OP_SVDF: return "SVDF";
+    case EK_OP_UNIDIRECTIONAL_SEQUENCE_LSTM: return "UNIDIRECTIONAL_SEQUENCE_LSTM";
     case EK_OP_CALL_ONCE: return "CALL_ONCE";
     case EK_OP_VAR_HANDLE: return "VAR_HANDLE";
     case EK_OP_READ_VARIABLE: return "READ_VARIABLE";

@@ -67,6 +67,7 @@ extern const ek_kernel ek_kernel_mirror_pad EK_WEAK;
 extern const ek_kernel ek_kernel_call_once EK_WEAK, ek_kernel_var_handle EK_WEAK, ek_kernel_read_variable EK_WEAK,
     ek_kernel_assign_variable EK_WEAK;
 extern const ek_kernel ek_kernel_svdf EK_WEAK;
+extern const ek_kernel ek_kernel_unidirectional_sequence_lstm EK_WEAK;
 
 static const ek_kernel *const kernels[] = {
     &ek_kernel_add, &ek_kernel_average_pool_2d, &ek_kernel_concatenation, &ek_kernel_conv_2d,
@@ -125,6 +126,7 @@ static const ek_kernel *const kernels[] = {
     &ek_kernel_mirror_pad,
     &ek_kernel_call_once, &ek_kernel_var_handle, &ek_kernel_read_variable, &ek_kernel_assign_variable,
     &ek_kernel_svdf,
+    &ek_kernel_unidirectional_sequence_lstm,
 };
 #endif
 
