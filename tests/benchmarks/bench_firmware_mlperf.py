@@ -344,12 +344,15 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=2, help="input samples per model (default 2)")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ",".join(MODELS))
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
+    parser.add_argument("--boards", default=",".join(sorted({b for b, _ in RUNS})),
+                        help="comma-separated subset of the boards (default: every board a model is measured on)")
     parser.add_argument("--per-op", action="store_true", help="also print each device row's per-op instructions")
     parser.add_argument("--smoke", action="store_true", help="host only: KWS and AD, every mode, bit-exact + RAM")
     args = parser.parse_args()
     md_path = args.md or args.json.with_suffix(".md")
     wanted = [m for m in args.models.split(",") if m]
     modes = [m for m in args.modes.split(",") if m]
+    boards = [b for b in args.boards.split(",") if b]
     from edgekit.provenance import host_info, tool_versions, utc_now
 
     rows, skipped = [], []
@@ -367,7 +370,7 @@ def main() -> int:
             print(f"skipped: missing {', '.join(missing)}")
             return 0
         for board, name in RUNS:
-            if name not in wanted:
+            if name not in wanted or board not in boards:
                 continue
             model = model_bytes(name)
             if model is None:
