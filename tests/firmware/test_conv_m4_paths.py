@@ -159,3 +159,53 @@ def test_pointwise_graph_is_bit_exact_on_the_host():
 
     model = pointwise_graph()
     assert_bit_exact(model, random_input(model, np.random.default_rng(2)), "pointwise graph")
+
+
+POINTWISE_RATE_TARGET = 1.2  # issue 25: no 1x1 CONV_2D above 1.2 instructions per MAC on the Cortex-M4
+
+
+@pytest.mark.slow
+@needs_qemu
+def test_vww_t_pointwise_layers_meet_the_instruction_rate_target(tmp_path, cli):
+    """VWW-T (MobileNet-v1 0.25 with trained-like statistics) on QEMU mps2-an386: every 1x1 CONV_2D, the one on 8
+    input channels (op 2) included, at <= 1.2 instructions per MAC (exact counts of the ekcount plugin: deterministic,
+    not a timing), bit-exact."""
+    from edgekit.tflite_graph import read_graph
+    from tests.benchmarks.vww_model import vww_int8
+
+    data = vww_int8(trained_like=True)
+    graph = read_graph(data)
+    pointwise = {op.index: graph.tensors[op.inputs[1]].shape[3] for op in graph.ops
+                 if op.name == "CONV_2D" and graph.tensors[op.inputs[1]].shape[1:3] == (1, 1)}
+    assert pointwise.get(2) == 8 and len(pointwise) == 13
+    model = tmp_path / "vww_t.tflite"
+    model.write_bytes(data)
+    out = tmp_path / "run"
+    assert cli("run", model, "--device", "qemu:mps2-an386", "-n", "1", "-o", out) == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["outputs_bit_exact"]["bit_exact"] is True
+    rates = {e["index"]: e["instructions"] / e["macs"] for e in run["work"]["per_op_instructions"]
+             if e["index"] in pointwise}
+    assert sorted(rates) == sorted(pointwise)
+    over = {i: round(r, 3) for i, r in rates.items() if r > POINTWISE_RATE_TARGET}
+    assert not over, f"1x1 CONV_2D layers above {POINTWISE_RATE_TARGET} instructions/MAC: {over}"
+
+
+def test_generator_leaves_the_small_pointwise_kernels_out_of_models_without_such_layers():
+    """-DEK_CONV_NO_SMALL_POINTWISE (the firmware's code budget) only for models without a 1x1 CONV_2D on 4, 8 or 12
+    input channels."""
+    from edgekit.firmware.generate import runtime_defines
+    from edgekit.tflite_graph import read_graph
+
+    def one_conv(k: int, c: int) -> bytes:
+        wt = np.ones((4, k, k, c), np.int8)
+        tensors = [T((1, 5, 5, c), scale=0.05), T((4, k, k, c), scale=[0.01] * 4, data=wt),
+                   T((4,), "int32", scale=[0.0005] * 4, data=np.zeros(4, np.int32)), T((1, 5, 5, 4), scale=0.1)]
+        return build_graph(tensors, [("CONV_2D", [0, 1, 2], [3], {"padding": "SAME"})], [0], [3])
+
+    flag = "-DEK_CONV_NO_SMALL_POINTWISE"
+    assert flag not in runtime_defines({}, read_graph(pointwise_graph()))
+    for k, c in ((1, 8), (1, 4), (1, 12)):
+        assert flag not in runtime_defines({}, read_graph(one_conv(k, c)))
+    for k, c in ((1, 16), (1, 5), (3, 8)):
+        assert flag in runtime_defines({}, read_graph(one_conv(k, c)))
