@@ -68,6 +68,7 @@ TFLM_M55_KWS_CMSIS_HELIUM = 1.81e6
 RAM_RATIO_TARGET = 0.5
 INSTR_RATIO_TARGET = {"mps2-an386": 0.5, "mps3-an547": 0.7}
 RUNTIME_CODE_TARGET = {"KWS": 25 * 1024}
+POINTWISE_RATE_TARGET = 1.2  # issue 25: no 1x1 CONV_2D above 1.2 instructions/MAC on the Cortex-M4 (mps2-an386)
 SEEDS = {"KWS": 1, "IC": 2, "AD": 3, "VWW": 4, "VWW-T": 4, "HLM-SAME": 5, "HLM-PAD": 5}
 
 
@@ -208,7 +209,42 @@ def bench_device(name: str, model: bytes, board: str, mode: str, samples: int, t
         "output_elements": exact["total_elements"],
         "seconds": {"generate_and_build": round(build_s, 1), "qemu_run": round(run_s, 1)},
         "per_op_instructions": work.get("per_op_instructions") or [],
+        "pointwise_ops": pointwise_ops(graph),
     }
+
+
+def pointwise_ops(graph) -> Dict[int, List[int]]:
+    """{op index: [input channels, output channels]} of the graph's 1x1 CONV_2D layers."""
+    out = {}
+    for op in graph.ops:
+        if op.name == "CONV_2D" and len(op.inputs) > 1:
+            shape = graph.tensors[op.inputs[1]].shape
+            if len(shape) == 4 and shape[1] == 1 and shape[2] == 1:
+                out[op.index] = [int(shape[3]), int(shape[0])]
+    return out
+
+
+def pointwise_check(rows: List[Dict[str, Any]]) -> List[str]:
+    """Issue 25's per-layer target on the Cortex-M4: no 1x1 CONV_2D above POINTWISE_RATE_TARGET instructions/MAC
+    (measured per op by the ekcount plugin); one line per device row with 1x1 layers, PASS or FAIL."""
+    lines = []
+    for r in rows:
+        if r["board"] != "mps2-an386" or not r.get("pointwise_ops"):
+            continue
+        rates = []
+        for e in r.get("per_op_instructions") or []:
+            shape = r["pointwise_ops"].get(e["index"]) or r["pointwise_ops"].get(str(e["index"]))
+            if shape and e.get("macs"):
+                rates.append((e["instructions"] / e["macs"], e["index"], shape))
+        if not rates:
+            continue
+        worst, index, (cin, cout) = max(rates)
+        over = [f"op {i} ({c[0]} -> {c[1]}) {v:.2f}" for v, i, c in sorted(rates, key=lambda t: t[1])
+                if v > POINTWISE_RATE_TARGET]
+        lines.append(f"1x1 CONV_2D check (measured, ekcount): {r['model']} {r['board']} {r['mode']}: worst op {index} "
+                     f"({cin} -> {cout} channels) {worst:.3f} instr/MAC over {len(rates)} layers, target <= "
+                     f"{POINTWISE_RATE_TARGET}: " + ("PASS" if not over else "FAIL (" + ", ".join(over) + ")"))
+    return lines
 
 
 def reference_outputs(model: bytes, arrays: List[np.ndarray]) -> List[np.ndarray]:
@@ -344,12 +380,15 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=2, help="input samples per model (default 2)")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ",".join(MODELS))
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
+    parser.add_argument("--boards", default=",".join(sorted({b for b, _ in RUNS})),
+                        help="comma-separated subset of the boards (default: every board a model is measured on)")
     parser.add_argument("--per-op", action="store_true", help="also print each device row's per-op instructions")
     parser.add_argument("--smoke", action="store_true", help="host only: KWS and AD, every mode, bit-exact + RAM")
     args = parser.parse_args()
     md_path = args.md or args.json.with_suffix(".md")
     wanted = [m for m in args.models.split(",") if m]
     modes = [m for m in args.modes.split(",") if m]
+    boards = [b for b in args.boards.split(",") if b]
     from edgekit.provenance import host_info, tool_versions, utc_now
 
     rows, skipped = [], []
@@ -367,7 +406,7 @@ def main() -> int:
             print(f"skipped: missing {', '.join(missing)}")
             return 0
         for board, name in RUNS:
-            if name not in wanted:
+            if name not in wanted or board not in boards:
                 continue
             model = model_bytes(name)
             if model is None:
@@ -390,7 +429,7 @@ def main() -> int:
             if r.get("per_op_instructions"):
                 print()
                 print(per_op_table(r))
-    for line in op_class_summary(rows):
+    for line in op_class_summary(rows) + pointwise_check(rows):
         print(line)
     default_rows = [r for r in rows if r["mode"] == DEFAULT_MODE]
     for r in default_rows:

@@ -8,6 +8,13 @@ loop), strides 1 and 2, SAME and VALID padding, dilation, 3x3 windows inside and
 and partial 4-pixel blocks (1, 2 and 3 pixels left), clamps narrower than int8, and per-channel multipliers of
 every shift kind (right shifts, shift 0, left shifts, exponents too large for the zero-point fold) that move a
 layer off the fast requantization path.
+
+A second graph covers the 1x1 stride-1 kernels on 4, 8 and 12 input channels (`ek_conv_pw<G>_dsp`, 1-3 groups):
+odd and even counts of live output channels (the channel-pair loop and its odd entry), one live channel, dead filters
+(constant channels: no record, written by the fill), every channel dead, runs of full 4-pixel blocks ending with 0-3
+pixels left (the partial block in C), a batch of 2, ReLU with zero point -128 (no narrow clamp: the assembly path)
+next to ReLU6 with a narrow clamp (the expanded block). The instructions per MAC of VWW-T's 8-channel layer are
+checked by tests/benchmarks/bench_firmware_mlperf.py (`--models VWW-T`: the per-layer 1x1 check).
 """
 from __future__ import annotations
 
@@ -67,6 +74,51 @@ def conv_graph(seed: int = 12) -> bytes:
     return build_graph(tensors, ops, [0], [b, d, f, h, j, k])
 
 
+def pointwise_graph(seed: int = 25) -> bytes:
+    """1x1 convolutions on 4, 8 and 12 input channels (five graph inputs); ten outputs."""
+    rng = np.random.default_rng(seed)
+    tensors, ops = [], []
+
+    def source(shape, scale, zp):
+        tensors.append(T(shape, scale=scale, zero_point=zp))
+        return len(tensors) - 1
+
+    def pointwise(src, oc, dead=(), act="NONE", out_zp=-3):
+        n, h, w, c = tensors[src].shape
+        in_scale = tensors[src].scale
+        ws = [float(v) for v in 10 ** rng.uniform(-2.5, -1.5, size=oc)]
+        out_scale = in_scale * float(np.mean(ws)) * 127 * math.sqrt(c) / 12
+        ws = [1e-12 * out_scale / in_scale if o in dead else s for o, s in enumerate(ws)]  # dead filters
+        wt = rng.integers(-127, 128, size=(oc, 1, 1, c)).astype(np.int8)
+        bias = rng.integers(-3000, 3000, size=(oc,)).astype(np.int32)
+        base = len(tensors)
+        tensors.extend([T((oc, 1, 1, c), scale=ws, data=wt),
+                        T((oc,), "int32", scale=[in_scale * s for s in ws], data=bias),
+                        T((n, h, w, oc), scale=out_scale, zero_point=out_zp)])
+        ops.append(("CONV_2D", [src, base, base + 1], [base + 2],
+                    {"padding": "VALID", "stride_h": 1, "stride_w": 1, "fused_activation_function": act}))
+        return base + 2
+
+    x12 = source((1, 9, 7, 12), 0.05, -7)    # 63 pixels: 15 blocks + 3
+    x8 = source((1, 5, 6, 8), 0.04, 3)       # 30 pixels: 7 blocks + 2
+    x4 = source((1, 5, 5, 4), 0.06, -128)    # 25 pixels: 6 blocks + 1
+    x8b = source((1, 4, 4, 8), 0.03, 0)      # 16 pixels: 4 blocks + 0
+    x8n = source((2, 3, 5, 8), 0.05, 11)     # batch 2, 15 pixels each
+    outputs = [
+        pointwise(x12, 7),                                        # 3 groups, 7 records
+        pointwise(x12, 6, dead=(1, 4), act="RELU", out_zp=-128),  # 3 groups, 4 records + 2 constant
+        pointwise(x8, 16, dead=(0, 12, 14, 15), act="RELU", out_zp=-128),  # VWW-T's layer: 12 records
+        pointwise(x8, 9, dead=(8,)),                              # 8 records (even) + 1 constant
+        pointwise(x8, 1),                                         # one record
+        pointwise(x4, 10),                                        # 1 group, 10 records
+        pointwise(x4, 5, dead=(0, 1, 2, 3, 4)),                   # every channel constant
+        pointwise(x4, 4, dead=(1,)),                              # 3 records (odd)
+        pointwise(x8b, 11, act="RELU6", out_zp=-100),             # narrow clamp: the expanded block
+        pointwise(x8n, 5),                                        # batches; 5 records (odd)
+    ]
+    return build_graph(tensors, ops, [x12, x8, x4, x8b, x8n], outputs)
+
+
 @pytest.mark.slow
 @needs_qemu
 def test_conv_2d_cortex_m4_paths_are_bit_exact(tmp_path, cli):
@@ -86,3 +138,74 @@ def test_conv_graph_is_bit_exact_on_the_host():
 
     model = conv_graph()
     assert_bit_exact(model, random_input(model, np.random.default_rng(1)), "conv graph")
+
+
+@pytest.mark.slow
+@needs_qemu
+def test_small_pointwise_cortex_m4_kernels_are_bit_exact(tmp_path, cli):
+    model = tmp_path / "pointwise.tflite"
+    model.write_bytes(pointwise_graph())
+    out = tmp_path / "run"
+    assert cli("run", model, "--device", "qemu:mps2-an386", "-n", "2", "-o", out) == 0
+    exact = json.loads((out / "run.json").read_text())["outputs_bit_exact"]
+    assert exact["bit_exact"] is True and exact["differing_elements"] == 0
+    assert exact["total_elements"] > 0
+
+
+def test_pointwise_graph_is_bit_exact_on_the_host():
+    """The same graph through the host build (portable C of the expanded block, in-place and prepared)."""
+    from tests.firmware.test_kernels_conv import assert_bit_exact
+    from tests.firmware.opmodels import random_input
+
+    model = pointwise_graph()
+    assert_bit_exact(model, random_input(model, np.random.default_rng(2)), "pointwise graph")
+
+
+POINTWISE_RATE_TARGET = 1.2  # issue 25: no 1x1 CONV_2D above 1.2 instructions per MAC on the Cortex-M4
+
+
+@pytest.mark.slow
+@needs_qemu
+def test_vww_t_pointwise_layers_meet_the_instruction_rate_target(tmp_path, cli):
+    """VWW-T (MobileNet-v1 0.25 with trained-like statistics) on QEMU mps2-an386: every 1x1 CONV_2D, the one on 8
+    input channels (op 2) included, at <= 1.2 instructions per MAC (exact counts of the ekcount plugin: deterministic,
+    not a timing), bit-exact."""
+    from edgekit.tflite_graph import read_graph
+    from tests.benchmarks.vww_model import vww_int8
+
+    data = vww_int8(trained_like=True)
+    graph = read_graph(data)
+    pointwise = {op.index: graph.tensors[op.inputs[1]].shape[3] for op in graph.ops
+                 if op.name == "CONV_2D" and graph.tensors[op.inputs[1]].shape[1:3] == (1, 1)}
+    assert pointwise.get(2) == 8 and len(pointwise) == 13
+    model = tmp_path / "vww_t.tflite"
+    model.write_bytes(data)
+    out = tmp_path / "run"
+    assert cli("run", model, "--device", "qemu:mps2-an386", "-n", "1", "-o", out) == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["outputs_bit_exact"]["bit_exact"] is True
+    rates = {e["index"]: e["instructions"] / e["macs"] for e in run["work"]["per_op_instructions"]
+             if e["index"] in pointwise}
+    assert sorted(rates) == sorted(pointwise)
+    over = {i: round(r, 3) for i, r in rates.items() if r > POINTWISE_RATE_TARGET}
+    assert not over, f"1x1 CONV_2D layers above {POINTWISE_RATE_TARGET} instructions/MAC: {over}"
+
+
+def test_generator_leaves_the_small_pointwise_kernels_out_of_models_without_such_layers():
+    """-DEK_CONV_NO_SMALL_POINTWISE (the firmware's code budget) only for models without a 1x1 CONV_2D on 4, 8 or 12
+    input channels."""
+    from edgekit.firmware.generate import runtime_defines
+    from edgekit.tflite_graph import read_graph
+
+    def one_conv(k: int, c: int) -> bytes:
+        wt = np.ones((4, k, k, c), np.int8)
+        tensors = [T((1, 5, 5, c), scale=0.05), T((4, k, k, c), scale=[0.01] * 4, data=wt),
+                   T((4,), "int32", scale=[0.0005] * 4, data=np.zeros(4, np.int32)), T((1, 5, 5, 4), scale=0.1)]
+        return build_graph(tensors, [("CONV_2D", [0, 1, 2], [3], {"padding": "SAME"})], [0], [3])
+
+    flag = "-DEK_CONV_NO_SMALL_POINTWISE"
+    assert flag not in runtime_defines({}, read_graph(pointwise_graph()))
+    for k, c in ((1, 8), (1, 4), (1, 12)):
+        assert flag not in runtime_defines({}, read_graph(one_conv(k, c)))
+    for k, c in ((1, 16), (1, 5), (3, 8)):
+        assert flag in runtime_defines({}, read_graph(one_conv(k, c)))

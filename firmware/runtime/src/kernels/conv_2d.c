@@ -935,6 +935,209 @@ __asm__(
     "  pop {r4-r11, pc}\n"
     "  .size ek_conv_block1x_dsp, . - ek_conv_block1x_dsp\n"
     "  .text\n");
+
+/* ---------- Cortex-M (DSP): 1x1 stride-1 convolutions on 4, 8 or 12 input channels (1-3 groups) ----------
+ * The expanded-weight block above spends ~26 instructions per output channel and 4-pixel block on requantization,
+ * stores and bookkeeping, plus ~16 per group of 4 pixels on the C im2col: on 1-3 groups that is more than the
+ * multiply-accumulates themselves (issue 25: the 8-channel 1x1 layer of MobileNet-v1 0.25 at 1.64 instructions per
+ * MAC). `ek_conv_pw<G>_dsp` runs a whole run of full 4-pixel blocks of such a layer (same records, same block
+ * layout, same requantization: ek_conv_requant_zp2 then SSAT, no activation clamp narrower than int8):
+ *  - per block the four pixels' 4 * G raw input words are read with one LDM, expanded with SXTB16 and stored with
+ *    STM/STRD into the block (before any of the block's outputs is written: the access contract of the block path);
+ *  - per output channel one LDM reads the record's 2 * fold and weights (G <= 2; G = 3: one more LDM for the last
+ *    group), one LDM per two columns and group reads the block, the first group's SMLADs start from 2 * fold, one LDM
+ *    reads multiplier, rounding constant and exponent | channel << 8, one LDM from the frame reads the store state;
+ *  - G = 1, 2: channels are run in pairs, the first of a pair reading the block downwards (LDMDB) and the second
+ *    upwards, so the block pointer needs no reset and the end test runs once per pair (an odd count enters at the
+ *    second copy); G = 3 resets the pointer per channel.
+ * Frame (sp-relative, copied from conv_pw_args): 0 dst (pixel 0, channel 0 of the block), 4-12 the three pixels'
+ * output offsets, 16 end of the records, 20 src (raw input of the next block), 24 block, 28 src end, 32 records,
+ * 36 odd record count. Compiled out with -DEK_CONV_NO_SMALL_POINTWISE (the firmware generator sets it for models
+ * without a 1x1 CONV_2D on 4, 8 or 12 channels: the KWS code budget). */
+#if !defined(EK_CONV_NO_SMALL_POINTWISE)
+#define CONV_PW_ASM 1
+typedef struct conv_pw_args {  /* the frame layout above */
+  int8_t *dst;
+  int32_t off[3];
+  const uint32_t *end;
+  const int8_t *src;
+  uint32_t *block;
+  const int8_t *src_end;
+  const uint32_t *records;
+  int32_t odd;
+} conv_pw_args;
+typedef char conv_pw_args_is_40_bytes[sizeof(conv_pw_args) == 40 ? 1 : -1];
+void ek_conv_pw1_dsp(conv_pw_args *args);
+void ek_conv_pw2_dsp(conv_pw_args *args);
+void ek_conv_pw3_dsp(conv_pw_args *args);
+/* One group of the four columns upwards (LDMIA: columns 0-1, then 2-3; accumulators r4-r7 = pixels 0-3) or downwards
+ * (LDMDB: columns 2-3 into r4-r5, then 0-1 into r6-r7); `a` = the accumulators' start (r7 = 2 * fold for the first
+ * group: r7 is the last one written). */
+#define CONV_PW_UP_(wa, wb, a4, a5, a6, a7)   \
+    "  ldmia r10!, {r0-r3}\n"                  \
+    "  smlad r4, r0, " wa ", " a4 "\n"         \
+    "  smlad r4, r1, " wb ", r4\n"             \
+    "  smlad r5, r2, " wa ", " a5 "\n"         \
+    "  smlad r5, r3, " wb ", r5\n"             \
+    "  ldmia r10!, {r0-r3}\n"                  \
+    "  smlad r6, r0, " wa ", " a6 "\n"         \
+    "  smlad r6, r1, " wb ", r6\n"             \
+    "  smlad r7, r2, " wa ", " a7 "\n"         \
+    "  smlad r7, r3, " wb ", r7\n"
+#define CONV_PW_DOWN_(wa, wb, a4, a5, a6, a7) \
+    "  ldmdb r10!, {r0-r3}\n"                  \
+    "  smlad r4, r0, " wa ", " a4 "\n"         \
+    "  smlad r4, r1, " wb ", r4\n"             \
+    "  smlad r5, r2, " wa ", " a5 "\n"         \
+    "  smlad r5, r3, " wb ", r5\n"             \
+    "  ldmdb r10!, {r0-r3}\n"                  \
+    "  smlad r6, r0, " wa ", " a6 "\n"         \
+    "  smlad r6, r1, " wb ", r6\n"             \
+    "  smlad r7, r2, " wa ", " a7 "\n"         \
+    "  smlad r7, r3, " wb ", r7\n"
+#define CONV_PW_UP(wa, wb, acc) CONV_PW_UP_(wa, wb, acc)
+#define CONV_PW_DOWN(wa, wb, acc) CONV_PW_DOWN_(wa, wb, acc)
+#define CONV_PW_FIRST "r7", "r7", "r7", "r7"
+#define CONV_PW_NEXT "r4", "r5", "r6", "r7"
+/* Requantization of r4-r7 (ek_conv_requant_zp2 + SSAT, as CONV_OUTX), the store state from the frame, the four
+   bytes at dst + channel + off (c0-c3: the registers holding pixels 0-3). Leaves the records' end in r9. */
+#define CONV_PW_OUT(c0, c1, c2, c3)            \
+    "  ldmia r11!, {r1, r2, r3}\n"             \
+    CONV_OUTX("r4") CONV_OUTX("r5") CONV_OUTX("r6") CONV_OUTX("r7") \
+    "  ldmia sp, {r0, r1, r2, r8, r9}\n"       \
+    "  add r0, r0, r3, lsr #8\n"               \
+    "  strb " c0 ", [r0]\n"                    \
+    "  strb " c1 ", [r0, r1]\n"                \
+    "  strb " c2 ", [r0, r2]\n"                \
+    "  strb " c3 ", [r0, r8]\n"
+#define CONV_PW_PROLOGUE(name)                 \
+    "  .syntax unified\n"                      \
+    "  .thumb\n"                               \
+    "  .section .text." name ", \"ax\", %progbits\n" \
+    "  .global " name "\n"                     \
+    "  .type " name ", %function\n"            \
+    "  .thumb_func\n"                          \
+    "  .balign 4\n"                            \
+    name ":\n"                                 \
+    "  push {r4-r11, lr}\n"                    \
+    "  sub sp, sp, #40\n"                      \
+    "  ldmia r0, {r1-r10}\n"                   \
+    "  stmia sp, {r1-r10}\n"
+/* Block loop head: exit at the end of the input run, else r11 = src, r10 = block. */
+#define CONV_PW_TOP(label)                     \
+    label "_top:\n"                            \
+    "  ldrd r11, r10, [sp, #20]\n"             \
+    "  ldr r12, [sp, #28]\n"                   \
+    "  cmp r11, r12\n"                         \
+    "  beq " label "_exit\n"
+#define CONV_PW_NEXT_BLOCK(label)              \
+    "  ldrd r0, r1, [sp]\n"                    \
+    "  add r0, r0, r1, lsl #2\n"               \
+    "  str r0, [sp]\n"                         \
+    "  b " label "_top\n"                      \
+    label "_exit:\n"                           \
+    "  add sp, sp, #40\n"                      \
+    "  pop {r4-r11, pc}\n"
+#define CONV_PW_SX4(a, b)                      \
+    "  sxtb16 r8, " a "\n"                     \
+    "  sxtb16 r9, " a ", ror #8\n"             \
+    "  sxtb16 r12, " b "\n"                    \
+    "  sxtb16 lr, " b ", ror #8\n"
+/* Pairs of channels: the first reads the block downwards (r10 at its end), the second upwards; an odd count starts
+   with the second. */
+#define CONV_PW_PAIRS(label, bytes, head, down, up) \
+    "  ldr r11, [sp, #32]\n"                   \
+    "  ldr r0, [sp, #36]\n"                    \
+    "  cbz r0, " label "_down\n"               \
+    "  sub r10, r10, #" bytes "\n"             \
+    "  b " label "_up\n"                       \
+    label "_down:\n"                           \
+    head down CONV_PW_OUT("r6", "r7", "r4", "r5") \
+    label "_up:\n"                             \
+    head up CONV_PW_OUT("r4", "r5", "r6", "r7") \
+    "  cmp r11, r9\n"                          \
+    "  bne " label "_down\n"
+__asm__(
+    CONV_PW_PROLOGUE("ek_conv_pw1_dsp")
+    CONV_PW_TOP(".Lek_pw1")
+    "  ldmia r11!, {r0-r3}\n"                  /* pixels 0-3, one group each */
+    "  str r11, [sp, #20]\n"
+    "  sxtb16 r4, r0\n"
+    "  sxtb16 r5, r0, ror #8\n"
+    "  sxtb16 r6, r1\n"
+    "  sxtb16 r7, r1, ror #8\n"
+    CONV_PW_SX4("r2", "r3")
+    "  stmia r10!, {r4-r9, r12, lr}\n"
+    CONV_PW_PAIRS(".Lek_pw1", "32", "  ldmia r11!, {r7, r8, r9}\n",  /* 2 * fold, weights */
+                  CONV_PW_DOWN("r8", "r9", CONV_PW_FIRST), CONV_PW_UP("r8", "r9", CONV_PW_FIRST))
+    CONV_PW_NEXT_BLOCK(".Lek_pw1")
+    "  .size ek_conv_pw1_dsp, . - ek_conv_pw1_dsp\n"
+    "  .text\n");
+__asm__(
+    CONV_PW_PROLOGUE("ek_conv_pw2_dsp")
+    CONV_PW_TOP(".Lek_pw2")
+    "  ldmia r11!, {r0-r7}\n"                  /* pixel j: group 0 in r(2j), group 1 in r(2j+1) */
+    "  str r11, [sp, #20]\n"
+    CONV_PW_SX4("r0", "r2")
+    "  stmia r10!, {r8, r9, r12, lr}\n"
+    CONV_PW_SX4("r4", "r6")
+    "  stmia r10!, {r8, r9, r12, lr}\n"
+    CONV_PW_SX4("r1", "r3")
+    "  stmia r10!, {r8, r9, r12, lr}\n"
+    CONV_PW_SX4("r5", "r7")
+    "  stmia r10!, {r8, r9, r12, lr}\n"
+    CONV_PW_PAIRS(".Lek_pw2", "64", "  ldmia r11!, {r7, r8, r9, r12, lr}\n",  /* 2 * fold, both groups' weights */
+                  CONV_PW_DOWN("r12", "lr", CONV_PW_FIRST) CONV_PW_DOWN("r8", "r9", CONV_PW_NEXT),
+                  CONV_PW_UP("r8", "r9", CONV_PW_FIRST) CONV_PW_UP("r12", "lr", CONV_PW_NEXT))
+    CONV_PW_NEXT_BLOCK(".Lek_pw2")
+    "  .size ek_conv_pw2_dsp, . - ek_conv_pw2_dsp\n"
+    "  .text\n");
+#define CONV_PW_SX4_STRD(a, b, offset0, offset1) \
+    CONV_PW_SX4(a, b)                          \
+    "  strd r8, r9, [r10, #" offset0 "]\n"     \
+    "  strd r12, lr, [r10, #" offset1 "]\n"
+__asm__(
+    CONV_PW_PROLOGUE("ek_conv_pw3_dsp")
+    CONV_PW_TOP(".Lek_pw3")
+    "  ldmia r11!, {r0-r5}\n"                  /* pixels 0-1: groups 0-2 in r0-r2, r3-r5 */
+    CONV_PW_SX4_STRD("r0", "r3", "0", "8")
+    CONV_PW_SX4_STRD("r1", "r4", "32", "40")
+    CONV_PW_SX4_STRD("r2", "r5", "64", "72")
+    "  ldmia r11!, {r0-r5}\n"                  /* pixels 2-3 */
+    "  str r11, [sp, #20]\n"
+    CONV_PW_SX4_STRD("r0", "r3", "16", "24")
+    CONV_PW_SX4_STRD("r1", "r4", "48", "56")
+    CONV_PW_SX4_STRD("r2", "r5", "80", "88")
+    "  ldr r11, [sp, #32]\n"
+    ".Lek_pw3_channel:\n"
+    "  ldmia r11!, {r7, r8, r9, r12, lr}\n"    /* 2 * fold, groups 0-1's weights */
+    CONV_PW_UP("r8", "r9", CONV_PW_FIRST)
+    CONV_PW_UP("r12", "lr", CONV_PW_NEXT)
+    "  ldmia r11!, {r8, r9}\n"                 /* group 2's weights */
+    CONV_PW_UP("r8", "r9", CONV_PW_NEXT)
+    "  sub r10, r10, #96\n"
+    CONV_PW_OUT("r4", "r5", "r6", "r7")
+    "  cmp r11, r9\n"
+    "  bne .Lek_pw3_channel\n"
+    CONV_PW_NEXT_BLOCK(".Lek_pw3")
+    "  .size ek_conv_pw3_dsp, . - ek_conv_pw3_dsp\n"
+    "  .text\n");
+#undef CONV_PW_SX4_STRD
+#undef CONV_PW_PAIRS
+#undef CONV_PW_SX4
+#undef CONV_PW_NEXT_BLOCK
+#undef CONV_PW_TOP
+#undef CONV_PW_PROLOGUE
+#undef CONV_PW_OUT
+#undef CONV_PW_NEXT
+#undef CONV_PW_FIRST
+#undef CONV_PW_DOWN
+#undef CONV_PW_UP
+#undef CONV_PW_DOWN_
+#undef CONV_PW_UP_
+#else
+#define CONV_PW_ASM 0
+#endif
 #undef CONV_OUTX
 #undef CONV_CLAMPX
 #undef CONV_GROUPX
@@ -984,6 +1187,40 @@ static void conv_block_expanded(const conv_data *d, const uint32_t *block, int32
   }
 }
 
+#if CONV_BLOCK_ASM && CONV_PW_ASM
+/* conv_data.expanded, 1x1 stride 1 unpadded on 1-3 groups (input channels 4, 8, 12), no clamp narrower than int8,
+   word-aligned input: each batch's run of full 4-pixel blocks in ek_conv_pw<G>_dsp (c % 4 == 0 keeps every block's
+   input word-aligned), a partial last block through conv_block_expanded. */
+static CONV_NOINLINE void conv_pointwise_small(const conv_data *d, const ek_tensor *in, ek_tensor *out, uint32_t *block, const conv_blockx_args *bx,
+                                               int32_t row0, int32_t row1) {
+  static void (*const pw[3])(conv_pw_args *) = {ek_conv_pw1_dsp, ek_conv_pw2_dsp, ek_conv_pw3_dsp};
+  const int32_t n = in->dims[0], c = in->dims[3], oc = d->channels, ow = out->dims[2], pixels = out->dims[1] * ow;
+  const int32_t groups = c >> 2;
+  int8_t *y = (int8_t *)out->data;
+  for (int32_t b = 0; b < n; ++b) {
+    const int8_t *x = (const int8_t *)in->data + (ptrdiff_t)b * pixels * c; /* 1x1 stride 1: h * w == pixels */
+    const int32_t p0 = row0 * ow, end = row1 * ow, full = (end - p0) & ~(CONV_COLUMNS - 1);
+    if (full > 0) {
+      conv_pw_args pa = {y + ((int64_t)b * pixels + p0) * oc, {oc, 2 * oc, 3 * oc}, bx->end,
+                         x + (ptrdiff_t)p0 * c, block, x + (ptrdiff_t)(p0 + full) * c, bx->records, d->records & 1};
+      pw[groups - 1](&pa);
+    }
+    if (p0 + full < end) { /* 1-3 pixels left */
+      const int32_t np = end - p0 - full;
+      for (int32_t col = 0; col < CONV_COLUMNS; ++col) {
+        uint32_t *dst = block + 2 * col;
+        for (int32_t g = 0; g < groups; ++g) {
+          const uint32_t v = col < np ? ek_load32(x + (ptrdiff_t)(p0 + full + col) * c + 4 * g) : 0u;
+          dst[8 * g] = ek_sxtb16(v);
+          dst[8 * g + 1] = ek_sxtb16_ror8(v);
+        }
+      }
+      conv_block_expanded(d, block, groups, np, y + ((int64_t)b * pixels + p0 + full) * oc);
+    }
+  }
+}
+#endif
+
 #if CONV_BLOCK_ASM
 /* The expanded path's block loop on Cortex-M: the assembly's arguments built once per call (per block only the
    im2col and the output address change); partial blocks through conv_block_expanded. */
@@ -1006,6 +1243,12 @@ static CONV_NOINLINE void conv_expanded_dsp(const conv_data *d, const ek_op_para
   const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3], kw = f->dims[2];
   const int pointwise = f->dims[1] == 1 && kw == 1 && p->stride_h == 1 && p->stride_w == 1 && d->pad_h == 0 &&
                         d->pad_w == 0 && ow == w && (c & 3) == 0;
+#if CONV_PW_ASM
+  if (pointwise && groups <= 3 && !args.clamp && ((uintptr_t)in->data & 3u) == 0) {
+    conv_pointwise_small(d, in, out, block, &args, row0, row1);
+    return;
+  }
+#endif
   const int run9x3 = f->dims[1] == 3 && kw * c == 9 && p->dilation_w == 1;
   const int32_t iy_max = h - 1 - 2 * p->dilation_h, ix_max = w - (CONV_COLUMNS - 1) * p->stride_w - kw;
   const ptrdiff_t rs = (ptrdiff_t)p->dilation_h * w * c, step = (ptrdiff_t)p->stride_w * c;

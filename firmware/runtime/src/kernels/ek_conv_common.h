@@ -396,13 +396,20 @@ __attribute__((noinline, weak)) void ek_conv_fill_constant(int8_t *y, int32_t pi
 #define EK_CONV_FILL_LINKAGE static
 #endif
 EK_CONV_FILL_LINKAGE void ek_conv_fill_constant(int8_t *y, int32_t pixels, int32_t oc, const uint32_t *list, int32_t count) {
-  const uint32_t *list_end = list + count;
-  for (int8_t *end = y + (ptrdiff_t)pixels * oc; y < end; y += oc) {
-    const uint32_t *l = list;
-    do {
-      const uint32_t v = *l++;
-      y[v & 0xFFFFFFu] = (int8_t)(v >> 24);
-    } while (l < list_end);
+  /* channel by channel, four pixels per pass (the two pointers keep the four stores' offsets in registers): ~2
+     instructions per byte, against ~7 for a pixel-by-pixel walk of the list */
+  const ptrdiff_t step = oc, step4 = 4 * (ptrdiff_t)oc;
+  for (const uint32_t *l = list, *list_end = list + count; l < list_end; ++l) {
+    const int8_t v = (int8_t)(*l >> 24);
+    int8_t *p = y + (*l & 0xFFFFFFu), *q = p + 2 * step;
+    int32_t n = pixels;
+    for (; n >= 4; n -= 4, p += step4, q += step4) {
+      p[0] = v;
+      p[step] = v;
+      q[0] = v;
+      q[step] = v;
+    }
+    for (; n > 0; --n, p += step) *p = v;
   }
 }
 
