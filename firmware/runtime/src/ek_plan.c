@@ -556,10 +556,10 @@ static ek_status plan_with_groups(ek_runtime *rt, pbuf *bufs, int32_t *order, in
     const int dies = rt->tensor_plan[xr].last_op <= e; /* before extending */
     if (buf_of[xr] >= 0 && bufs[buf_of[xr]].last < e) bufs[buf_of[xr]].last = e;
     if (buf_of[z] >= 0 && bufs[buf_of[z]].first > s) bufs[buf_of[z]].first = s;
-    /* Z over X as far as the schedule has read X (and elementwise in place when the last op, an ADD, reads X) */
+    /* Z over X as far as the schedule has read X (and elementwise in place when the last op, an ADD or PRELU, reads X) */
     const eks_node *last = &g.node[g.nops - 1];
     const int last_reads_x = last->in[0] == 0 || (last->nin > 1 && last->in[1] == 0);
-    if (dies && buf_of[xr] >= 0 && buf_of[z] >= 0 && (!last_reads_x || last->opcode == EK_OP_ADD)) {
+    if (dies && buf_of[xr] >= 0 && buf_of[z] >= 0 && (!last_reads_x || last->opcode == EK_OP_ADD || last->opcode == EK_OP_PRELU)) {
       int64_t d = needs.d_max;
       if (last_reads_x && d > 0) d = 0;
       if (d > INT32_MAX / 2) d = INT32_MAX / 2;

@@ -1,6 +1,6 @@
 /* edgekit runtime: row-streamed op groups (fused tiling, as MCUNetV2's patch-based inference does by patches).
  *
- * A group is a run of consecutive ops (CONV_2D and same-shape ADD, NHWC int8, batch 1) fed by one activation X from
+ * A group is a run of consecutive ops (CONV_2D, same-shape ADD and per-channel PRELU, NHWC int8, batch 1) fed by one activation X from
  * outside and producing one activation Z; every tensor between them is used only inside the group. Instead of
  * running op after op on whole tensors, the group produces Z row by row: for each Z row, a backward pass finds which
  * rows of every intermediate tensor are needed, and a forward pass computes just those rows, op after op. An
@@ -68,7 +68,7 @@ int eks_build(eks_graph *g, int32_t nops, const int32_t *opcodes, const int32_t 
   for (int32_t k = 0; k < nops; ++k) {
     eks_node *n = &g->node[k];
     n->opcode = opcodes[k];
-    const int32_t nact = n->opcode == EK_OP_CONV_2D ? 1 : n->opcode == EK_OP_ADD ? 2 : 0;
+    const int32_t nact = n->opcode == EK_OP_CONV_2D || n->opcode == EK_OP_PRELU ? 1 : n->opcode == EK_OP_ADD ? 2 : 0;
     if (nact == 0 || num_inputs[k] < nact) return -1;
     if (!tensor(user, outputs[k], &f) || f.ndim != 4 || f.dims[0] != 1 || f.type != EK_INT8 || f.is_constant)
       return -1;
@@ -98,6 +98,19 @@ int eks_build(eks_graph *g, int32_t nops, const int32_t *opcodes, const int32_t 
       if (!tensor(user, inputs[k][0], &a) || !tensor(user, inputs[k][1], &b) || !tensor(user, outputs[k], &o)) return -1;
       for (int32_t d = 0; d < 4; ++d)
         if (a.dims[d] != o.dims[d] || b.dims[d] != o.dims[d]) return -1;
+      n->stride = 1;
+      n->kh = 1;
+      n->dilation = 1;
+    } else if (n->opcode == EK_OP_PRELU) { /* same shape, alpha a constant per channel ([C], [1, 1, C], ... or one) */
+      eks_tensor_facts in, a, o;
+      if (!tensor(user, inputs[k][0], &in) || !tensor(user, inputs[k][1], &a) || !tensor(user, outputs[k], &o) ||
+          in.ndim != 4 || !a.is_constant || a.ndim < 1 || a.ndim > 4)
+        return -1;
+      for (int32_t d = 0; d < 4; ++d)
+        if (in.dims[d] != o.dims[d]) return -1;
+      for (int32_t d = 0; d + 1 < a.ndim; ++d)
+        if (a.dims[d] != 1) return -1;
+      if (a.dims[a.ndim - 1] != 1 && a.dims[a.ndim - 1] != o.dims[3]) return -1;
       n->stride = 1;
       n->kh = 1;
       n->dilation = 1;
