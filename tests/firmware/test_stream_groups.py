@@ -171,3 +171,53 @@ def test_prelu_whose_alpha_varies_along_rows_does_not_stream():
     assert 1 not in members and 3 not in members, rt.prepared["streamed_groups"]
     x = random_input(model, np.random.default_rng(0))
     assert np.array_equal(rt.invoke(x)[0], reference(model, x)[0])
+
+
+def blaze_block(seed: int, *, h: int, w: int, c: int, k: int = 3, stride: int = 1, multiplier: int = 1) -> bytes:
+    """MediaPipe's residual block: X -> depthwise(k) -> 1x1 conv -> (+ X) -> PRELU -> Z (stride 1), or
+    X -> depthwise(k, stride 2) -> 1x1 conv -> PRELU (stride 2), all int8."""
+    rng = np.random.default_rng(seed)
+    oh, ow = (h + stride - 1) // stride, (w + stride - 1) // stride
+    cm = c * multiplier
+    dw = rng.integers(-127, 128, size=(1, k, k, cm)).astype(np.int8)
+    dws = rng.uniform(0.002, 0.02, size=cm).tolist()
+    tensors: List[T] = [T((1, h, w, c), scale=0.05, zero_point=int(rng.integers(-20, 20)), name="x"),
+                        T((1, k, k, cm), scale=dws, zero_point=[0] * cm, data=dw, quantized_dimension=3),
+                        T((cm,), dtype="int32", scale=[0.05 * s for s in dws], zero_point=[0] * cm,
+                          data=rng.integers(-3000, 3000, size=cm).astype(np.int32)),
+                        T((1, oh, ow, cm), scale=0.06, zero_point=int(rng.integers(-20, 20)), name="d")]
+    wc, bc = _conv(rng, cm, c, 1)
+    tensors += [wc, bc, T((1, oh, ow, c), scale=0.05, zero_point=int(rng.integers(-20, 20)), name="t")]
+    ops = [("DEPTHWISE_CONV_2D", [0, 1, 2], [3], {"padding": "SAME", "stride_w": stride, "stride_h": stride,
+                                                  "depth_multiplier": multiplier, "fused_activation_function": "NONE"}),
+           ("CONV_2D", [3, 4, 5], [6], {"padding": "SAME", "stride_w": 1, "stride_h": 1,
+                                        "fused_activation_function": "NONE"})]
+    cur = 6
+    if stride == 1 and multiplier == 1:
+        tensors.append(T((1, oh, ow, c), scale=0.08, zero_point=int(rng.integers(-20, 20)), name="s"))
+        ops.append(("ADD", [0, 6], [7], {"fused_activation_function": "NONE"}))
+        cur = 7
+    alpha = T((1, 1, c), scale=0.004, zero_point=int(rng.integers(-10, 10)),
+              data=rng.integers(-128, 128, size=(1, 1, c)).astype(np.int8))
+    tensors += [alpha, T((1, oh, ow, c), scale=0.05, zero_point=int(rng.integers(-20, 20)), name="z")]
+    ops.append(("PRELU", [cur, len(tensors) - 2], [len(tensors) - 1], {}))
+    return build_graph(tensors, ops, [0], [len(tensors) - 1])
+
+
+BLAZE_CASES = [dict(h=12, w=8, c=16), dict(h=16, w=12, c=16, stride=2, multiplier=4), dict(h=9, w=4, c=16, k=5),
+               dict(h=10, w=6, c=16, multiplier=2)]
+
+
+@pytest.mark.parametrize("case", range(len(BLAZE_CASES)))
+def test_depthwise_and_prelu_blocks_stream_bit_exact_with_builtin_ref(case):
+    model = blaze_block(400 + case, **BLAZE_CASES[case])
+    rng = np.random.default_rng(case)
+    plain = HostRuntime(model)
+    for mode in ("balanced", "ram"):
+        rt = HostRuntime(model, optimize=mode)
+        groups = rt.prepared["streamed_groups"]
+        assert groups and groups[0]["first_op"] == 0, (mode, groups)  # the DEPTHWISE_CONV_2D is op 0
+        for _ in range(3):
+            x = random_input(model, rng)
+            assert np.array_equal(rt.invoke(x)[0], reference(model, x)[0]), mode
+        assert rt.prepared["arena_bytes"] < plain.plan["arena_bytes"], mode
