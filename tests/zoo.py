@@ -106,7 +106,8 @@ def calibration_data(model_path: Path, low: float, high: float, folder: Path, co
     return path
 
 
-def run_model(model: ZooModel, workdir: Path, *, calib_count: int = 8, samples: int = 1) -> ZooResult:
+def run_model(model: ZooModel, workdir: Path, *, calib_count: int = 8, samples: int = 1,
+              optimize: Optional[str] = None) -> ZooResult:
     """The whole pipeline; stops at the first step that fails and records why in ``error`` (no exception)."""
     from edgekit.cli import main as cli
     from edgekit.errors import EdgekitError
@@ -129,7 +130,8 @@ def run_model(model: ZooModel, workdir: Path, *, calib_count: int = 8, samples: 
     result.int8_bytes = int8.stat().st_size
     result.missing_ops = missing_ops(int8.read_bytes())  # what the int8 model really needs (RELU may have fused)
     fw = workdir / "firmware"
-    if cli(["firmware", str(int8), "--board", BOARD, "--build", "-o", str(fw)]) != 0:
+    mode = ["--optimize", optimize] if optimize else []  # None: the firmware command's default (balanced)
+    if cli(["firmware", str(int8), "--board", BOARD, "--build", "-o", str(fw)] + mode) != 0:
         result.error = f"edgekit firmware refused the int8 model (ops it lacks: {', '.join(result.missing_ops) or 'none'})"
         return result
     info = json.loads((fw / "firmware.json").read_text())

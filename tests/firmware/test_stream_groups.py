@@ -116,3 +116,112 @@ def test_a_group_record_the_device_cannot_bound_is_rejected_even_with_a_valid_ch
     too_long = bytearray(blob)
     struct.pack_into("<i", too_long, ops_off + rec - 4, 40)
     assert "bad row-streamed group" in prepared_init_error(model, _resealed(too_long))
+
+
+def conv_prelu_chain(seed: int, *, h: int, w: int, c: int, stride: int = 1, expand: int = 4, alpha_shape=None) -> bytes:
+    """X -> conv(3x3, stride, c -> expand*c) -> PRELU -> conv(3x3, back to c) -> PRELU -> Z, alphas per channel
+    (MediaPipe's PRELU after every convolution)."""
+    rng = np.random.default_rng(seed)
+    oh, ow = (h + stride - 1) // stride, (w + stride - 1) // stride
+    tensors: List[T] = [T((1, h, w, c), scale=0.05, zero_point=int(rng.integers(-20, 20)), name="x")]
+    ops = []
+    cur = 0
+    for i, (s, cin, cout) in enumerate(((stride, c, expand * c), (1, expand * c, c))):
+        shape = alpha_shape(oh, ow, cout) if alpha_shape else (1, 1, cout)
+        wt, bt = _conv(rng, cin, cout, 3)
+        alpha = T(shape, scale=0.004, zero_point=int(rng.integers(-10, 10)),
+                  data=rng.integers(-128, 128, size=shape).astype(np.int8))
+        base = len(tensors)
+        tensors += [wt, bt, T((1, oh, ow, cout), scale=0.06, zero_point=int(rng.integers(-20, 20)), name=f"t{i}"), alpha,
+                    T((1, oh, ow, cout), scale=0.05, zero_point=int(rng.integers(-20, 20)), name=f"p{i}")]
+        ops += [("CONV_2D", [cur, base, base + 1], [base + 2],
+                 {"padding": "SAME", "stride_w": s, "stride_h": s, "fused_activation_function": "NONE"}),
+                ("PRELU", [base + 2, base + 3], [base + 4], {})]
+        cur = base + 4
+    return build_graph(tensors, ops, [0], [cur])
+
+
+PRELU_CASES = [dict(h=12, w=8, c=16), dict(h=16, w=12, c=16, expand=2),
+               dict(h=9, w=4, c=16, alpha_shape=lambda h, w, c: (c,)),
+               dict(h=10, w=6, c=16, alpha_shape=lambda h, w, c: (1, 1, 1))]
+
+
+@pytest.mark.parametrize("case", range(len(PRELU_CASES)))
+def test_prelu_joins_row_streamed_groups_bit_exact_with_builtin_ref(case):
+    model = conv_prelu_chain(200 + case, **PRELU_CASES[case])
+    rng = np.random.default_rng(case)
+    plain = HostRuntime(model)
+    for mode in ("balanced", "ram"):
+        rt = HostRuntime(model, optimize=mode)
+        groups = rt.prepared["streamed_groups"]
+        assert groups, mode
+        members = [op for g in groups for op in range(g["first_op"], g["last_op"] + 1)]
+        assert 1 in members or 3 in members, (mode, groups)  # a PRELU (ops 1 and 3) runs row by row in a group
+        for _ in range(3):
+            x = random_input(model, rng)
+            assert np.array_equal(rt.invoke(x)[0], reference(model, x)[0]), mode
+        assert rt.prepared["arena_bytes"] < plain.plan["arena_bytes"], mode
+
+
+def test_prelu_whose_alpha_varies_along_rows_does_not_stream():
+    # alpha [H, W, C]: each row has its own alphas, not the per-channel row contract: the PRELUs stay op by op
+    model = conv_prelu_chain(300, h=6, w=4, c=16, alpha_shape=lambda h, w, c: (h, w, c))
+    rt = HostRuntime(model, optimize="ram")
+    members = [op for g in rt.prepared["streamed_groups"] for op in range(g["first_op"], g["last_op"] + 1)]
+    assert 1 not in members and 3 not in members, rt.prepared["streamed_groups"]
+    x = random_input(model, np.random.default_rng(0))
+    assert np.array_equal(rt.invoke(x)[0], reference(model, x)[0])
+
+
+def blaze_block(seed: int, *, h: int, w: int, c: int, k: int = 3, stride: int = 1, multiplier: int = 1) -> bytes:
+    """MediaPipe's residual block: X -> depthwise(k) -> 1x1 conv -> (+ X) -> PRELU -> Z (stride 1), or
+    X -> depthwise(k, stride 2) -> 1x1 conv -> PRELU (stride 2), all int8."""
+    rng = np.random.default_rng(seed)
+    oh, ow = (h + stride - 1) // stride, (w + stride - 1) // stride
+    cm = c * multiplier
+    dw = rng.integers(-127, 128, size=(1, k, k, cm)).astype(np.int8)
+    dws = rng.uniform(0.002, 0.02, size=cm).tolist()
+    tensors: List[T] = [T((1, h, w, c), scale=0.05, zero_point=int(rng.integers(-20, 20)), name="x"),
+                        T((1, k, k, cm), scale=dws, zero_point=[0] * cm, data=dw, quantized_dimension=3),
+                        T((cm,), dtype="int32", scale=[0.05 * s for s in dws], zero_point=[0] * cm,
+                          data=rng.integers(-3000, 3000, size=cm).astype(np.int32)),
+                        T((1, oh, ow, cm), scale=0.06, zero_point=int(rng.integers(-20, 20)), name="d")]
+    wc, bc = _conv(rng, cm, c, 1)
+    tensors += [wc, bc, T((1, oh, ow, c), scale=0.05, zero_point=int(rng.integers(-20, 20)), name="t")]
+    ops = [("DEPTHWISE_CONV_2D", [0, 1, 2], [3], {"padding": "SAME", "stride_w": stride, "stride_h": stride,
+                                                  "depth_multiplier": multiplier, "fused_activation_function": "NONE"}),
+           ("CONV_2D", [3, 4, 5], [6], {"padding": "SAME", "stride_w": 1, "stride_h": 1,
+                                        "fused_activation_function": "NONE"})]
+    cur = 6
+    if stride == 1 and multiplier == 1:
+        tensors.append(T((1, oh, ow, c), scale=0.08, zero_point=int(rng.integers(-20, 20)), name="s"))
+        ops.append(("ADD", [0, 6], [7], {"fused_activation_function": "NONE"}))
+        cur = 7
+    alpha = T((1, 1, c), scale=0.004, zero_point=int(rng.integers(-10, 10)),
+              data=rng.integers(-128, 128, size=(1, 1, c)).astype(np.int8))
+    tensors += [alpha, T((1, oh, ow, c), scale=0.05, zero_point=int(rng.integers(-20, 20)), name="z")]
+    ops.append(("PRELU", [cur, len(tensors) - 2], [len(tensors) - 1], {}))
+    return build_graph(tensors, ops, [0], [len(tensors) - 1])
+
+
+BLAZE_CASES = [dict(h=12, w=8, c=16), dict(h=16, w=12, c=16, stride=2, multiplier=4), dict(h=9, w=4, c=16, k=5),
+               dict(h=10, w=6, c=16, multiplier=2)]
+
+
+@pytest.mark.parametrize("case", range(len(BLAZE_CASES)))
+def test_depthwise_and_prelu_blocks_stream_in_ram_mode_bit_exact_with_builtin_ref(case):
+    model = blaze_block(400 + case, **BLAZE_CASES[case])
+    rng = np.random.default_rng(case)
+    plain = HostRuntime(model)
+    rt = HostRuntime(model, optimize="ram")
+    groups = rt.prepared["streamed_groups"]
+    assert groups and groups[0]["first_op"] == 0, groups  # the DEPTHWISE_CONV_2D is op 0
+    for _ in range(3):
+        x = random_input(model, rng)
+        assert np.array_equal(rt.invoke(x)[0], reference(model, x)[0])
+    assert rt.prepared["arena_bytes"] < plain.plan["arena_bytes"]
+    # balanced keeps the depthwise op by op (its row range is TFLite's per-pixel loop, not the blocked path)
+    balanced = HostRuntime(model, optimize="balanced")
+    assert all(g["first_op"] > 0 for g in balanced.prepared["streamed_groups"]), balanced.prepared["streamed_groups"]
+    x = random_input(model, rng)
+    assert np.array_equal(balanced.invoke(x)[0], reference(model, x)[0])

@@ -459,6 +459,9 @@ static int group_at(const ek_runtime *rt, int32_t s, int32_t n, eks_graph *g, ek
   for (int32_t k = 0; k < n; ++k) {
     const ek_op *op = &rt->ops[s + k];
     if (op->num_outputs != 1) return -1;
+    /* a DEPTHWISE_CONV_2D row range runs TFLite's per-pixel loop, not the blocked path (face_landmark: 3.1x the
+       instructions, measured on QEMU): only --optimize ram streams it */
+    if (op->opcode == EK_OP_DEPTHWISE_CONV_2D && rt->ctx.optimize != EK_OPTIMIZE_RAM) return -1;
     opcodes[k] = op->opcode;
     nin[k] = op->num_inputs;
     ins[k] = op->inputs;
@@ -556,10 +559,10 @@ static ek_status plan_with_groups(ek_runtime *rt, pbuf *bufs, int32_t *order, in
     const int dies = rt->tensor_plan[xr].last_op <= e; /* before extending */
     if (buf_of[xr] >= 0 && bufs[buf_of[xr]].last < e) bufs[buf_of[xr]].last = e;
     if (buf_of[z] >= 0 && bufs[buf_of[z]].first > s) bufs[buf_of[z]].first = s;
-    /* Z over X as far as the schedule has read X (and elementwise in place when the last op, an ADD, reads X) */
+    /* Z over X as far as the schedule has read X (and elementwise in place when the last op, an ADD or PRELU, reads X) */
     const eks_node *last = &g.node[g.nops - 1];
     const int last_reads_x = last->in[0] == 0 || (last->nin > 1 && last->in[1] == 0);
-    if (dies && buf_of[xr] >= 0 && buf_of[z] >= 0 && (!last_reads_x || last->opcode == EK_OP_ADD)) {
+    if (dies && buf_of[xr] >= 0 && buf_of[z] >= 0 && (!last_reads_x || last->opcode == EK_OP_ADD || last->opcode == EK_OP_PRELU)) {
       int64_t d = needs.d_max;
       if (last_reads_x && d > 0) d = 0;
       if (d > INT32_MAX / 2) d = INT32_MAX / 2;

@@ -1,6 +1,6 @@
 /* edgekit runtime: row-streamed op groups (fused tiling, as MCUNetV2's patch-based inference does by patches).
  *
- * A group is a run of consecutive ops (CONV_2D and same-shape ADD, NHWC int8, batch 1) fed by one activation X from
+ * A group is a run of consecutive ops (CONV_2D, DEPTHWISE_CONV_2D, same-shape ADD, per-channel PRELU; NHWC int8, batch 1) fed by one activation X from
  * outside and producing one activation Z; every tensor between them is used only inside the group. Instead of
  * running op after op on whole tensors, the group produces Z row by row: for each Z row, a backward pass finds which
  * rows of every intermediate tensor are needed, and a forward pass computes just those rows, op after op. An
@@ -32,7 +32,7 @@ int64_t eks_window_bytes(const eks_graph *g, const int32_t *window_rows) {
 /* Input rows [lo, hi] (clamped to the input) that op n reads for its output rows [r0, r1]; hi < lo: none. */
 static void input_rows(const eks_node *n, int32_t in_h, int32_t r0, int32_t r1, int32_t *lo, int32_t *hi) {
   int32_t a = r0, b = r1;
-  if (n->opcode == EK_OP_CONV_2D) {
+  if (n->opcode == EK_OP_CONV_2D || n->opcode == EK_OP_DEPTHWISE_CONV_2D) {
     a = r0 * n->stride - n->pad;
     b = r1 * n->stride - n->pad + (n->kh - 1) * n->dilation;
   }
@@ -68,7 +68,9 @@ int eks_build(eks_graph *g, int32_t nops, const int32_t *opcodes, const int32_t 
   for (int32_t k = 0; k < nops; ++k) {
     eks_node *n = &g->node[k];
     n->opcode = opcodes[k];
-    const int32_t nact = n->opcode == EK_OP_CONV_2D ? 1 : n->opcode == EK_OP_ADD ? 2 : 0;
+    const int32_t nact = n->opcode == EK_OP_CONV_2D || n->opcode == EK_OP_DEPTHWISE_CONV_2D || n->opcode == EK_OP_PRELU
+                             ? 1
+                             : n->opcode == EK_OP_ADD ? 2 : 0;
     if (nact == 0 || num_inputs[k] < nact) return -1;
     if (!tensor(user, outputs[k], &f) || f.ndim != 4 || f.dims[0] != 1 || f.type != EK_INT8 || f.is_constant)
       return -1;
@@ -101,7 +103,20 @@ int eks_build(eks_graph *g, int32_t nops, const int32_t *opcodes, const int32_t 
       n->stride = 1;
       n->kh = 1;
       n->dilation = 1;
-    } else {
+    } else if (n->opcode == EK_OP_PRELU) { /* same shape, alpha a constant per channel ([C], [1, 1, C], ... or one) */
+      eks_tensor_facts in, a, o;
+      if (!tensor(user, inputs[k][0], &in) || !tensor(user, inputs[k][1], &a) || !tensor(user, outputs[k], &o) ||
+          in.ndim != 4 || !a.is_constant || a.ndim < 1 || a.ndim > 4)
+        return -1;
+      for (int32_t d = 0; d < 4; ++d)
+        if (in.dims[d] != o.dims[d]) return -1;
+      for (int32_t d = 0; d + 1 < a.ndim; ++d)
+        if (a.dims[d] != 1) return -1;
+      if (a.dims[a.ndim - 1] != 1 && a.dims[a.ndim - 1] != o.dims[3]) return -1;
+      n->stride = 1;
+      n->kh = 1;
+      n->dilation = 1;
+    } else { /* CONV_2D, DEPTHWISE_CONV_2D: filter [., kh, kw, .] */
       const ek_op_params *p = params[k];
       eks_tensor_facts in, w;
       if (!tensor(user, inputs[k][0], &in) || !tensor(user, inputs[k][1], &w) || w.ndim != 4 || !w.is_constant) return -1;

@@ -9,8 +9,8 @@
 /* One op of a group, in the group's local tensor numbering: 0 = the group's input X, k + 1 = output of op k
    (the last op's output is the group's output Z). */
 typedef struct eks_node {
-  int32_t opcode;          /* EK_OP_CONV_2D or EK_OP_ADD */
-  int32_t nin;             /* activation inputs: 1 (conv) or 2 (add) */
+  int32_t opcode;          /* EK_OP_CONV_2D, EK_OP_ADD or EK_OP_PRELU */
+  int32_t nin;             /* activation inputs: 1 (conv, prelu) or 2 (add) */
   int32_t in[2];           /* local tensor ids */
   int32_t stride, pad, kh, dilation; /* rows: output row r reads input rows r*stride - pad + [0, (kh-1)*dilation] */
 } eks_node;

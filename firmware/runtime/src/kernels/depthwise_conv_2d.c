@@ -1221,8 +1221,29 @@ static ek_tensor *dw_compute(ek_context *ctx, ek_op *op) {
   return out;
 }
 
+/* Output rows [row_begin, row_end) of batch 0 (a row-streamed group, ek_stream_group.c): TFLite's per-pixel loop on
+   every target (it reads only the input rows those outputs need, the rows the group's window holds; the blocked
+   paths fill whole planes or rings), then the constant channels of those rows. */
+static ek_status dw_eval_rows(ek_context *ctx, ek_op *op) {
+  const dw_data *d = (const dw_data *)op->user_data;
+  const ek_conv_channel *ch = dw_channels(op->user_data);
+  const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias_t = ek_input(ctx, op, 2);
+  ek_tensor *out = ek_output(ctx, op, 0);
+  const int32_t *bias = bias_t ? (const int32_t *)bias_t->data : (const int32_t *)0;
+  const int32_t ow = out->dims[2], oc = f->dims[3];
+  int8_t *y = (int8_t *)out->data;
+  for (int32_t oy = ctx->row_begin; oy < ctx->row_end; ++oy)
+    for (int32_t ox = 0; ox < ow; ++ox)
+      dw_pixel_reference(d, ch, &op->params, in, f, bias, 0, oy, ox, y + ((int64_t)oy * ow + ox) * oc);
+  if (d->constants > 0)
+    ek_conv_fill_constant(y + (ptrdiff_t)ctx->row_begin * ow * d->channels, (ctx->row_end - ctx->row_begin) * ow,
+                          d->channels, dw_constant_list(d), d->constants);
+  return EK_OK;
+}
+
 static ek_status dw_eval(ek_context *ctx, ek_op *op) {
   const dw_data *d = (const dw_data *)op->user_data;
+  if (ctx->row_end > 0) return dw_eval_rows(ctx, op);
   const ek_tensor *out = dw_compute(ctx, op);
   if (d->fill > 0) /* after the op (the input is no longer read): those paths wrote 0 + zp there */
     ek_conv_fill_constant((int8_t *)out->data, out->dims[0] * out->dims[1] * out->dims[2], d->channels,

@@ -7,7 +7,8 @@
  * output_scale)) (float arithmetic); per element v = q - zp_in,
  *   v >= 0: MultiplyByQuantizedMultiplier(v, m1, s1), else MultiplyByQuantizedMultiplier(v * (a - zp_alpha), m2, s2),
  * plus zp_out, clamped to int8. Ranks up to 4 as LiteRT. The positive branch is a 256-entry table; the negative one
- * is computed per element. The output has the input's shape; it is written in increasing order after reading the
+ * is computed per element. In a row-streamed group (ctx->row_end > 0, 4-D input, alpha one value per channel or
+ * one value) it computes only output rows [row_begin, row_end), with the same per-element arithmetic. The output has the input's shape; it is written in increasing order after reading the
  * same element of the input (elementwise contract for input 0; alpha never shares memory with the output).
  */
 #include "ek_broadcast.h"
@@ -20,6 +21,8 @@ typedef struct prelu_params {
   int8_t positive[256]; /* indexed by (uint8_t)q: the result when q >= zp_in */
   int32_t input_zero_point, alpha_zero_point, output_zero_point;
   int32_t multiplier, shift; /* the alpha branch */
+  int32_t row_channels;      /* > 0: 4-D input whose alpha is one value per channel (or one): rows can run alone */
+  int32_t alpha_step;        /* then 1 (per channel) or 0 (one alpha) */
 } prelu_params;
 
 static size_t prelu_persistent_bytes(const ek_context *ctx, const ek_op *op) {
@@ -61,6 +64,17 @@ static ek_status prelu_prepare(ek_context *ctx, ek_op *op) {
   p->input_zero_point = in->zero_point;
   p->alpha_zero_point = alpha->zero_point;
   p->output_zero_point = out->zero_point;
+  p->row_channels = 0;
+  p->alpha_step = 0;
+  if (in->ndim == 4 && alpha->ndim >= 1) { /* the row contract (row-streamed groups): alpha [.., 1, C] or [.., 1, 1] */
+    int lead_ones = 1;
+    for (int32_t d = 0; d + 1 < alpha->ndim; ++d) lead_ones &= alpha->dims[d] == 1;
+    const int32_t c = alpha->dims[alpha->ndim - 1];
+    if (lead_ones && (c == in->dims[3] || c == 1)) {
+      p->row_channels = in->dims[3];
+      p->alpha_step = c == 1 ? 0 : 1;
+    }
+  }
   for (int32_t q = -128; q <= 127; ++q)
     p->positive[(uint8_t)(int8_t)q] = ek_lut_clamp8(ek_mbqm(q - in->zero_point, m1, s1) + out->zero_point);
   return EK_OK;
@@ -79,6 +93,16 @@ static void prelu_row(const void *params, const int8_t *x, int32_t x_step, const
 
 static ek_status prelu_eval(ek_context *ctx, ek_op *op) {
   const prelu_params *p = (const prelu_params *)op->user_data;
+  if (ctx->row_end > 0) { /* output rows [row_begin, row_end) only (row-streamed group): pixel by pixel, same rows */
+    if (p->row_channels <= 0) return ek_fail(ctx, op, EK_ERR_INTERNAL, "PRELU row range without a per-channel alpha");
+    const ek_tensor *out = ek_output(ctx, op, 0);
+    const int32_t C = p->row_channels, pixels = (ctx->row_end - ctx->row_begin) * out->dims[2];
+    const int32_t at = ctx->row_begin * out->dims[2] * C;
+    const int8_t *x = (const int8_t *)ek_input(ctx, op, 0)->data + at, *a = (const int8_t *)ek_input(ctx, op, 1)->data;
+    int8_t *y = (int8_t *)out->data + at;
+    for (int32_t i = 0; i < pixels; ++i, x += C, y += C) prelu_row(p, x, 1, a, p->alpha_step, y, C);
+    return EK_OK;
+  }
   ek_broadcast_run(&p->plan, p, (const int8_t *)ek_input(ctx, op, 0)->data, (const int8_t *)ek_input(ctx, op, 1)->data,
                    (int8_t *)ek_output(ctx, op, 0)->data, prelu_row);
   return EK_OK;
