@@ -20,17 +20,20 @@ MODEL_SUFFIXES = (".tflite", ".onnx")
 RAM_XFAIL = {
     "hand_landmark_lite": "RAM 0.86x TFLM (1,004,340 B vs 1,161,760 B, measured): the 112x112x64 output (803 KB) of "
                           "the first expand CONV_2D is held whole: row-streamed groups (ek_stream_group.c) take "
-                          "CONV_2D and ADD only, not its consumer DEPTHWISE_CONV_2D, and a MAX_POOL_2D of the other "
-                          "branch sits between the two in graph order (issue 25: runtime/planner work)",
+                          "CONV_2D, ADD, PRELU and, in --optimize ram only, DEPTHWISE_CONV_2D, and a MAX_POOL_2D of the "
+                          "other branch sits between the two in graph order (ram mode not measured) (issue 25: planner)",
     "face_detection_short_range": "RAM 0.69x TFLM (328,244 B vs 475,480 B, measured): at the channel PAD of its "
                                   "first strided BlazeBlock the block input (98,304 B), the conv output and the "
-                                  "padded copy (114,688 B each) are live at once; PAD and DEPTHWISE_CONV_2D do not "
-                                  "join row-streamed groups (ek_stream_group.c: CONV_2D and ADD only) (issue 25: "
-                                  "runtime/planner work)",
-    "face_landmark": "RAM 0.601x TFLM (300,380 B vs 499,816 B, measured): 490 B above the 0.6x target; its PRELU "
-                     "outputs are planned op by op (PRELU does not join row-streamed groups) (issue 25: planner work)",
-    "hand_recrop": "RAM 0.64x TFLM (264,820 B vs 412,944 B, measured): PRELU and SLICE do not join row-streamed "
-                   "groups, so its 256x256 early activations are held whole (issue 25: planner work)",
+                                  "padded copy (114,688 B each) are live at once; PAD does not join row-streamed "
+                                  "groups and DEPTHWISE_CONV_2D joins them in --optimize ram only (ram mode not "
+                                  "measured) (issue 25: runtime/planner work)",
+    "face_landmark": "RAM 0.601x TFLM (300,380 B vs 499,816 B, measured) in the default --optimize balanced: the peak is "
+                     "at its DEPTHWISE_CONV_2D blocks, which only --optimize ram streams (0.380x there, 189,740 B, "
+                     "bit-exact: the row path is TFLite's per-pixel loop, 3.1x the instructions) (issue 25: a row "
+                     "range on the fast depthwise path)",
+    "hand_recrop": "RAM 0.641x TFLM (264,820 B vs 412,944 B, measured) in the default --optimize balanced: the peak is at "
+                   "DEPTHWISE_CONV_2D outputs, which only --optimize ram streams (0.488x there, 201,332 B, bit-exact) "
+                   "(issue 25: a row range on the fast depthwise path)",
 }
 
 
