@@ -396,21 +396,22 @@ __attribute__((noinline, weak)) void ek_conv_fill_constant(int8_t *y, int32_t pi
 #define EK_CONV_FILL_LINKAGE static
 #endif
 EK_CONV_FILL_LINKAGE void ek_conv_fill_constant(int8_t *y, int32_t pixels, int32_t oc, const uint32_t *list, int32_t count) {
-  /* channel by channel, four pixels per pass (the two pointers keep the four stores' offsets in registers): ~2
-     instructions per byte, against ~7 for a pixel-by-pixel walk of the list */
-  const ptrdiff_t step = oc, step4 = 4 * (ptrdiff_t)oc;
-  for (const uint32_t *l = list, *list_end = list + count; l < list_end; ++l) {
-    const int8_t v = (int8_t)(*l >> 24);
-    int8_t *p = y + (*l & 0xFFFFFFu), *q = p + 2 * step;
-    int32_t n = pixels;
-    for (; n >= 4; n -= 4, p += step4, q += step4) {
-      p[0] = v;
-      p[step] = v;
-      q[0] = v;
-      q[step] = v;
+  /* channel by channel: pixels % 4 one at a time, then four per pass (~1.75 instructions per byte on Cortex-M4,
+     against ~7 for a pixel-by-pixel walk of the list) */
+  const ptrdiff_t step = oc, bytes = (ptrdiff_t)pixels * oc; /* indices, not pointers: none past the tensor */
+  do {
+    const uint32_t e = *list++;
+    const int8_t v = (int8_t)(e >> 24);
+    ptrdiff_t k = (ptrdiff_t)(e & 0xFFFFFFu);
+    const ptrdiff_t single_end = k + step * (pixels & 3);
+    for (; k < single_end; k += step) y[k] = v;
+    for (; k < bytes; k += 4 * step) {
+      y[k] = v;
+      y[k + step] = v;
+      y[k + 2 * step] = v;
+      y[k + 3 * step] = v;
     }
-    for (; n > 0; --n, p += step) *p = v;
-  }
+  } while (--count > 0);
 }
 
 /* The zero point folds into the rounding constant (ek_conv_requant_zp2) without wrapping: always for exponents
