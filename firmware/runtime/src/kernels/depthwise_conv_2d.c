@@ -1224,6 +1224,7 @@ static ek_tensor *dw_compute(ek_context *ctx, ek_op *op) {
 /* Output rows [row_begin, row_end) of batch 0 (a row-streamed group, ek_stream_group.c): TFLite's per-pixel loop on
    every target (it reads only the input rows those outputs need, the rows the group's window holds; the blocked
    paths fill whole planes or rings), then the constant channels of those rows. */
+#ifndef EK_NO_STREAM_GROUPS /* a firmware without groups never gets a row range: no row path in its flash */
 static ek_status dw_eval_rows(ek_context *ctx, ek_op *op) {
   const dw_data *d = (const dw_data *)op->user_data;
   const ek_conv_channel *ch = dw_channels(op->user_data);
@@ -1240,10 +1241,13 @@ static ek_status dw_eval_rows(ek_context *ctx, ek_op *op) {
                           d->channels, dw_constant_list(d), d->constants);
   return EK_OK;
 }
+#endif
 
 static ek_status dw_eval(ek_context *ctx, ek_op *op) {
   const dw_data *d = (const dw_data *)op->user_data;
+#ifndef EK_NO_STREAM_GROUPS
   if (ctx->row_end > 0) return dw_eval_rows(ctx, op);
+#endif
   const ek_tensor *out = dw_compute(ctx, op);
   if (d->fill > 0) /* after the op (the input is no longer read): those paths wrote 0 + zp there */
     ek_conv_fill_constant((int8_t *)out->data, out->dims[0] * out->dims[1] * out->dims[2], d->channels,
