@@ -31,8 +31,6 @@ BUILTIN_REWRITES: Dict[str, str] = {
     "UNIDIRECTIONAL_SEQUENCE_RNN": "FULLY_CONNECTED + ADD + TANH per step, the state in a variable "
                                    "(VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE)",
     "RNN": "FULLY_CONNECTED + ADD + TANH per step",
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": "unroll the recurrence at export (Keras LSTM(..., unroll=True)): FULLY_CONNECTED + ADD + MUL + LOGISTIC + "
-                                    "TANH per step, the state in variables (VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE)",
     "LSTM": "unroll the recurrence at export (Keras LSTM(..., unroll=True)): FULLY_CONNECTED + ADD + MUL + LOGISTIC + "
                                     "TANH per step, the state in variables (VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE)",
     "BIDIRECTIONAL_SEQUENCE_LSTM": "unroll the recurrence at export (Keras LSTM(..., unroll=True)): FULLY_CONNECTED + ADD + MUL + LOGISTIC + "
