@@ -239,6 +239,20 @@ def reference(model: bytes, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
     return [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
 
 
+def litert_sequence(model: bytes, xs: Sequence[np.ndarray]) -> List[np.ndarray]:
+    """BUILTIN_REF outputs of consecutive invocations of one interpreter (its variable tensors keep the state between
+    them): the oracle of stateful ops (SVDF, UNIDIRECTIONAL_SEQUENCE_LSTM, resource variables)."""
+    it = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
+    outs = []
+    for x in xs:
+        it.set_tensor(i, x)
+        it.invoke()
+        outs.append(it.get_tensor(o).copy())
+    return outs
+
+
 def random_input(model: bytes, rng: np.random.Generator) -> List[np.ndarray]:
     """Uniform random values over each input's dtype range (floats: N(0, 1))."""
     interp = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)

@@ -8,11 +8,10 @@ import flatbuffers
 import numpy as np
 import pytest
 from ai_edge_litert import schema_py_generated as schema
-from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from edgekit.errors import EdgekitError
 from edgekit.firmware import host_runtime as hr
-from tests.firmware.opmodels import T, _aligned_buffers, build_graph
+from tests.firmware.opmodels import T, _aligned_buffers, build_graph, litert_sequence
 
 
 def lstm_model(rng, batch: int, time: int, n_input: int, n_cell: int, *, cell_log2: int = -11,
@@ -56,18 +55,6 @@ def lstm_model(rng, batch: int, time: int, n_input: int, n_cell: int, *, cell_lo
         builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
 
-
-def litert_sequence(model: bytes, xs) -> List[np.ndarray]:
-    """BUILTIN_REF outputs of consecutive invocations (its variable tensors keep the state between them)."""
-    it = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
-    outs = []
-    for x in xs:
-        it.set_tensor(i, x)
-        it.invoke()
-        outs.append(it.get_tensor(o).copy())
-    return outs
 
 
 CASES = [  # batch, time, inputs, cells, cell scale log2, cell clip, hidden zp (None: the output state's)

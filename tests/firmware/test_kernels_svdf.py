@@ -8,10 +8,9 @@ import flatbuffers
 import numpy as np
 import pytest
 from ai_edge_litert import schema_py_generated as schema
-from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from edgekit.firmware import host_runtime as hr
-from tests.firmware.opmodels import T, _aligned_buffers, build_graph
+from tests.firmware.opmodels import T, _aligned_buffers, build_graph, litert_sequence
 
 STEPS = 12
 
@@ -37,17 +36,6 @@ def svdf_model(rng, batch: int, n_in: int, units: int, rank: int, memory: int, b
         builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
 
-
-def litert_sequence(model: bytes, xs):
-    it = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
-    outs = []
-    for x in xs:
-        it.set_tensor(i, x)
-        it.invoke()
-        outs.append(it.get_tensor(o).copy())
-    return outs
 
 
 CASES = [(1, 8, 3, 2, 4, True), (2, 5, 4, 1, 3, True), (1, 16, 2, 3, 6, False), (3, 7, 5, 2, 1, True)]

@@ -13,6 +13,7 @@ from edgekit.errors import EdgekitError
 from edgekit.firmware import host_runtime as hr
 from edgekit.firmware.support import check_support
 from edgekit.tflite_graph import read_graph
+from tests.firmware.opmodels import litert_sequence
 from tests.firmware.statemodels import recurrent_mean_model
 
 STEPS = 16
@@ -29,19 +30,6 @@ def frames(model: bytes, n: int, seed: int = 3):
     rng = np.random.default_rng(seed)
     return [rng.integers(-128, 128, spec["shape"], dtype=np.int8) for _ in range(n)]
 
-
-def litert_sequence(model: bytes, xs):
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    it = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
-    outs = []
-    for x in xs:
-        it.set_tensor(i, x)
-        it.invoke()
-        outs.append(it.get_tensor(o).copy())
-    return outs
 
 
 def test_the_reference_really_carries_state(recurrent):
