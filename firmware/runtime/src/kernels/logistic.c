@@ -192,31 +192,21 @@ static inline int16_t tanh16_one(const sigmoid16_params *p, int32_t x) {
   return (int16_t)(s >> 8); /* arithmetic shift (as LiteRT on its targets); in [-32767, 32767] */
 }
 
-static ek_status logistic_eval(ek_context *ctx, ek_op *op) {
+/* int16 inputs: ``one`` per element (constant at both call sites, so the compiler inlines it); int8: the table. */
+static ek_status sigmoid_family_eval(ek_context *ctx, ek_op *op, int16_t (*one)(const sigmoid16_params *, int32_t)) {
   const ek_tensor *in = ek_input(ctx, op, 0);
-  if (in->type == EK_INT16) {
-    const sigmoid16_params *p = (const sigmoid16_params *)op->user_data;
-    const int16_t *x = (const int16_t *)in->data;
-    int16_t *y = (int16_t *)ek_output(ctx, op, 0)->data;
-    const int32_t n = in->bytes / 2;
-    for (int32_t i = 0; i < n; ++i) y[i] = logistic16_one(p, x[i]);
-    return EK_OK;
-  }
-  return ek_lut_eval(ctx, op);
+  if (in->type != EK_INT16) return ek_lut_eval(ctx, op);
+  const sigmoid16_params *p = (const sigmoid16_params *)op->user_data;
+  const int16_t *x = (const int16_t *)in->data;
+  int16_t *y = (int16_t *)ek_output(ctx, op, 0)->data;
+  const int32_t n = in->bytes / 2;
+  for (int32_t i = 0; i < n; ++i) y[i] = one(p, x[i]);
+  return EK_OK;
 }
 
-static ek_status tanh_eval(ek_context *ctx, ek_op *op) {
-  const ek_tensor *in = ek_input(ctx, op, 0);
-  if (in->type == EK_INT16) {
-    const sigmoid16_params *p = (const sigmoid16_params *)op->user_data;
-    const int16_t *x = (const int16_t *)in->data;
-    int16_t *y = (int16_t *)ek_output(ctx, op, 0)->data;
-    const int32_t n = in->bytes / 2;
-    for (int32_t i = 0; i < n; ++i) y[i] = tanh16_one(p, x[i]);
-    return EK_OK;
-  }
-  return ek_lut_eval(ctx, op);
-}
+static ek_status logistic_eval(ek_context *ctx, ek_op *op) { return sigmoid_family_eval(ctx, op, logistic16_one); }
+
+static ek_status tanh_eval(ek_context *ctx, ek_op *op) { return sigmoid_family_eval(ctx, op, tanh16_one); }
 
 /* edgekit-op: LOGISTIC | types: int8, int16 | versions: 1-3 | fast path: none */
 const ek_kernel ek_kernel_logistic = {EK_OP_LOGISTIC, "LOGISTIC", EK_HOST_FN(sigmoid_persistent_bytes), 0, EK_HOST_FN(logistic_prepare), logistic_eval, 0};
