@@ -391,32 +391,12 @@ def write_makefile(dest: Path, board, *, model_name: str, sources: List[str], in
     (dest / "Makefile").write_text(text)
 
 
-# input channels of the 1x1 CONV_2D layers conv_2d.c's Cortex-M4 small-pointwise assembly runs (1-3 groups of 4)
-SMALL_POINTWISE_CHANNELS = (4, 8, 12)
-
-
-def has_small_pointwise(graph: Graph) -> bool:
-    """True when some CONV_2D has a 1x1 filter on 4, 8 or 12 input channels (a superset of the layers conv_2d.c's
-    ek_conv_pw<G>_dsp runs: it also needs stride 1, no padding, the fast requantization and no narrow clamp)."""
-    for op in graph.ops:
-        if op.name != "CONV_2D" or len(op.inputs) < 2 or not 0 <= op.inputs[1] < len(graph.tensors):
-            continue
-        shape = graph.tensors[op.inputs[1]].shape
-        if len(shape) == 4 and shape[1] == 1 and shape[2] == 1 and shape[3] in SMALL_POINTWISE_CHANNELS:
-            return True
-    return False
-
-
-def runtime_defines(plan: MemoryPlan, graph: Optional[Graph] = None) -> str:
+def runtime_defines(plan: MemoryPlan) -> str:
     """Runtime build flags for this model: a prepared model links no reader/planner/prepare code
-    (EK_PREPARED_ONLY), and without row-streamed groups none of their code either (EK_NO_STREAM_GROUPS); without a
-    1x1 CONV_2D on 4, 8 or 12 channels, none of the small-pointwise assembly (EK_CONV_NO_SMALL_POINTWISE, ~1.3 KB on
-    Cortex-M4; it reads the same per-op data as the path that runs instead). The kernel table is the model's own list
-    (EK_KERNEL_LIST, model/ek_kernel_list.h) rather than one weak entry per kernel. Optional kernel paths
+    (EK_PREPARED_ONLY), and without row-streamed groups none of their code either (EK_NO_STREAM_GROUPS). The kernel
+    table is the model's own list (EK_KERNEL_LIST, model/ek_kernel_list.h) rather than one weak entry per kernel. Optional kernel paths
     (edgekit.firmware.kernel_paths): only those the model uses (EK_MODEL_PATHS, EK_NEED_*)."""
     flags = "-DEK_KERNEL_LIST"
-    if graph is not None and not has_small_pointwise(graph):
-        flags += " -DEK_CONV_NO_SMALL_POINTWISE"
     paths = " ".join(f"-D{m}" for m in path_defines(plan.get("kernel_paths") or []))
     if paths:
         flags += " " + paths
@@ -473,7 +453,7 @@ def write_project_sources(stage: Path, board, graph: Graph, model: bytes, *, nam
     includes = ["runtime/include", "runtime/src", "runtime/src/kernels", "board", "protocol", "app", "model"]
     write_makefile(stage, board, model_name=name, sources=sources, includes=includes,
                    ldscript=rel(board_files.linker_script),
-                   defines=runtime_defines(plan, graph))
+                   defines=runtime_defines(plan))
     return {"kernels": kernels, "sources": sources}
 
 

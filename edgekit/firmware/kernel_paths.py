@@ -2,8 +2,8 @@
 
 A device build for one model compiles the runtime with ``EK_MODEL_PATHS`` plus one ``EK_NEED_<PATH>`` per optional
 kernel path its model uses; the other optional paths are left out of flash (their kernels then refuse such an op
-with EK_ERR_UNSUPPORTED: never run wrongly). Builds without ``EK_MODEL_PATHS`` (the host runtime, ``make check``)
-compile every path. See firmware/runtime/README.md ("Optional kernel paths")."""
+with EK_ERR_UNSUPPORTED: never run wrongly; a fast path left out only hands its layers to the general one). Builds
+without ``EK_MODEL_PATHS`` (the host runtime, ``make check``) compile every path. See firmware/runtime/README.md ("Optional kernel paths")."""
 from __future__ import annotations
 
 from typing import Callable, Dict, List
@@ -25,12 +25,24 @@ def _output_type(graph: Graph, op: Op, i: int = 0) -> str:
     return graph.tensors[op.outputs[i]].type
 
 
+def _small_pointwise(graph: Graph, op: Op) -> bool:
+    """A 1x1 CONV_2D on 4, 8 or 12 input channels: a superset of the layers ek_conv_pw<G>_dsp runs (it also needs
+    stride 1, no padding, the fast requantization and no narrow clamp)."""
+    if op.name != "CONV_2D" or len(op.inputs) < 2 or not 0 <= op.inputs[1] < len(graph.tensors):
+        return False
+    shape = tuple(graph.tensors[op.inputs[1]].shape)
+    return len(shape) == 4 and shape[1:3] == (1, 1) and shape[3] in (4, 8, 12)
+
+
 # macro -> whether an op needs it (the kernel compiles the path under the macro)
 PATHS: Dict[str, Callable[[Graph, Op], bool]] = {
     # kernels/fully_connected.c: int16 activations (16x8)
     "EK_NEED_FC_INT16": lambda g, op: op.name == "FULLY_CONNECTED" and _input_type(g, op) == "INT16",
     # kernels/softmax.c: int16 output
     "EK_NEED_SOFTMAX_INT16": lambda g, op: op.name == "SOFTMAX" and _output_type(g, op) == "INT16",
+    # kernels/conv_2d.c: Cortex-M4 assembly for 1x1 layers on 4, 8 or 12 input channels (ek_conv_pw<G>_dsp, ~1.3 KB);
+    # a build without it runs such a layer on the general 1x1 path (slower, same outputs), it refuses nothing
+    "EK_NEED_CONV_SMALL_POINTWISE": _small_pointwise,
 }
 
 

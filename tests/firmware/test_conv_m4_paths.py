@@ -192,9 +192,10 @@ def test_vww_t_pointwise_layers_meet_the_instruction_rate_target(tmp_path, cli):
 
 
 def test_generator_leaves_the_small_pointwise_kernels_out_of_models_without_such_layers():
-    """-DEK_CONV_NO_SMALL_POINTWISE (the firmware's code budget) only for models without a 1x1 CONV_2D on 4, 8 or 12
-    input channels."""
+    """EK_NEED_CONV_SMALL_POINTWISE (an optional kernel path: the firmware's code budget) only for models with a 1x1
+    CONV_2D on 4, 8 or 12 input channels; a model's own build defines EK_MODEL_PATHS, so the others leave it out."""
     from edgekit.firmware.generate import runtime_defines
+    from edgekit.firmware.kernel_paths import needed_paths
     from edgekit.tflite_graph import read_graph
 
     def one_conv(k: int, c: int) -> bytes:
@@ -203,9 +204,13 @@ def test_generator_leaves_the_small_pointwise_kernels_out_of_models_without_such
                    T((4,), "int32", scale=[0.0005] * 4, data=np.zeros(4, np.int32)), T((1, 5, 5, 4), scale=0.1)]
         return build_graph(tensors, [("CONV_2D", [0, 1, 2], [3], {"padding": "SAME"})], [0], [3])
 
-    flag = "-DEK_CONV_NO_SMALL_POINTWISE"
-    assert flag not in runtime_defines({}, read_graph(pointwise_graph()))
+    path = "EK_NEED_CONV_SMALL_POINTWISE"
+    assert path in needed_paths(read_graph(pointwise_graph()))
     for k, c in ((1, 8), (1, 4), (1, 12)):
-        assert flag not in runtime_defines({}, read_graph(one_conv(k, c)))
+        paths = needed_paths(read_graph(one_conv(k, c)))
+        assert path in paths
+        assert f"-D{path}" in runtime_defines({"kernel_paths": paths}).split()
     for k, c in ((1, 16), (1, 5), (3, 8)):
-        assert flag in runtime_defines({}, read_graph(one_conv(k, c)))
+        paths = needed_paths(read_graph(one_conv(k, c)))
+        assert path not in paths
+        assert "-DEK_MODEL_PATHS" in runtime_defines({"kernel_paths": paths}).split()

@@ -952,9 +952,9 @@ __asm__(
  *    second copy); G = 3 resets the pointer per channel.
  * Frame (sp-relative, copied from conv_pw_args): 0 dst (pixel 0, channel 0 of the block), 4-12 the three pixels'
  * output offsets, 16 end of the records, 20 src (raw input of the next block), 24 block, 28 src end, 32 records,
- * 36 odd record count. Compiled out with -DEK_CONV_NO_SMALL_POINTWISE (the firmware generator sets it for models
- * without a 1x1 CONV_2D on 4, 8 or 12 channels: the KWS code budget). */
-#if !defined(EK_CONV_NO_SMALL_POINTWISE)
+ * 36 odd record count. An optional kernel path (EK_NEED_CONV_SMALL_POINTWISE, edgekit/firmware/kernel_paths.py): a
+ * model's own build without such a layer leaves it out of flash (the KWS code budget). */
+#if !defined(EK_MODEL_PATHS) || defined(EK_NEED_CONV_SMALL_POINTWISE)
 #define CONV_PW_ASM 1
 typedef struct conv_pw_args {  /* the frame layout above */
   int8_t *dst;
