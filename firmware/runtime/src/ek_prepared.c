@@ -67,6 +67,22 @@ static uint32_t blob_checksum(const uint8_t *b, size_t len) {
   return fnv1a(h, b + 4u * (H_CHECKSUM + 1), len - 4u * (H_CHECKSUM + 1));
 }
 
+/* The kernels' skips_input (ek_kernels.h), weak: 0 where the kernel is not linked. */
+#if defined(__GNUC__)
+#define EKP_WEAK __attribute__((weak))
+#else
+#define EKP_WEAK
+#endif
+int ek_fully_connected_skips_input(const void *user_data, int input_index) EKP_WEAK;
+int ek_conv_2d_skips_input(const void *user_data, int input_index) EKP_WEAK;
+
+static int skips_input(int32_t opcode, const void *user_data, int input_index) {
+  int (*f)(const void *, int) = opcode == EK_OP_FULLY_CONNECTED ? ek_fully_connected_skips_input
+                                : opcode == EK_OP_CONV_2D     ? ek_conv_2d_skips_input
+                                                              : 0;
+  return f && user_data && f(user_data, input_index);
+}
+
 /* ---- device side ------------------------------------------------------------------------------------------- */
 
 static ek_status bad(ek_prepared *p, const char *message) {
@@ -113,7 +129,8 @@ EK_NOINLINE_PREP static ek_status check_tensor(ek_prepared *p, const ekp_tensor 
   } else if (r->where != EKP_WHERE_NONE) {
     return bad(p, BAD_TENSOR_WHERE);
   }
-  if ((r->flags & ~0xff01) != 0 || ((r->flags & EKP_STATE) && r->where != EKP_WHERE_ARENA))
+  if ((r->flags & ~0xff03) != 0 || ((r->flags & EKP_STATE) && r->where != EKP_WHERE_ARENA) ||
+      ((r->flags & EKP_UNREAD) && (r->where != EKP_WHERE_NONE || !r->is_constant)))
     return bad(p, BAD_TENSOR_QUANT);
   if (r->num_scales < 0 || (r->ndim > 0 && (r->quantized_dimension < 0 || r->quantized_dimension >= r->ndim)) ||
       (r->ndim == 0 && r->quantized_dimension != 0))
@@ -291,6 +308,10 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
         return bad(p, "prepared model: operator output index out of range");
     if ((r->user_len != 0 && (!in_range(r->user_off, r->user_len, len, 8) || r->user_off < d_off)) || r->user_len < 0)
       return bad(p, "prepared model: operator data out of range");
+    for (int32_t k = 0; k < r->num_inputs; ++k) /* a constant left out (EKP_UNREAD) only where the op skips it */
+      if (ins[k] >= 0 && (tr[ins[k]].flags & EKP_UNREAD) &&
+          !skips_input(r->opcode, r->user_len > 0 ? b + r->user_off : (const uint8_t *)0, (int)k))
+        return bad(p, "prepared model: an operator reads a constant left out of it (EKP_UNREAD)");
     if ((r->scratch_len != 0 && (!in_range(r->scratch_off, r->scratch_len, (int64_t)arena_bytes, EK_ARENA_ALIGN))) ||
         r->scratch_len < 0)
       return bad(p, "prepared model: operator scratch outside the arena");
@@ -566,6 +587,24 @@ ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len)
     r->scratch_len = op->scratch ? (int32_t)sb : 0;
     r->group = grp;
     if (grp < 0) r->scratch_off = rt->stream_info[i]; /* window rows of the previous op's output */
+  }
+  for (int32_t t = 0; t < T; ++t) { /* constants every reader skips: EKP_UNREAD (a compacted model drops their bytes) */
+    ekp_tensor *r = &tr[t];
+    int readers = 0, skipped = 0;
+    for (int32_t i = 0; r->where == EKP_WHERE_MODEL && i < N; ++i) {
+      const ek_op *op = &rt->ops[i];
+      for (int32_t k = 0; k < op->num_inputs; ++k) {
+        if (op->inputs[k] != t) continue;
+        ++readers;
+        skipped += skips_input(op->opcode, op->user_data, (int)k);
+      }
+    }
+    if (readers > 0 && skipped == readers) {
+      r->where = EKP_WHERE_NONE;
+      r->offset = 0;
+      r->scales_off = r->zero_points_off = -1;
+      r->flags |= EKP_UNREAD;
+    }
   }
   int32_t *io = (int32_t *)(void *)(b + io_off);
   for (int32_t k = 0; k < rt->num_inputs; ++k) io[k] = rt->inputs[k];
