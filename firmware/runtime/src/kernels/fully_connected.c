@@ -50,6 +50,11 @@ enum { FC_PATH_REFERENCE = 0, FC_PATH_PACKED = 1, FC_PATH_INT16 = 2, FC_PATH_INT
 #else
 #define FC_INT8 0
 #endif
+/* Builds that run FC_PATH_INT8 as planned. One without it (a model's device build without EK_NEED_FC_INT8 given a blob
+   planned for int8 weights or for Helium) runs such an op on the reference loop (its data describes that loop too:
+   weight zero point 0, the scales; exact, slower) and reads the bias there, so it never skips it: ek_prepared_init
+   refuses the blob if the bias was left out (EKP_UNREAD). */
+#define FC_RUNS_INT8 (EK_CONV_MVE || FC_INT8)
 
 /* Largest weight tensor the packed path re-lays (its int16 copy is twice this). */
 #define FC_PACK_MAX_WEIGHTS (1 << 24)
@@ -556,7 +561,7 @@ static void fc_packed(const fc_data *d, const ek_dscale *ds, const ek_dfast *fas
 #if FC_QUAD_ASM
     fc_quad_args qa = {xr, packed, chunks, folds, yr, lo > -128 || hi < 127, tensor_fast.m31, tensor_fast.half,
                        tensor_fast.mask, tensor_fast.sh, zp, lo, hi, {0, 0, 0, 0}, tensor_fast.pre};
-    const int32_t full = (d->path == FC_PATH_PACKED && !per_unit && !tail && tensor_fast.sh != 0) ? units / 4 : 0;
+    const int32_t full = ((!FC_INT8 || d->path == FC_PATH_PACKED) && !per_unit && !tail && tensor_fast.sh != 0) ? units / 4 : 0;
     for (int32_t q = 0; q < full; ++q, qa.y += 4) {
       const uint32_t edges = ek_fc_quad_dsp(&qa);
       for (int32_t j = 0; edges && j < 4; ++j)
@@ -619,10 +624,7 @@ static ek_status fc_eval(ek_context *ctx, ek_op *op) {
 #else
     return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ek_path_missing); /* a blob prepared by a full runtime */
 #endif
-  } else if (d->path == FC_PATH_PACKED || d->path == FC_PATH_INT8) {
-#if !EK_CONV_MVE && !FC_INT8
-    if (d->path == FC_PATH_INT8) return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ek_path_missing);
-#endif
+  } else if (d->path == FC_PATH_PACKED || (FC_RUNS_INT8 && d->path == FC_PATH_INT8)) {
     fc_packed(d, ds, fc_fast(op->user_data, d->num_scales), (const int8_t *)in->data, (const int8_t *)f->data,
               (int8_t *)out->data);
   } else {
@@ -641,11 +643,12 @@ static int fc_overlap(const ek_context *ctx, const ek_op *op, int input_index, i
   return ek_stream_rows_live(d->batches, d->depth, d->units, d_max) ? EK_OVERLAP_UPTO : EK_OVERLAP_NONE;
 }
 
-/* The folded paths read neither the bias (in the folds) nor, when packed with depth % 4 == 0, the int8 weights. */
+/* The folded paths read neither the bias (in the folds) nor, when packed with depth % 4 == 0, the int8 weights
+   (FC_RUNS_INT8: where FC_PATH_INT8 runs on the reference loop, that reads the bias). */
 int ek_fully_connected_skips_input(const void *user_data, int input_index) {
   const fc_data *d = (const fc_data *)user_data;
-  const int folded = d->path == FC_PATH_PACKED || d->path == FC_PATH_INT8;
-  return (input_index == 2 && folded) || (input_index == 1 && d->path == FC_PATH_PACKED && (d->depth & 3) == 0);
+  const int folded = d->path == FC_PATH_PACKED || (FC_RUNS_INT8 && d->path == FC_PATH_INT8);
+  return input_index == 2 ? folded : input_index == 1 && d->path == FC_PATH_PACKED && (d->depth & 3) == 0;
 }
 
 /* ---- int16 activations (16x8) ------------------------------------------------------------------------------ */
