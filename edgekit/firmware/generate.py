@@ -889,14 +889,15 @@ def cache_root() -> Path:
 
 
 def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>",
-                    optimize: str = DEFAULT_OPTIMIZE) -> FirmwareResult:
-    """Generate + build once per (model, board profile, firmware sources); reuse the built project afterwards."""
+                    optimize: str = DEFAULT_OPTIMIZE, weights: str = DEFAULT_WEIGHTS) -> FirmwareResult:
+    """Generate + build once per (model, board profile, firmware sources, options); reuse the built project after."""
     from edgekit.firmware.boards import load_board
 
     board = load_board(board_name)
     profile_text = Path(board.profile["_path"]).read_bytes() if board.profile.get("_path") else b""
     key = hashlib.sha256(model + b"\0" + profile_text + firmware_sources_hash().encode()
-                         + optimize.encode()).hexdigest()[:24]
+                         + optimize.encode() + (b"" if weights == DEFAULT_WEIGHTS else b"\0" + weights.encode())
+                         ).hexdigest()[:24]
     outdir = cache_root() / f"{board.name}-{key}"
     info_path = outdir / FIRMWARE_JSON
     elf = outdir / "build" / fw_build.ELF_NAME
@@ -906,7 +907,8 @@ def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>",
     outdir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}-", dir=outdir.parent))
     try:
-        result = generate_firmware(model, board.name, tmp / "project", build=True, source=source, optimize=optimize)  # edgekit runtime
+        result = generate_firmware(model, board.name, tmp / "project", build=True, source=source, optimize=optimize,
+                                   weights=weights)  # edgekit runtime
         if result.elf is None:
             fw_build.require_toolchain()
         try:
