@@ -17,6 +17,10 @@
  *    of 4 weight words (2 units) twice and 8 SMLAD: 13 instructions per 16 multiply-accumulates, no scratch.
  *    Helium (M55) dots the raw int8 input with the original int8 weights (VMLADAVA.S8, 16 MACs each) from the
  *    same fold. The last depth % 4 inputs come from the original weights.
+ *  - int8 weights (FC_PATH_INT8: EK_OPTIMIZE_INT8_WEIGHTS, i.e. --weights int8, and every Helium plan): the same folds
+ *    and scales, no copy of the weights: Helium as above; Cortex-M4 SXTB16s the weights on the fly (four units per
+ *    input word, 23 instructions per 16 multiply-accumulates; whole per-tensor quads in ek_fc_quad_s8_dsp), compiled
+ *    where a model needs it (EK_NEED_FC_INT8; without it such an op runs on the reference loop, exactly).
  *  - reference: TFLite's loop (non-constant weights or bias, a non-zero weight zero point, huge layers).
  *  - int16 activations (16x8, below fc16_*): int16 input/output (zero points 0), int8 weights (zero point 0), int32
  *    or int64 bias; the loop of reference_integer_ops::FullyConnected(PerChannel) with an int64 accumulator
@@ -316,7 +320,7 @@ static inline void fc_dot_quad(const int8_t *x, const uint32_t *w, int32_t chunk
 #define FC_QUAD_ASM 1
 typedef struct fc_quad_args { /* offsets used by the assembly below */
   const int8_t *x;            /*  0: input row */
-  const uint32_t *w;          /*  4: packed weights of this quad (advanced to the next quad) */
+  const void *w;              /*  4: packed weights (FC_PATH_INT8: int8 row 0) of this quad (advanced to the next) */
   int32_t chunks;             /*  8 */
   const int32_t *folds;       /* 12: folds of this quad (advanced to the next quad) */
   int8_t *y;                  /* 16: output of the quad's first unit */
@@ -327,9 +331,11 @@ typedef struct fc_quad_args { /* offsets used by the assembly below */
   int32_t zp, lo, hi;         /* 40, 44, 48 */
   int32_t acc[4];             /* 52: raw accumulators (out) */
   int32_t pre;                /* 68: ek_dfast pre-shift */
+  int32_t depth;              /* 72: FC_PATH_INT8: the weight rows' stride */
 } fc_quad_args;
-typedef char fc_quad_args_is_72_bytes[sizeof(fc_quad_args) == 72 ? 1 : -1];
+typedef char fc_quad_args_is_76_bytes[sizeof(fc_quad_args) == 76 ? 1 : -1];
 uint32_t ek_fc_quad_dsp(fc_quad_args *args);
+uint32_t ek_fc_quad_s8_dsp(fc_quad_args *args); /* the same over int8 weight rows (FC_PATH_INT8, FC_INT8 builds) */
 #define FC_STEP                         \
   "  ldr r0, [r11], #4\n"               \
   "  sxtb16 r1, r0, ror #8\n"           \
@@ -364,6 +370,28 @@ uint32_t ek_fc_quad_dsp(fc_quad_args *args);
   "  cmp " ra ", r2\n"                  \
   "  it gt\n"                           \
   "  movgt " ra ", r2\n"
+/* After the dot products (r0 = args): raw accumulators out, requantize, clamp, store; returns the undecided bits. */
+#define FC_QUAD_TAIL \
+    "  add r1, r0, #52\n" \
+    "  stmia r1, {r6, r8, r9, r10}\n"       /* raw accumulators for the undecided outputs */ \
+    "  add r1, r0, #24\n" \
+    "  ldmia r1, {r1, r2, r3, r4, r5}\n"    /* m31, half, mask, sh, zp */ \
+    "  ldr lr, [r0, #68]\n"                 /* pre-shift */ \
+    "  movs r7, #0\n" \
+    FC_OUT("r6", "1") FC_OUT("r8", "2") FC_OUT("r9", "4") FC_OUT("r10", "8") \
+    "  ldr r1, [r0, #20]\n" \
+    "  cbz r1, 5f\n" \
+    "  ldr r1, [r0, #44]\n" \
+    "  ldr r2, [r0, #48]\n" \
+    FC_CLAMP("r6") FC_CLAMP("r8") FC_CLAMP("r9") FC_CLAMP("r10") \
+    "5:\n" \
+    "  ldr r1, [r0, #16]\n" \
+    "  strb r6, [r1]\n" \
+    "  strb r8, [r1, #1]\n" \
+    "  strb r9, [r1, #2]\n" \
+    "  strb r10, [r1, #3]\n" \
+    "  mov r0, r7\n" \
+    "  pop {r1, r4-r11, pc}\n"
 __asm__(
     "  .syntax unified\n"
     "  .thumb\n"
@@ -394,28 +422,66 @@ __asm__(
     "3:\n"
     "  ldr r0, [sp]\n"
     "  str r12, [r0, #4]\n"                 /* the next quad's weights follow */
-    "  add r1, r0, #52\n"
-    "  stmia r1, {r6, r8, r9, r10}\n"       /* raw accumulators for the undecided outputs */
-    "  add r1, r0, #24\n"
-    "  ldmia r1, {r1, r2, r3, r4, r5}\n"    /* m31, half, mask, sh, zp */
-    "  ldr lr, [r0, #68]\n"                 /* pre-shift */
-    "  movs r7, #0\n"
-    FC_OUT("r6", "1") FC_OUT("r8", "2") FC_OUT("r9", "4") FC_OUT("r10", "8")
-    "  ldr r1, [r0, #20]\n"
-    "  cbz r1, 5f\n"
-    "  ldr r1, [r0, #44]\n"
-    "  ldr r2, [r0, #48]\n"
-    FC_CLAMP("r6") FC_CLAMP("r8") FC_CLAMP("r9") FC_CLAMP("r10")
-    "5:\n"
-    "  ldr r1, [r0, #16]\n"
-    "  strb r6, [r1]\n"
-    "  strb r8, [r1, #1]\n"
-    "  strb r9, [r1, #2]\n"
-    "  strb r10, [r1, #3]\n"
-    "  mov r0, r7\n"
-    "  pop {r1, r4-r11, pc}\n"
+    FC_QUAD_TAIL
     "  .size ek_fc_quad_dsp, . - ek_fc_quad_dsp\n"
     "  .text\n");
+#if FC_INT8
+/* rows 0, 1 at [r12], [r12 + r4], rows 2, 3 at [lr], [lr + r4] (r4 = depth); accumulators r6, r8, r9, r10 */
+#define FC_S8_ROW(ra, load)             \
+  load                                  \
+  "  sxtb16 r3, r2\n"                   \
+  "  smlad " ra ", r0, r3, " ra "\n"     \
+  "  sxtb16 r2, r2, ror #8\n"           \
+  "  smlad " ra ", r1, r2, " ra "\n"
+#define FC_S8_STEP                      \
+  "  ldr r0, [r11], #4\n"               \
+  "  sxtb16 r1, r0, ror #8\n"           \
+  "  sxtb16 r0, r0\n"                   \
+  FC_S8_ROW("r8", "  ldr r2, [r12, r4]\n") \
+  FC_S8_ROW("r6", "  ldr r2, [r12], #4\n") \
+  FC_S8_ROW("r10", "  ldr r2, [lr, r4]\n") \
+  FC_S8_ROW("r9", "  ldr r2, [lr], #4\n")
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_fc_quad_s8_dsp, \"ax\", %progbits\n"
+    "  .global ek_fc_quad_s8_dsp\n"
+    "  .type ek_fc_quad_s8_dsp, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_fc_quad_s8_dsp:\n"
+    "  push {r0, r4-r11, lr}\n"
+    "  ldmia r0, {r11, r12}\n"             /* x, row 0 */
+    "  ldr r5, [r0, #8]\n"                 /* chunks */
+    "  ldr r4, [r0, #72]\n"                /* depth */
+    "  add lr, r12, r4, lsl #1\n"          /* row 2 */
+    "  add r1, r12, r4, lsl #2\n"
+    "  str r1, [r0, #4]\n"                 /* the next quad's rows follow */
+    "  ldr r1, [r0, #12]\n"
+    "  ldmia r1!, {r6, r8, r9, r10}\n"      /* folds */
+    "  str r1, [r0, #12]\n"
+    "1:\n"
+    "  tst r5, #3\n"                       /* single groups until a multiple of 4 is left */
+    "  beq 2f\n"
+    FC_S8_STEP
+    "  sub r5, r5, #1\n"
+    "  b 1b\n"
+    "2:\n"
+    "  lsrs r5, r5, #2\n"
+    "  beq 3f\n"
+    "4:\n"
+    FC_S8_STEP FC_S8_STEP FC_S8_STEP FC_S8_STEP
+    "  subs r5, r5, #1\n"
+    "  bne 4b\n"
+    "3:\n"
+    "  ldr r0, [sp]\n"
+    FC_QUAD_TAIL
+    "  .size ek_fc_quad_s8_dsp, . - ek_fc_quad_s8_dsp\n"
+    "  .text\n");
+#undef FC_S8_STEP
+#undef FC_S8_ROW
+#endif
+#undef FC_QUAD_TAIL
 #undef FC_STEP
 #undef FC_OUT
 #undef FC_CLAMP
@@ -559,11 +625,17 @@ static void fc_packed(const fc_data *d, const ek_dscale *ds, const ek_dfast *fas
     const int8_t *xr = x + (int64_t)b * depth;
     int8_t *yr = y + (int64_t)b * units;
 #if FC_QUAD_ASM
-    fc_quad_args qa = {xr, packed, chunks, folds, yr, lo > -128 || hi < 127, tensor_fast.m31, tensor_fast.half,
-                       tensor_fast.mask, tensor_fast.sh, zp, lo, hi, {0, 0, 0, 0}, tensor_fast.pre};
-    const int32_t full = ((!FC_INT8 || d->path == FC_PATH_PACKED) && !per_unit && !tail && tensor_fast.sh != 0) ? units / 4 : 0;
+    const int s8 = FC_INT8 && d->path == FC_PATH_INT8; /* the int8 weight rows, else the packed pairs */
+    fc_quad_args qa = {xr, s8 ? (const void *)wt : (const void *)packed, chunks, folds, yr, lo > -128 || hi < 127,
+                       tensor_fast.m31, tensor_fast.half, tensor_fast.mask, tensor_fast.sh, zp, lo, hi, {0, 0, 0, 0},
+                       tensor_fast.pre, depth};
+    const int32_t full = (!per_unit && !tail && tensor_fast.sh != 0) ? units / 4 : 0;
     for (int32_t q = 0; q < full; ++q, qa.y += 4) {
+#if FC_INT8
+      const uint32_t edges = s8 ? ek_fc_quad_s8_dsp(&qa) : ek_fc_quad_dsp(&qa);
+#else
       const uint32_t edges = ek_fc_quad_dsp(&qa);
+#endif
       for (int32_t j = 0; edges && j < 4; ++j)
         if ((edges >> j) & 1u) qa.y[j] = ek_conv_clamp8(ek_wrap_add(fc_round_exact(qa.acc[j], ds), zp), lo, hi);
     }
