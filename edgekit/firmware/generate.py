@@ -246,7 +246,12 @@ def choose_memory_plan(model: bytes, graph: Graph, source: str, optimize: str, b
     need = _flash_need(plan)
     if weights == "relaid" or need <= board.flash.bytes or _flash_need(compact) >= need:
         # (when the int8 plan takes no less flash, the layouts cost nothing; the fit check reports the model as it is)
-        plan["weight_layouts"]["note"] = f"--weights {weights}: " + plan["weight_layouts"]["note"]
+        why = ("" if weights == "relaid" else
+               f"the re-laid-out weights fit {board.name}'s flash ({need:,} B with a {FLASH_CODE_RESERVE:,} B code "
+               f"reserve of {board.flash.bytes:,} B; --weights int8 would keep {plan['weight_layouts']['relaid_bytes']:,}"
+               " B less in the blob, slower on Cortex-M4); " if need <= board.flash.bytes else
+               "int8 weights would take no less flash; ")
+        plan["weight_layouts"]["note"] = f"--weights {weights}: {why}" + plan["weight_layouts"]["note"]
         return plan
     log.info("%s: re-laid-out weights would need %d B of flash (with a %d B code reserve), %s has %d: weights "
              "kept int8", source, need, FLASH_CODE_RESERVE, board.name, board.flash.bytes)
