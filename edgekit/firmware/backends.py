@@ -46,16 +46,18 @@ FIRMWARE_BACKENDS: Registry[type] = Registry("firmware runtime")
 @FIRMWARE_BACKENDS.register("edgekit")
 class EdgekitRuntime(FirmwareBackend):
     name = "edgekit"
-    options = {"optimize": "speed | balanced | ram: where RAM and speed trade (kernel choice, scratch)"}
+    options = {"optimize": "speed | balanced | ram: where RAM and speed trade (kernel choice, scratch)",
+               "weights": "auto | int8 | relaid: weights kept int8 in flash or re-laid out for speed"}
 
-    def generate(self, data, graph, board, outdir, *, source, build, app, optimize=None, **options):
-        from edgekit.firmware.generate import DEFAULT_OPTIMIZE, OPTIMIZE_MODES, _generate_edgekit
+    def generate(self, data, graph, board, outdir, *, source, build, app, optimize=None, weights=None, **options):
+        from edgekit.firmware.generate import (DEFAULT_OPTIMIZE, DEFAULT_WEIGHTS, OPTIMIZE_MODES, _generate_edgekit,
+                                               check_weights)
 
         optimize = optimize or DEFAULT_OPTIMIZE
         if optimize not in OPTIMIZE_MODES:
             raise UserError(f"unknown --optimize mode {optimize!r}", fix=f"use one of {', '.join(OPTIMIZE_MODES)}")
         return _generate_edgekit(data, graph, app.board or board, Path(outdir), source=source, build=build,
-                                 optimize=optimize, app=app)
+                                 optimize=optimize, app=app, weights=check_weights(weights or DEFAULT_WEIGHTS))
 
 
 @FIRMWARE_BACKENDS.register("tflm")

@@ -36,6 +36,10 @@ def register(subparsers) -> Dict[str, Callable]:
                    help="where RAM and speed trade (an option of the edgekit runtime): ram = smallest-scratch kernels, "
                         "speed = fastest kernels, balanced (default) = the fast kernel unless its scratch exceeds the "
                         "op's tensors")
+    f.add_argument("--weights", choices=("auto", "int8", "relaid"),
+                   help="what the weights cost in flash (an option of the edgekit runtime): int8 = kept int8 "
+                        "(smallest flash, slower kernels on Cortex-M4), relaid = re-laid-out copies for the fastest "
+                        "kernels (their originals left out), auto (default) = relaid unless the flash is tight")
     f.add_argument("--harness", choices=("mlperf-tiny",), help="mlperf-tiny: an MLPerf Tiny (EEMBC ULPMark-ML) device "
                                                                "under test instead of edgekit's protocol (needs --task)")
     f.add_argument("--task", choices=("kws", "ic", "vww", "ad"), help="--harness mlperf-tiny: the benchmark")
@@ -85,7 +89,7 @@ def cmd_firmware(args) -> int:
 
     warn_if_changed(args.model, "firmware")
     converter = CONVERTERS.get("firmware")()
-    runtime_options = {"optimize": args.optimize}  # the chosen runtime refuses the given ones it does not take
+    runtime_options = {"optimize": args.optimize, "weights": args.weights}  # the chosen runtime refuses the given ones it does not take
     with progress_bars(sys.stderr.isatty()):  # the size build (arm-none-eabi-gcc) and --build take seconds
         result = converter.convert(args.model, board=args.board, outdir=args.outdir, runtime=args.runtime,
                                    build=args.build, **{k: v for k, v in runtime_options.items() if v is not None})
@@ -107,6 +111,12 @@ def cmd_firmware(args) -> int:
     lines.append(f"arena: {info.arena_bytes:,} bytes" + (f", runtime state {info.state_bytes:,} bytes" if info.state_bytes else ""))
     if info.optimize:
         lines.append(f"--optimize {info.optimize}: prepared model {(info.plan or {})['prepared_bytes']:,} bytes in flash")
+    layouts = (info.plan or {}).get("weight_layouts") or {}
+    if "constants_bytes" in layouts:
+        lines.append(f"--weights {layouts.get('weights', 'auto')}: "
+                     + ("re-laid-out weights" if layouts["flash_layouts"] else "int8 weights")
+                     + f", {layouts['constants_bytes']:,} B of the model's constants in flash, "
+                       f"{layouts['originals_dropped_bytes']:,} B of originals left out (measured)")
     if info.runtime_code_bytes is not None:
         lines.append(f"runtime code (core + kernels): {info.runtime_code_bytes:,} bytes")
     if result.elf is not None:
@@ -128,7 +138,7 @@ def cmd_library(args) -> int:
     with progress_bars(sys.stderr.isatty()):
         result = generate_library(args.model, args.outdir, name=args.name, board=args.board, cpu=args.cpu,
                                   fpu=args.fpu, float_abi=args.float_abi, optimize=args.optimize,
-                                  arena_section=args.arena_section)
+                                  arena_section=args.arena_section, weights=args.weights)
     info = result.info
     m = info.memory
     say_all([f"wrote {result.outdir} (library {info.name}, {info.core.cpu}, fpu {info.core.fpu}, "

@@ -21,6 +21,7 @@ HEADER_WORDS = 21
 H_TOTAL, H_CHECKSUM, H_MODEL_LEN, H_MODEL_SUM, H_TENSORS, H_TENSORS_OFF, H_TENSOR_REC = 2, 3, 4, 5, 7, 11, 18
 TENSOR_RECORD = struct.Struct("<ii6iifiiiibbbBi")  # ekp_tensor (ek_internal.h), 64 bytes
 WHERE_MODEL = 2
+EKP_UNREAD = 2  # ekp_tensor.flags: a constant every reader skips (ek_internal.h); its bytes are not referenced
 MERGE_GAP = 16  # ranges closer than this are kept as one (the padding costs less than a split)
 
 
@@ -65,6 +66,16 @@ def whole_model(model: bytes, blob: bytes) -> CompactConstants:
 def constants_for(model: bytes, blob: bytes, op_names) -> CompactConstants:
     """compact_constants, or the whole model when an op reads it outside the tensor records."""
     return whole_model(model, blob) if keeps_whole_model(op_names) else compact_constants(model, blob)
+
+
+def unread_constants(blob: bytes) -> Tuple[int, int]:
+    """(tensors, data bytes) of the constants the prepared blob marks EKP_UNREAD: every op reading them uses its own
+    re-laid-out or folded copy, so neither the blob nor the compacted constants keep them."""
+    header = struct.unpack_from(f"<{HEADER_WORDS}I", blob)
+    count, t_off = header[H_TENSORS], header[H_TENSORS_OFF]
+    records = [TENSOR_RECORD.unpack_from(blob, t_off + TENSOR_RECORD.size * t) for t in range(count)]
+    dropped = [r for r in records if r[-1] & EKP_UNREAD]
+    return len(dropped), sum(r[8] for r in dropped)
 
 
 def compact_constants(model: bytes, blob: bytes) -> CompactConstants:

@@ -25,7 +25,7 @@ from edgekit._resources import data_dir
 from edgekit.atomic import atomic_output_dir
 from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
 from edgekit.firmware import build as fw_build
-from edgekit.firmware.constants import CompactConstants, compact_constants, keeps_whole_model
+from edgekit.firmware.constants import CompactConstants, compact_constants, keeps_whole_model, unread_constants
 from edgekit.firmware.kernel_paths import needed_paths, path_defines
 from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack, flash_split
 from edgekit.firmware.support import KERNELS_DIR, kernel_files, require_support
@@ -33,7 +33,8 @@ from edgekit.progress import step_progress
 from edgekit.tflite_graph import Graph, read_graph
 from edgekit.firmware.plan_types import (BuildRecord, DeviceFigures, FitReport, FlashFigures, HarnessApp, MemoryPlan,
                                          ModeFigures, OpRow, OverlapRow, PlainPlan, ProjectFiles, RamFigures,
-                                         StackFigure, StreamedGroupRow, TensorJson, VsTflm)
+                                         StackFigure, StreamedGroupRow, TensorJson, VsTflm,
+                                         WeightLayouts)
 from edgekit.firmware.results import FirmwareInfo, read_firmware_info
 from edgekit.run.results import Signature
 from edgekit.provenance import host_info, sha256_bytes, sha256_file, tool_versions, utc_now
@@ -169,7 +170,7 @@ def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT
     plan["prepared_blob"] = prepared["blob"]
     plan["prepared_bytes"] = len(prepared["blob"])
     plan["state_slots"] = prepared["state_slots"]
-    plan["kernel_paths"] = needed_paths(graph)  # EK_NEED_* macros of the optional kernel paths it uses
+    plan["kernel_paths"] = needed_paths(graph, int8_weights=not flash_layouts)  # EK_NEED_* macros of its optional paths
     # mutable RAM on a 32-bit device: the tensor slots + the ek_prepared object (the host's pointers are wider)
     plan["state_bytes"] = prepared["state_slots"] * TENSOR_RECORD_BYTES_32 + 8 + PREPARED_OBJECT_BYTES_32
     plan["overlaps"] = [dict(o, op_name=rt.op_names[o["op"]]) for o in prepared["overlaps"]]
@@ -183,11 +184,25 @@ def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT
         plain = {"arena_bytes": in_place["arena_bytes"], "state_bytes_host": in_place["state_bytes"],
                  "persistent_bytes": in_place["persistent_bytes"]}
     plan["plain"] = dict(plain)
-    plan["weight_layouts"] = {"flash_layouts": flash_layouts,
-                              "note": "kernels may keep re-laid-out weights in the prepared blob (e.g. CONV_2D's "
-                                      "expanded int16 records on Cortex-M4)" if flash_layouts else
-                                      "weights kept int8 in the prepared blob"}
+    plan["weight_layouts"] = weight_layouts_report(model, graph, prepared["blob"], flash_layouts)
     return plan
+
+
+def weight_layouts_report(model: bytes, graph: Graph, blob: bytes, flash_layouts: bool) -> WeightLayouts:
+    """What the weights cost in flash with this prepared blob (measured from it): the constants kept, the blob, and the
+    originals left out because every op reading them uses its copy (EKP_UNREAD)."""
+    whole = keeps_whole_model(graph.op_names)
+    kept = len(model) if whole else len(compact_constants(model, blob).data)
+    dropped, dropped_bytes = unread_constants(blob)
+    what = ("kernels keep re-laid-out weights in the prepared blob (CONV_2D's expanded int16 records, "
+            "FULLY_CONNECTED's int16 pairs on Cortex-M4)" if flash_layouts else
+            "weights kept int8 (FULLY_CONNECTED dots them with SXTB16 on the fly on Cortex-M4)")
+    return {"flash_layouts": flash_layouts,
+            "note": f"{what}; flash holds {kept:,} B of the .tflite's constants + the {len(blob):,} B prepared blob; "
+                    f"{dropped} original constant(s), {dropped_bytes:,} B, left out: no op reads them (weights and "
+                    "biases their kernels re-laid out or folded)",
+            "constants_bytes": kept, "prepared_bytes": len(blob),
+            "originals_dropped": dropped, "originals_dropped_bytes": dropped_bytes}
 
 
 # Flash the linked code needs beside the model and the prepared blob: runtime core + kernels + startup, protocol
@@ -195,22 +210,57 @@ def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT
 FLASH_CODE_RESERVE = 64 * 1024
 
 
-def choose_memory_plan(model: bytes, graph: Graph, source: str, optimize: str, board) -> MemoryPlan:
-    """The plan with re-laid-out weights in flash (faster), unless model + that blob + the code reserve would not
-    fit the board's flash while the int8-weight blob is smaller: then the int8 one, with the reason recorded."""
-    plan = memory_plan(model, graph, source, optimize, board)
-    need = len(model) + plan["prepared_bytes"] + FLASH_CODE_RESERVE
-    if need <= board.flash.bytes:
+WEIGHT_MODES = ("auto", "int8", "relaid")
+DEFAULT_WEIGHTS = "auto"
+
+
+def check_weights(weights: str) -> str:
+    """``weights`` if it is a --weights mode, else one clear UserError."""
+    if weights not in WEIGHT_MODES:
+        raise UserError(f"unknown --weights mode {weights!r}",
+                        fix=f"use one of {', '.join(WEIGHT_MODES)} (auto: re-laid-out weights unless flash is "
+                            "tight; int8: weights stay int8; relaid: always the faster re-laid-out copies)")
+    return weights
+
+
+def _flash_need(plan: MemoryPlan) -> int:
+    """Flash of the model's constants + prepared blob + the code reserve (what the fit check compares)."""
+    return plan["weight_layouts"]["constants_bytes"] + plan["prepared_bytes"] + FLASH_CODE_RESERVE
+
+
+def choose_memory_plan(model: bytes, graph: Graph, source: str, optimize: str, board,
+                       weights: str = DEFAULT_WEIGHTS) -> MemoryPlan:
+    """``weights`` (--weights): "relaid" = the plan with re-laid-out weights in flash (faster on Cortex-M4), "int8" =
+    weights kept int8 (smallest flash), "auto" = relaid unless the constants + that blob + the code reserve would not
+    fit the board's flash while the int8 plan takes less: then int8, with the reason recorded."""
+    check_weights(weights)
+    if weights == "int8":
+        plan = memory_plan(model, graph, source, optimize, board, flash_layouts=False)
+        plan["weight_layouts"]["note"] = "--weights int8: " + plan["weight_layouts"]["note"]
+        plan["weight_layouts"].update(weights=weights, relaid_bytes=0)
         return plan
+    plan = memory_plan(model, graph, source, optimize, board)
     compact = memory_plan(model, graph, source, optimize, board, flash_layouts=False)
-    if compact["prepared_bytes"] >= plan["prepared_bytes"]:
-        return plan  # the layouts cost nothing here; the fit check reports the model as it is
+    plan["weight_layouts"].update(weights=weights, relaid_bytes=max(0, plan["prepared_bytes"] - compact["prepared_bytes"]))
+    compact["weight_layouts"].update(weights=weights, relaid_bytes=0)
+    need = _flash_need(plan)
+    if weights == "relaid" or need <= board.flash.bytes or _flash_need(compact) >= need:
+        # (when the int8 plan takes no less flash, the layouts cost nothing; the fit check reports the model as it is)
+        why = ("" if weights == "relaid" else
+               f"the re-laid-out weights fit {board.name}'s flash ({need:,} B with a {FLASH_CODE_RESERVE:,} B code "
+               f"reserve of {board.flash.bytes:,} B; --weights int8 would keep {plan['weight_layouts']['relaid_bytes']:,}"
+               " B less in the blob, slower on Cortex-M4); " if need <= board.flash.bytes else
+               "int8 weights would take no less flash; ")
+        plan["weight_layouts"]["note"] = f"--weights {weights}: {why}" + plan["weight_layouts"]["note"]
+        return plan
     log.info("%s: re-laid-out weights would need %d B of flash (with a %d B code reserve), %s has %d: weights "
              "kept int8", source, need, FLASH_CODE_RESERVE, board.name, board.flash.bytes)
     compact["weight_layouts"]["note"] = (
-        f"weights kept int8: the re-laid-out weights (prepared blob {plan['prepared_bytes']:,} B instead of "
-        f"{compact['prepared_bytes']:,} B) would need {need:,} B of flash with a {FLASH_CODE_RESERVE:,} B code "
-        f"reserve, {board.name} has {board.flash.bytes:,} B (slower kernels, same outputs)")
+        f"--weights auto: weights kept int8: the re-laid-out weights (constants "
+        f"{plan['weight_layouts']['constants_bytes']:,} B + prepared blob {plan['prepared_bytes']:,} B instead of "
+        f"{compact['weight_layouts']['constants_bytes']:,} B + {compact['prepared_bytes']:,} B) would need {need:,} B "
+        f"of flash with a {FLASH_CODE_RESERVE:,} B code reserve, {board.name} has {board.flash.bytes:,} B (slower "
+        f"kernels, same outputs); " + compact["weight_layouts"]["note"])
     return compact
 
 
@@ -671,12 +721,13 @@ def generate_firmware(model: Union[Path, str, bytes], board_name: str = DEFAULT_
 
 
 def _generate_edgekit(data: bytes, graph: Graph, board, outdir: Path, *, source: str, build: bool,
-                      optimize: str = DEFAULT_OPTIMIZE, app: AppSpec = DEFAULT_APP) -> FirmwareResult:
+                      optimize: str = DEFAULT_OPTIMIZE, app: AppSpec = DEFAULT_APP,
+                      weights: str = DEFAULT_WEIGHTS) -> FirmwareResult:
     if graph.inputs and any(graph.tensors[i].type not in ("INT8", "FLOAT32") for i in graph.inputs):
         raise UserError(f"{source}: model inputs must be int8 (or float32 feeding a QUANTIZE)")
     sha = sha256_bytes(data)
     planned = step_progress("memory plan", 1)  # prepares every op on the host runtime: seconds for big models
-    plan = choose_memory_plan(data, graph, source, optimize, board)
+    plan = choose_memory_plan(data, graph, source, optimize, board, weights)
     planned(1)
     # the model alone against the flash (the prepared data and the code are measured at link time)
     if plan["arena_bytes"] + plan["state_bytes"] + board.stack_bytes > board.ram.bytes:
@@ -823,14 +874,15 @@ def cache_root() -> Path:
 
 
 def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>",
-                    optimize: str = DEFAULT_OPTIMIZE) -> FirmwareResult:
-    """Generate + build once per (model, board profile, firmware sources); reuse the built project afterwards."""
+                    optimize: str = DEFAULT_OPTIMIZE, weights: str = DEFAULT_WEIGHTS) -> FirmwareResult:
+    """Generate + build once per (model, board profile, firmware sources, options); reuse the built project after."""
     from edgekit.firmware.boards import load_board
 
     board = load_board(board_name)
     profile_text = Path(board.profile["_path"]).read_bytes() if board.profile.get("_path") else b""
     key = hashlib.sha256(model + b"\0" + profile_text + firmware_sources_hash().encode()
-                         + optimize.encode()).hexdigest()[:24]
+                         + optimize.encode() + (b"" if weights == DEFAULT_WEIGHTS else b"\0" + weights.encode())
+                         ).hexdigest()[:24]
     outdir = cache_root() / f"{board.name}-{key}"
     info_path = outdir / FIRMWARE_JSON
     elf = outdir / "build" / fw_build.ELF_NAME
@@ -840,7 +892,8 @@ def cached_firmware(model: bytes, board_name: str, *, source: str = "<bytes>",
     outdir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}-", dir=outdir.parent))
     try:
-        result = generate_firmware(model, board.name, tmp / "project", build=True, source=source, optimize=optimize)  # edgekit runtime
+        result = generate_firmware(model, board.name, tmp / "project", build=True, source=source, optimize=optimize,
+                                   weights=weights)  # edgekit runtime
         if result.elf is None:
             fw_build.require_toolchain()
         try:

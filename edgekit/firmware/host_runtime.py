@@ -218,6 +218,7 @@ OPTIMIZE_MODES = {"speed": 0, "balanced": 1, "ram": 2}
 DEFAULT_OPTIMIZE = "balanced"
 _FOR_MVE = 0x100  # EK_OPTIMIZE_FOR_MVE
 _FOR_EXPORT = 0x200  # EK_OPTIMIZE_FOR_EXPORT: per-op data of a prepared model lives in flash
+_INT8_WEIGHTS = 0x400  # EK_OPTIMIZE_INT8_WEIGHTS: weights stay int8 (no re-laid-out copies)
 
 
 class _Error(ctypes.Structure):
@@ -500,6 +501,7 @@ class _CtypesBackend:
         mode = OPTIMIZE_MODES[self.owner.optimize] if self.owner.optimize is not None else 0
         mode |= _FOR_MVE if self.owner.plan_mve else 0
         mode |= _FOR_EXPORT if self.owner.optimize is not None and self.owner.flash_layouts else 0
+        mode |= _INT8_WEIGHTS if self.owner.optimize is not None and not self.owner.flash_layouts else 0
         return self.lib.ek_init_opt(self.rt, self.model.ctypes.data, len(self.model),
                                     self.state.ctypes.data if state_len else None, state_len,
                                     self.arena.ctypes.data if arena_len else None, arena_len, mode)

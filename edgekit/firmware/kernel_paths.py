@@ -46,9 +46,21 @@ PATHS: Dict[str, Callable[[Graph, Op], bool]] = {
 }
 
 
-def needed_paths(graph: Graph) -> List[str]:
-    """The EK_NEED_* macros of the optional kernel paths ``graph``'s ops use, sorted."""
-    return sorted(macro for macro, needs in PATHS.items() if any(needs(graph, op) for op in graph.ops))
+# kernels/fully_connected.c: the int8-weight path without Helium, taken by a prepared model whose weights stay int8
+FC_INT8 = "EK_NEED_FC_INT8"
+
+
+def _int8_fully_connected(graph: Graph, op: Op) -> bool:
+    return op.name == "FULLY_CONNECTED" and _input_type(graph, op) == "INT8" and _input_type(graph, op, 1) == "INT8"
+
+
+def needed_paths(graph: Graph, int8_weights: bool = False) -> List[str]:
+    """The EK_NEED_* macros of the optional kernel paths ``graph``'s ops use, sorted. ``int8_weights``: the prepared
+    model keeps its weights int8 (EK_OPTIMIZE_INT8_WEIGHTS), so an int8 FULLY_CONNECTED takes FC_PATH_INT8."""
+    macros = {macro for macro, needs in PATHS.items() if any(needs(graph, op) for op in graph.ops)}
+    if int8_weights and any(_int8_fully_connected(graph, op) for op in graph.ops):
+        macros.add(FC_INT8)
+    return sorted(macros)
 
 
 def path_defines(graph_paths: List[str]) -> List[str]:

@@ -67,7 +67,7 @@ class LibraryResult:
 def generate_library(model: Union[Path, str, bytes], outdir: Optional[Path] = None, *, name: Optional[str] = None,
                      board: Optional[str] = None, cpu: Optional[str] = None, fpu: Optional[str] = None,
                      float_abi: Optional[str] = None, optimize: Optional[str] = None,
-                     arena_section: Optional[str] = None) -> LibraryResult:
+                     arena_section: Optional[str] = None, weights: Optional[str] = None) -> LibraryResult:
     """Write the library folder for ``model`` (see the module docstring); every check runs before anything is written."""
     target = library_target(board, cpu, fpu, float_abi)
     section, capacity = parse_arena_section(arena_section)
@@ -82,7 +82,10 @@ def generate_library(model: Union[Path, str, bytes], outdir: Optional[Path] = No
     require_support(graph, "edgekit")
     if graph.inputs and any(graph.tensors[i].type not in ("INT8", "FLOAT32") for i in graph.inputs):
         raise UserError(f"{source}: model inputs must be int8 (or float32 feeding a QUANTIZE)")
-    plan = G.memory_plan(data, graph, source, optimize, target)
+    # --weights: int8 keeps them int8; auto (no flash budget known here) and relaid take the re-laid-out copies
+    weights = G.check_weights(weights or G.DEFAULT_WEIGHTS)
+    plan = G.memory_plan(data, graph, source, optimize, target, flash_layouts=weights != "int8")
+    plan["weight_layouts"]["weights"] = weights
     constants = constants_for(data, plan["prepared_blob"], graph.op_names)  # only what the prepared path reads
     plan["prepared_blob"] = constants.blob
     state_bytes = state_bytes_32(plan, len(graph.inputs), len(graph.outputs))

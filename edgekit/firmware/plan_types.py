@@ -99,8 +99,16 @@ class PlainPlan(TypedDict):
 
 @with_config(STRICT)
 class WeightLayouts(TypedDict):
-    flash_layouts: bool
+    """firmware.json plan.weight_layouts: what the weights cost in flash and why (measured from the prepared blob)."""
+
+    flash_layouts: bool             # re-laid-out weight copies in the prepared blob (faster on Cortex-M4)
+    weights: NotRequired[str]       # --weights: auto | int8 | relaid
     note: str
+    constants_bytes: NotRequired[int]       # of the .tflite kept in flash (compacted constants, or the whole model)
+    prepared_bytes: NotRequired[int]        # the prepared blob
+    relaid_bytes: NotRequired[int]          # of the blob over the int8-weight plan's: the re-laid-out copies
+    originals_dropped: NotRequired[int]     # constant tensors no op reads (EKP_UNREAD), left out of flash
+    originals_dropped_bytes: NotRequired[int]
 
 
 class MemoryPlan(ArenaPlan):

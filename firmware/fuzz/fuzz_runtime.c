@@ -56,7 +56,7 @@ static void prepared_check(const ek_runtime *ran, const uint8_t *model, size_t s
   const size_t arena_len = ran->arena_required;
   /* prepared for export: kernels may keep more per-op data (e.g. CONV_2D's expanded weights), so the state is sized
      again (one failing init reports the exact size) */
-  const int32_t mode = (int32_t)(salt % 3u) | EK_OPTIMIZE_FOR_EXPORT;
+  const int32_t mode = (int32_t)(salt % 3u) | EK_OPTIMIZE_FOR_EXPORT | ((salt & 4u) ? EK_OPTIMIZE_INT8_WEIGHTS : 0);
   if (state_len > EK_FUZZ_MAX_BYTES) return;
   if (arena_len && posix_memalign((void **)&arena, 16, arena_len) != 0) goto out;
   for (int attempt = 0; attempt < 3; ++attempt) {

@@ -39,6 +39,7 @@ BENCHMARKS = (
     "bench_lab_matrix",
     "bench_cycle_estimates",
     "bench_model_zoo",
+    "bench_weight_flash",
 )
 
 

@@ -31,7 +31,7 @@ def test_each_backend_declares_its_options():
     assert FIRMWARE_BACKENDS.names() == ["edgekit", "ethos-u", "tflm"]
     edgekit = FIRMWARE_BACKENDS.get("edgekit")()
     assert "optimize" in edgekit.options and edgekit.option_problems({"optimize": "ram"}) == []
-    assert edgekit.option_problems({"arena": 1}) == ["--arena is not an option of the edgekit runtime (it takes --optimize)"]
+    assert edgekit.option_problems({"arena": 1}) == ["--arena is not an option of the edgekit runtime (it takes --optimize, --weights)"]
 
 
 def test_a_runner_refuses_flags_it_does_not_read(cli, capsys, tmp_path):

@@ -113,6 +113,9 @@ enum { EK_OPTIMIZE_SPEED = 0, EK_OPTIMIZE_BALANCED = 1, EK_OPTIMIZE_RAM = 2 };
 /* or-ed into ek_init_opt's optimize: the init prepares a model for ek_export_prepared, so per-op data will live in
    flash (kernels may then keep re-laid-out weights there, e.g. CONV_2D's expanded int16 weights on Cortex-M4) */
 #define EK_OPTIMIZE_FOR_EXPORT 0x200
+/* or-ed into ek_init_opt's optimize: the weights must stay int8 (no re-laid-out copies: FULLY_CONNECTED then dots the
+   int8 weights, SXTB16 on the fly on Cortex-M4) */
+#define EK_OPTIMIZE_INT8_WEIGHTS 0x400
 
 enum { EK_OVERLAP_NONE = 0, EK_OVERLAP_UPTO = 1, EK_OVERLAP_EXACT = 2 };
 
@@ -234,6 +237,7 @@ typedef struct ek_context {
   const char *error_message;  /* static string */
 #ifndef EK_PREPARED_ONLY
   int32_t for_export;         /* EK_OPTIMIZE_FOR_EXPORT was given: per-op data goes to a prepared blob (flash) */
+  int32_t int8_weights;       /* EK_OPTIMIZE_INT8_WEIGHTS was given */
 #endif
 } ek_context;
 
@@ -244,6 +248,16 @@ static inline int ek_for_export(const ek_context *ctx) {
   return 0;
 #else
   return ctx->for_export;
+#endif
+}
+
+/* Whether the weights must stay int8 (EK_OPTIMIZE_INT8_WEIGHTS; host only, as ek_for_export). */
+static inline int ek_int8_weights(const ek_context *ctx) {
+#ifdef EK_PREPARED_ONLY
+  (void)ctx;
+  return 0;
+#else
+  return ctx->int8_weights;
 #endif
 }
 
@@ -266,6 +280,14 @@ typedef struct ek_kernel {
   /* Returns EK_OVERLAP_NONE, EK_OVERLAP_UPTO (any difference <= *d_max) or EK_OVERLAP_EXACT (only exactly on the
      input: difference 0, e.g. in-place depthwise by channel groups). */
 } ek_kernel;
+
+/* Kernels whose eval may leave a constant input unread (it uses a re-laid-out or folded copy in its per-op data):
+   1 when eval, given this per-op data (never NULL), reads neither the data nor the quantization arrays of input
+   `input_index`. On the device too. ek_export_prepared leaves a constant that every reader skips out of the blob's
+   model references (EKP_UNREAD, so a compacted model drops its bytes) and ek_prepared_init refuses a blob whose op
+   would read such a constant. ek_prepared.c references them weakly (by opcode): a kernel not linked has none. */
+int ek_fully_connected_skips_input(const void *user_data, int input_index);
+int ek_conv_2d_skips_input(const void *user_data, int input_index);
 
 /* Implemented by the core. */
 ek_status ek_fail(ek_context *ctx, const ek_op *op, ek_status status, const char *message);

@@ -63,6 +63,9 @@ typedef struct ekp_tensor { /* 64 bytes */
   int32_t flags; /* EKP_STATE: a variable tensor (op state): set to `fill` at init and reset; bits 8-15: fill */
 } ekp_tensor;
 #define EKP_STATE 1
+/* EKP_UNREAD: a constant every op reading it skips (ek_kernel.skips_input: it uses a re-laid-out or folded copy): left
+   out of the model references (where NONE, no scales or zero points), so a compacted model need not keep its bytes */
+#define EKP_UNREAD 2
 
 
 /* ek_util.c */

@@ -129,6 +129,7 @@ ek_status ek_init_opt(ek_runtime *rt, const void *model, size_t model_len, void 
   rt->ctx.plan_mve = (optimize & EK_OPTIMIZE_FOR_MVE) != 0;
 #ifndef EK_PREPARED_ONLY
   rt->ctx.for_export = (optimize & EK_OPTIMIZE_FOR_EXPORT) != 0;
+  rt->ctx.int8_weights = (optimize & EK_OPTIMIZE_INT8_WEIGHTS) != 0;
 #endif
   rt->ctx.error_op = -1;
   rt->ctx.error_message = "";

@@ -67,6 +67,22 @@ static uint32_t blob_checksum(const uint8_t *b, size_t len) {
   return fnv1a(h, b + 4u * (H_CHECKSUM + 1), len - 4u * (H_CHECKSUM + 1));
 }
 
+/* The kernels' skips_input (ek_kernels.h), weak: 0 where the kernel is not linked. */
+#if defined(__GNUC__)
+#define EKP_WEAK __attribute__((weak))
+#else
+#define EKP_WEAK
+#endif
+int ek_fully_connected_skips_input(const void *user_data, int input_index) EKP_WEAK;
+int ek_conv_2d_skips_input(const void *user_data, int input_index) EKP_WEAK;
+
+static int skips_input(int32_t opcode, const void *user_data, int input_index) {
+  int (*f)(const void *, int) = opcode == EK_OP_FULLY_CONNECTED ? ek_fully_connected_skips_input
+                                : opcode == EK_OP_CONV_2D     ? ek_conv_2d_skips_input
+                                                              : 0;
+  return f && user_data && f(user_data, input_index);
+}
+
 /* ---- device side ------------------------------------------------------------------------------------------- */
 
 static ek_status bad(ek_prepared *p, const char *message) {
@@ -89,6 +105,7 @@ EK_NOINLINE_PREP static int in_range(int64_t off, int64_t len, int64_t limit, in
 #define BAD_TENSOR_SHAPE "prepared model: bad tensor record (shape, type or bytes)"
 #define BAD_TENSOR_WHERE "prepared model: tensor record outside the arena or the model"
 #define BAD_TENSOR_QUANT "prepared model: bad tensor record (flags or quantization)"
+#define BAD_WIRING "prepared model: operator wiring out of range" /* index arrays, input or output indices */
 
 EK_NOINLINE_PREP static ek_status check_tensor(ek_prepared *p, const ekp_tensor *r, size_t model_len, size_t arena_bytes) {
   if (r->ndim < 0 || r->ndim > EK_MAX_DIMS || r->bytes < 0) return bad(p, BAD_TENSOR_SHAPE);
@@ -113,7 +130,7 @@ EK_NOINLINE_PREP static ek_status check_tensor(ek_prepared *p, const ekp_tensor 
   } else if (r->where != EKP_WHERE_NONE) {
     return bad(p, BAD_TENSOR_WHERE);
   }
-  if ((r->flags & ~0xff01) != 0 || ((r->flags & EKP_STATE) && r->where != EKP_WHERE_ARENA))
+  if ((r->flags & ~0xff03) != 0 || ((r->flags & EKP_STATE) && r->where != EKP_WHERE_ARENA)) /* EKP_UNREAD: per op */
     return bad(p, BAD_TENSOR_QUANT);
   if (r->num_scales < 0 || (r->ndim > 0 && (r->quantized_dimension < 0 || r->quantized_dimension >= r->ndim)) ||
       (r->ndim == 0 && r->quantized_dimension != 0))
@@ -281,16 +298,21 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
       return bad(p, "prepared model: bad operator arity");
     if (!in_range(r->inputs_off, 4 * (int64_t)r->num_inputs, len, 4) || r->inputs_off < d_off ||
         !in_range(r->outputs_off, 4 * (int64_t)r->num_outputs, len, 4) || r->outputs_off < d_off)
-      return bad(p, "prepared model: operator wiring out of range");
-    const int32_t *ins = (const int32_t *)(const void *)(b + r->inputs_off);
-    const int32_t *outs = (const int32_t *)(const void *)(b + r->outputs_off);
-    for (int32_t k = 0; k < r->num_inputs; ++k)
-      if (ins[k] < -1 || ins[k] >= (int32_t)T) return bad(p, "prepared model: operator input index out of range");
-    for (int32_t k = 0; k < r->num_outputs; ++k)
-      if (outs[k] < 0 || outs[k] >= (int32_t)T || tr[outs[k]].where == EKP_WHERE_MODEL)
-        return bad(p, "prepared model: operator output index out of range");
+      return bad(p, BAD_WIRING);
     if ((r->user_len != 0 && (!in_range(r->user_off, r->user_len, len, 8) || r->user_off < d_off)) || r->user_len < 0)
       return bad(p, "prepared model: operator data out of range");
+    const int32_t *ins = (const int32_t *)(const void *)(b + r->inputs_off);
+    const int32_t *outs = (const int32_t *)(const void *)(b + r->outputs_off);
+    for (int32_t k = 0; k < r->num_inputs; ++k) {
+      if (ins[k] < -1 || ins[k] >= (int32_t)T) return bad(p, BAD_WIRING);
+      /* a constant left out (EKP_UNREAD) only where the op's kernel says its data makes it skip that input */
+      if (ins[k] >= 0 && (tr[ins[k]].flags & EKP_UNREAD) &&
+          !skips_input(r->opcode, r->user_len > 0 ? b + r->user_off : (const uint8_t *)0, (int)k))
+        return bad(p, BAD_TENSOR_WHERE);
+    }
+    for (int32_t k = 0; k < r->num_outputs; ++k)
+      if (outs[k] < 0 || outs[k] >= (int32_t)T || tr[outs[k]].where == EKP_WHERE_MODEL)
+        return bad(p, BAD_WIRING);
     if ((r->scratch_len != 0 && (!in_range(r->scratch_off, r->scratch_len, (int64_t)arena_bytes, EK_ARENA_ALIGN))) ||
         r->scratch_len < 0)
       return bad(p, "prepared model: operator scratch outside the arena");
@@ -566,6 +588,24 @@ ek_status ek_export_prepared(ek_runtime *rt, void *out, size_t cap, size_t *len)
     r->scratch_len = op->scratch ? (int32_t)sb : 0;
     r->group = grp;
     if (grp < 0) r->scratch_off = rt->stream_info[i]; /* window rows of the previous op's output */
+  }
+  for (int32_t t = 0; t < T; ++t) { /* constants every reader skips: EKP_UNREAD (a compacted model drops their bytes) */
+    ekp_tensor *r = &tr[t];
+    int readers = 0, skipped = 0;
+    for (int32_t i = 0; r->where == EKP_WHERE_MODEL && i < N; ++i) {
+      const ek_op *op = &rt->ops[i];
+      for (int32_t k = 0; k < op->num_inputs; ++k) {
+        if (op->inputs[k] != t) continue;
+        ++readers;
+        skipped += skips_input(op->opcode, op->user_data, (int)k);
+      }
+    }
+    if (readers > 0 && skipped == readers) {
+      r->where = EKP_WHERE_NONE;
+      r->offset = 0;
+      r->scales_off = r->zero_points_off = -1;
+      r->flags |= EKP_UNREAD;
+    }
   }
   int32_t *io = (int32_t *)(void *)(b + io_off);
   for (int32_t k = 0; k < rt->num_inputs; ++k) io[k] = rt->inputs[k];

@@ -1509,5 +1509,11 @@ static int conv_overlap(const ek_context *ctx, const ek_op *op, int input_index,
              : EK_OVERLAP_NONE;
 }
 
+/* The blocked path reads the bias only through the folds, and with conv_data.expanded not the int8 weights either. */
+int ek_conv_2d_skips_input(const void *user_data, int input_index) {
+  const conv_data *d = (const conv_data *)user_data;
+  return d->path == CONV_PATH_BLOCKED && (input_index == 2 || (input_index == 1 && d->expanded));
+}
+
 /* edgekit-op: CONV_2D | types: int8 | versions: 1-3 | fast path: Cortex-M4 DSP, Helium (M55) */
 const ek_kernel ek_kernel_conv_2d = {EK_OP_CONV_2D, "CONV_2D", EK_HOST_FN(conv_persistent_bytes), EK_HOST_FN(conv_scratch_bytes), EK_HOST_FN(conv_prepare), conv_eval, EK_HOST_FN(conv_overlap)};

@@ -17,6 +17,10 @@
  *    of 4 weight words (2 units) twice and 8 SMLAD: 13 instructions per 16 multiply-accumulates, no scratch.
  *    Helium (M55) dots the raw int8 input with the original int8 weights (VMLADAVA.S8, 16 MACs each) from the
  *    same fold. The last depth % 4 inputs come from the original weights.
+ *  - int8 weights (FC_PATH_INT8: EK_OPTIMIZE_INT8_WEIGHTS, i.e. --weights int8, and every Helium plan): the same folds
+ *    and scales, no copy of the weights: Helium as above; Cortex-M4 SXTB16s the weights on the fly (four units per
+ *    input word, 23 instructions per 16 multiply-accumulates; whole per-tensor quads in ek_fc_quad_s8_dsp), compiled
+ *    where a model needs it (EK_NEED_FC_INT8; without it such an op runs on the reference loop, exactly).
  *  - reference: TFLite's loop (non-constant weights or bias, a non-zero weight zero point, huge layers).
  *  - int16 activations (16x8, below fc16_*): int16 input/output (zero points 0), int8 weights (zero point 0), int32
  *    or int64 bias; the loop of reference_integer_ops::FullyConnected(PerChannel) with an int64 accumulator
@@ -33,7 +37,7 @@
 #include "ek_conv_common.h"
 #include "ek_stream.h"
 
-enum { FC_PATH_REFERENCE = 0, FC_PATH_PACKED = 1, FC_PATH_INT16 = 2 };
+enum { FC_PATH_REFERENCE = 0, FC_PATH_PACKED = 1, FC_PATH_INT16 = 2, FC_PATH_INT8 = 3 };
 
 /* The 16x8 path: in every build except a model's own device build that does not need it (ek_kernels.h, EK_MODEL_PATHS). */
 #if !defined(EK_MODEL_PATHS) || defined(EK_NEED_FC_INT16)
@@ -42,6 +46,19 @@ enum { FC_PATH_REFERENCE = 0, FC_PATH_PACKED = 1, FC_PATH_INT16 = 2 };
 #define FC_INT16 0
 #endif
 #define FC_INT16_MISSING "FULLY_CONNECTED int16 (16x8) not built in (EK_NEED_FC_INT16): regenerate for this model"
+
+/* The int8-weight path without Helium (SXTB16 of the weights on the fly): where a model's own device build needs it
+   (EK_NEED_FC_INT8: a prepared model whose weights stay int8); Helium builds always have theirs. */
+#if !defined(EK_MODEL_PATHS) || defined(EK_NEED_FC_INT8)
+#define FC_INT8 1
+#else
+#define FC_INT8 0
+#endif
+/* Builds that run FC_PATH_INT8 as planned. One without it (a model's device build without EK_NEED_FC_INT8 given a blob
+   planned for int8 weights or for Helium) runs such an op on the reference loop (its data describes that loop too:
+   weight zero point 0, the scales; exact, slower) and reads the bias there, so it never skips it: ek_prepared_init
+   refuses the blob if the bias was left out (EKP_UNREAD). */
+#define FC_RUNS_INT8 (EK_CONV_MVE || FC_INT8)
 
 /* Largest weight tensor the packed path re-lays (its int16 copy is twice this). */
 #define FC_PACK_MAX_WEIGHTS (1 << 24)
@@ -82,8 +99,11 @@ static int fc_packed_shape(const ek_context *ctx, const ek_op *op, int32_t *unit
   return 1;
 }
 
-/* Helium builds (and prepared models planned for them) dot the original int8 weights: no int16 copy. */
-static int fc_keeps_packed_weights(const ek_context *ctx) { return !EK_CONV_MVE && !ctx->plan_mve; }
+/* Helium builds (and prepared models planned for them) dot the original int8 weights, and so does every target when
+   the weights must stay int8 (EK_OPTIMIZE_INT8_WEIGHTS): no int16 copy (path FC_PATH_INT8). */
+static int fc_keeps_packed_weights(const ek_context *ctx) {
+  return !EK_CONV_MVE && !ctx->plan_mve && !ek_int8_weights(ctx);
+}
 
 static size_t fc_packed_bytes(int32_t units, int32_t depth, int32_t num_scales, int with_weights) {
   const size_t quads = ((size_t)units + 3u) / 4u;
@@ -184,7 +204,7 @@ static ek_status fc_prepare(ek_context *ctx, ek_op *op) {
   int32_t pu = 0, pd = 0;
   d->path = FC_PATH_REFERENCE;
   if (fc_packed_shape(ctx, op, &pu, &pd) && pu == units && pd == depth && (!bias || bias->is_constant)) {
-    d->path = FC_PATH_PACKED;
+    d->path = fc_keeps_packed_weights(ctx) ? FC_PATH_PACKED : FC_PATH_INT8;
     ek_dfast *fast = fc_fast(op->user_data, d->num_scales);
     const int32_t quads = (units + 3) / 4, chunks = depth / 4;
     int32_t *folds = (int32_t *)(void *)(fast + d->num_scales);
@@ -300,7 +320,7 @@ static inline void fc_dot_quad(const int8_t *x, const uint32_t *w, int32_t chunk
 #define FC_QUAD_ASM 1
 typedef struct fc_quad_args { /* offsets used by the assembly below */
   const int8_t *x;            /*  0: input row */
-  const uint32_t *w;          /*  4: packed weights of this quad (advanced to the next quad) */
+  const void *w;              /*  4: packed weights (FC_PATH_INT8: int8 row 0) of this quad (advanced to the next) */
   int32_t chunks;             /*  8 */
   const int32_t *folds;       /* 12: folds of this quad (advanced to the next quad) */
   int8_t *y;                  /* 16: output of the quad's first unit */
@@ -311,9 +331,11 @@ typedef struct fc_quad_args { /* offsets used by the assembly below */
   int32_t zp, lo, hi;         /* 40, 44, 48 */
   int32_t acc[4];             /* 52: raw accumulators (out) */
   int32_t pre;                /* 68: ek_dfast pre-shift */
+  int32_t depth;              /* 72: FC_PATH_INT8: the weight rows' stride */
 } fc_quad_args;
-typedef char fc_quad_args_is_72_bytes[sizeof(fc_quad_args) == 72 ? 1 : -1];
+typedef char fc_quad_args_is_76_bytes[sizeof(fc_quad_args) == 76 ? 1 : -1];
 uint32_t ek_fc_quad_dsp(fc_quad_args *args);
+uint32_t ek_fc_quad_s8_dsp(fc_quad_args *args); /* the same over int8 weight rows (FC_PATH_INT8, FC_INT8 builds) */
 #define FC_STEP                         \
   "  ldr r0, [r11], #4\n"               \
   "  sxtb16 r1, r0, ror #8\n"           \
@@ -348,6 +370,28 @@ uint32_t ek_fc_quad_dsp(fc_quad_args *args);
   "  cmp " ra ", r2\n"                  \
   "  it gt\n"                           \
   "  movgt " ra ", r2\n"
+/* After the dot products (r0 = args): raw accumulators out, requantize, clamp, store; returns the undecided bits. */
+#define FC_QUAD_TAIL \
+    "  add r1, r0, #52\n" \
+    "  stmia r1, {r6, r8, r9, r10}\n"       /* raw accumulators for the undecided outputs */ \
+    "  add r1, r0, #24\n" \
+    "  ldmia r1, {r1, r2, r3, r4, r5}\n"    /* m31, half, mask, sh, zp */ \
+    "  ldr lr, [r0, #68]\n"                 /* pre-shift */ \
+    "  movs r7, #0\n" \
+    FC_OUT("r6", "1") FC_OUT("r8", "2") FC_OUT("r9", "4") FC_OUT("r10", "8") \
+    "  ldr r1, [r0, #20]\n" \
+    "  cbz r1, 5f\n" \
+    "  ldr r1, [r0, #44]\n" \
+    "  ldr r2, [r0, #48]\n" \
+    FC_CLAMP("r6") FC_CLAMP("r8") FC_CLAMP("r9") FC_CLAMP("r10") \
+    "5:\n" \
+    "  ldr r1, [r0, #16]\n" \
+    "  strb r6, [r1]\n" \
+    "  strb r8, [r1, #1]\n" \
+    "  strb r9, [r1, #2]\n" \
+    "  strb r10, [r1, #3]\n" \
+    "  mov r0, r7\n" \
+    "  pop {r1, r4-r11, pc}\n"
 __asm__(
     "  .syntax unified\n"
     "  .thumb\n"
@@ -378,28 +422,66 @@ __asm__(
     "3:\n"
     "  ldr r0, [sp]\n"
     "  str r12, [r0, #4]\n"                 /* the next quad's weights follow */
-    "  add r1, r0, #52\n"
-    "  stmia r1, {r6, r8, r9, r10}\n"       /* raw accumulators for the undecided outputs */
-    "  add r1, r0, #24\n"
-    "  ldmia r1, {r1, r2, r3, r4, r5}\n"    /* m31, half, mask, sh, zp */
-    "  ldr lr, [r0, #68]\n"                 /* pre-shift */
-    "  movs r7, #0\n"
-    FC_OUT("r6", "1") FC_OUT("r8", "2") FC_OUT("r9", "4") FC_OUT("r10", "8")
-    "  ldr r1, [r0, #20]\n"
-    "  cbz r1, 5f\n"
-    "  ldr r1, [r0, #44]\n"
-    "  ldr r2, [r0, #48]\n"
-    FC_CLAMP("r6") FC_CLAMP("r8") FC_CLAMP("r9") FC_CLAMP("r10")
-    "5:\n"
-    "  ldr r1, [r0, #16]\n"
-    "  strb r6, [r1]\n"
-    "  strb r8, [r1, #1]\n"
-    "  strb r9, [r1, #2]\n"
-    "  strb r10, [r1, #3]\n"
-    "  mov r0, r7\n"
-    "  pop {r1, r4-r11, pc}\n"
+    FC_QUAD_TAIL
     "  .size ek_fc_quad_dsp, . - ek_fc_quad_dsp\n"
     "  .text\n");
+#if FC_INT8
+/* rows 0, 1 at [r12], [r12 + r4], rows 2, 3 at [lr], [lr + r4] (r4 = depth); accumulators r6, r8, r9, r10 */
+#define FC_S8_ROW(ra, load)             \
+  load                                  \
+  "  sxtb16 r3, r2\n"                   \
+  "  smlad " ra ", r0, r3, " ra "\n"     \
+  "  sxtb16 r2, r2, ror #8\n"           \
+  "  smlad " ra ", r1, r2, " ra "\n"
+#define FC_S8_STEP                      \
+  "  ldr r0, [r11], #4\n"               \
+  "  sxtb16 r1, r0, ror #8\n"           \
+  "  sxtb16 r0, r0\n"                   \
+  FC_S8_ROW("r8", "  ldr r2, [r12, r4]\n") \
+  FC_S8_ROW("r6", "  ldr r2, [r12], #4\n") \
+  FC_S8_ROW("r10", "  ldr r2, [lr, r4]\n") \
+  FC_S8_ROW("r9", "  ldr r2, [lr], #4\n")
+__asm__(
+    "  .syntax unified\n"
+    "  .thumb\n"
+    "  .section .text.ek_fc_quad_s8_dsp, \"ax\", %progbits\n"
+    "  .global ek_fc_quad_s8_dsp\n"
+    "  .type ek_fc_quad_s8_dsp, %function\n"
+    "  .thumb_func\n"
+    "  .balign 4\n"
+    "ek_fc_quad_s8_dsp:\n"
+    "  push {r0, r4-r11, lr}\n"
+    "  ldmia r0, {r11, r12}\n"             /* x, row 0 */
+    "  ldr r5, [r0, #8]\n"                 /* chunks */
+    "  ldr r4, [r0, #72]\n"                /* depth */
+    "  add lr, r12, r4, lsl #1\n"          /* row 2 */
+    "  add r1, r12, r4, lsl #2\n"
+    "  str r1, [r0, #4]\n"                 /* the next quad's rows follow */
+    "  ldr r1, [r0, #12]\n"
+    "  ldmia r1!, {r6, r8, r9, r10}\n"      /* folds */
+    "  str r1, [r0, #12]\n"
+    "1:\n"
+    "  tst r5, #3\n"                       /* single groups until a multiple of 4 is left */
+    "  beq 2f\n"
+    FC_S8_STEP
+    "  sub r5, r5, #1\n"
+    "  b 1b\n"
+    "2:\n"
+    "  lsrs r5, r5, #2\n"
+    "  beq 3f\n"
+    "4:\n"
+    FC_S8_STEP FC_S8_STEP FC_S8_STEP FC_S8_STEP
+    "  subs r5, r5, #1\n"
+    "  bne 4b\n"
+    "3:\n"
+    "  ldr r0, [sp]\n"
+    FC_QUAD_TAIL
+    "  .size ek_fc_quad_s8_dsp, . - ek_fc_quad_s8_dsp\n"
+    "  .text\n");
+#undef FC_S8_STEP
+#undef FC_S8_ROW
+#endif
+#undef FC_QUAD_TAIL
 #undef FC_STEP
 #undef FC_OUT
 #undef FC_CLAMP
@@ -434,6 +516,80 @@ static inline void fc_dot_quad_mve(const int8_t *x, const int8_t *wt, int32_t u,
 }
 #endif
 
+#if !EK_CONV_MVE && FC_INT8
+/* FC_PATH_INT8 without Helium: acc[j] += int8 weight row j . the raw int8 input over `chunks` groups of 4 inputs. Per
+ * group one input word (two SXTB16: the (x0,x2), (x1,x3) pairs of the packed path) and per row one weight word, two
+ * SXTB16 and two SMLAD, as CMSIS-NN's arm_nn_vec_mat_mult_t_s8 (whose input offset we fold into the bias instead):
+ * 23 instructions per 16 multiply-accumulates on Cortex-M4, no copy of the weights. */
+static inline int32_t fc_dot_row_s8(const int8_t *x, const int8_t *w, int32_t chunks, int32_t acc) {
+  for (int32_t g = 0; g < chunks; ++g, x += 4, w += 4) {
+    const uint32_t v = ek_load32(x), wv = ek_load32(w);
+    acc = ek_smlad(ek_sxtb16(v), ek_sxtb16(wv), acc);
+    acc = ek_smlad(ek_sxtb16_ror8(v), ek_sxtb16_ror8(wv), acc);
+  }
+  return acc;
+}
+#if EK_CONV_DSP && defined(__OPTIMIZE__) && defined(__thumb2__) && !defined(EK_CONV_NO_ASM)
+#define FC_S8_ROW(a, load)              \
+  load                                  \
+  "sxtb16 r3, r2\n\t"                   \
+  "smlad %[" a "], r0, r3, %[" a "]\n\t" \
+  "sxtb16 r2, r2, ror #8\n\t"           \
+  "smlad %[" a "], r1, r2, %[" a "]\n\t"
+#define FC_S8_STEP                                 \
+  "ldr r0, [%[px]], #4\n\t"                        \
+  "sxtb16 r1, r0, ror #8\n\t"                      \
+  "sxtb16 r0, r0\n\t"                              \
+  FC_S8_ROW("a1", "ldr r2, [%[p0], %[d]]\n\t")     \
+  FC_S8_ROW("a0", "ldr r2, [%[p0]], #4\n\t")       \
+  FC_S8_ROW("a3", "ldr r2, [%[p2], %[d]]\n\t")     \
+  FC_S8_ROW("a2", "ldr r2, [%[p2]], #4\n\t")
+/* rows 0, 1 at [p0], [p0 + depth], rows 2, 3 at [p2], [p2 + depth] */
+static inline void fc_dot_quad_s8(const int8_t *x, const int8_t *w, int32_t depth, int32_t chunks, int32_t *acc) {
+  if (chunks <= 0) return;
+  register int32_t a0 __asm__("r6") = acc[0], a1 __asm__("r8") = acc[1], a2 __asm__("r9") = acc[2],
+                                      a3 __asm__("r10") = acc[3];
+  register const int8_t *px __asm__("r11") = x;
+  register const int8_t *p0 __asm__("r12") = w;
+  register const int8_t *p2 __asm__("lr") = w + 2 * (ptrdiff_t)depth;
+  register int32_t dd __asm__("r4") = depth;
+  register int32_t n __asm__("r5") = chunks;
+  __asm__ volatile(
+      "1:\n\t"
+      "tst %[n], #3\n\t" /* single groups until a multiple of 4 is left, then four per pass */
+      "beq 2f\n\t"
+      FC_S8_STEP
+      "sub %[n], %[n], #1\n\t"
+      "b 1b\n\t"
+      "2:\n\t"
+      "lsrs %[n], %[n], #2\n\t"
+      "beq 3f\n\t"
+      "4:\n\t"
+      FC_S8_STEP
+      FC_S8_STEP
+      FC_S8_STEP
+      FC_S8_STEP
+      "subs %[n], %[n], #1\n\t"
+      "bne 4b\n\t"
+      "3:\n\t"
+      : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [px] "+r"(px), [p0] "+r"(p0), [p2] "+r"(p2),
+        [n] "+r"(n)
+      : [d] "r"(dd)
+      : "r0", "r1", "r2", "r3", "cc", "memory");
+  acc[0] = a0;
+  acc[1] = a1;
+  acc[2] = a2;
+  acc[3] = a3;
+}
+#undef FC_S8_STEP
+#undef FC_S8_ROW
+#else
+static inline void fc_dot_quad_s8(const int8_t *x, const int8_t *w, int32_t depth, int32_t chunks, int32_t *acc) {
+  for (int32_t j = 0; j < 4; ++j) acc[j] = fc_dot_row_s8(x, w + (ptrdiff_t)j * depth, chunks, acc[j]);
+}
+#endif
+#endif
+
 #ifndef FC_QUAD_ASM
 #define FC_QUAD_ASM 0
 #endif
@@ -453,6 +609,7 @@ static inline int8_t fc_out(int32_t acc, const ek_dfast *f, const ek_dscale *d, 
   return ek_conv_clamp8(ek_wrap_add(v, zp), lo, hi);
 }
 
+/* FC_PATH_PACKED and FC_PATH_INT8 (the same folds and scales; INT8 dots the tensor's int8 weights). */
 static void fc_packed(const fc_data *d, const ek_dscale *ds, const ek_dfast *fast, const int8_t *x, const int8_t *wt,
                       int8_t *y) {
   const int32_t depth = d->depth, units = d->units, quads = (units + 3) / 4;
@@ -468,11 +625,17 @@ static void fc_packed(const fc_data *d, const ek_dscale *ds, const ek_dfast *fas
     const int8_t *xr = x + (int64_t)b * depth;
     int8_t *yr = y + (int64_t)b * units;
 #if FC_QUAD_ASM
-    fc_quad_args qa = {xr, packed, chunks, folds, yr, lo > -128 || hi < 127, tensor_fast.m31, tensor_fast.half,
-                       tensor_fast.mask, tensor_fast.sh, zp, lo, hi, {0, 0, 0, 0}, tensor_fast.pre};
+    const int s8 = FC_INT8 && d->path == FC_PATH_INT8; /* the int8 weight rows, else the packed pairs */
+    fc_quad_args qa = {xr, s8 ? (const void *)wt : (const void *)packed, chunks, folds, yr, lo > -128 || hi < 127,
+                       tensor_fast.m31, tensor_fast.half, tensor_fast.mask, tensor_fast.sh, zp, lo, hi, {0, 0, 0, 0},
+                       tensor_fast.pre, depth};
     const int32_t full = (!per_unit && !tail && tensor_fast.sh != 0) ? units / 4 : 0;
     for (int32_t q = 0; q < full; ++q, qa.y += 4) {
+#if FC_INT8
+      const uint32_t edges = s8 ? ek_fc_quad_s8_dsp(&qa) : ek_fc_quad_dsp(&qa);
+#else
       const uint32_t edges = ek_fc_quad_dsp(&qa);
+#endif
       for (int32_t j = 0; edges && j < 4; ++j)
         if ((edges >> j) & 1u) qa.y[j] = ek_conv_clamp8(ek_wrap_add(fc_round_exact(qa.acc[j], ds), zp), lo, hi);
     }
@@ -485,7 +648,19 @@ static void fc_packed(const fc_data *d, const ek_dscale *ds, const ek_dfast *fas
 #if EK_CONV_MVE
       fc_dot_quad_mve(xr, wt, u, units, depth, acc);
 #else
-      fc_dot_quad(xr, packed + (int64_t)q * chunks * 8, chunks, acc);
+#if FC_INT8
+      if (d->path == FC_PATH_INT8) {
+        const int8_t *wq = wt + (int64_t)u * depth;
+        if (units - u >= 4) {
+          fc_dot_quad_s8(xr, wq, depth, chunks, acc);
+        } else {
+          for (int32_t j = 0; j < units - u; ++j) acc[j] = fc_dot_row_s8(xr, wq + (int64_t)j * depth, chunks, acc[j]);
+        }
+      } else
+#endif
+      {
+        fc_dot_quad(xr, packed + (int64_t)q * chunks * 8, chunks, acc);
+      }
       if (tail) {
         for (int32_t k = depth - tail; k < depth; ++k) {
           const int32_t xv = xr[k];
@@ -521,7 +696,7 @@ static ek_status fc_eval(ek_context *ctx, ek_op *op) {
 #else
     return ek_fail(ctx, op, EK_ERR_UNSUPPORTED, ek_path_missing); /* a blob prepared by a full runtime */
 #endif
-  } else if (d->path == FC_PATH_PACKED) {
+  } else if (d->path == FC_PATH_PACKED || (FC_RUNS_INT8 && d->path == FC_PATH_INT8)) {
     fc_packed(d, ds, fc_fast(op->user_data, d->num_scales), (const int8_t *)in->data, (const int8_t *)f->data,
               (int8_t *)out->data);
   } else {
@@ -538,6 +713,14 @@ static int fc_overlap(const ek_context *ctx, const ek_op *op, int input_index, i
   const fc_data *d = (const fc_data *)op->user_data;
   if (input_index != 0 || !d || d->batches < 1 || d->path == FC_PATH_INT16) return EK_OVERLAP_NONE;
   return ek_stream_rows_live(d->batches, d->depth, d->units, d_max) ? EK_OVERLAP_UPTO : EK_OVERLAP_NONE;
+}
+
+/* The folded paths read neither the bias (in the folds) nor, when packed with depth % 4 == 0, the int8 weights
+   (FC_RUNS_INT8: where FC_PATH_INT8 runs on the reference loop, that reads the bias). */
+int ek_fully_connected_skips_input(const void *user_data, int input_index) {
+  const fc_data *d = (const fc_data *)user_data;
+  const int folded = d->path == FC_PATH_PACKED || (FC_RUNS_INT8 && d->path == FC_PATH_INT8);
+  return input_index == 2 ? folded : input_index == 1 && d->path == FC_PATH_PACKED && (d->depth & 3) == 0;
 }
 
 /* ---- int16 activations (16x8) ------------------------------------------------------------------------------ */
