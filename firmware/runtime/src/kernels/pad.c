@@ -3,7 +3,9 @@
  * Bit-exact with LiteRT BUILTIN_REF: tflite/kernels/pad.cc. Paddings: a constant [rank, 2] tensor of int32 or
  * int64 (values >= 0). Pad value for quantized int8/int16 (EvalInt): the output zero point, or the optional
  * third input (then its scale and zero point must equal the output's); for other types 0 or the third input.
- * Values are moved, never rescaled (input and output quantization are not compared, as in LiteRT).
+ * Values are moved, never rescaled (input and output quantization are not compared, as in LiteRT). In a row-streamed
+ * group (ctx->row_end > 0, 4-D, ek_stream_group.c) it writes only output rows [row_begin, row_end) (dimension 1),
+ * each from input row r - top padding or the pad value, with the same per-row code.
  */
 #include <string.h>
 
@@ -130,7 +132,15 @@ static ek_status pad_eval(ek_context *ctx, ek_op *op) {
   for (int32_t d = 0; d < last; ++d) rows *= p->out_dims[d];
   if (out_row == 0 || rows == 0) return EK_OK;
   int32_t idx[PAD_MAX_DIMS] = {0}; /* output index over the leading dimensions */
-  for (int32_t r = 0; r < rows; ++r) {
+  int32_t r = 0;
+#ifndef EK_NO_STREAM_GROUPS
+  if (ctx->row_end > 0 && p->rank == 4) { /* output rows [row_begin, row_end) of batch 0 (a row-streamed group) */
+    r = ctx->row_begin * p->out_dims[2];
+    rows = ctx->row_end * p->out_dims[2];
+    idx[1] = ctx->row_begin;
+  }
+#endif
+  for (; r < rows; ++r) {
     uint8_t *dst = y + (size_t)r * (size_t)out_row * (size_t)e;
     int inside = in_row > 0;
     int32_t in_offset = 0; /* input row index */
