@@ -1,7 +1,13 @@
 /* edgekit runtime: row-streamed op groups (fused tiling, as MCUNetV2's patch-based inference does by patches).
  *
- * A group is a run of consecutive ops (CONV_2D, DEPTHWISE_CONV_2D, same-shape ADD, per-channel PRELU; NHWC int8, batch 1) fed by one activation X from
- * outside and producing one activation Z; every tensor between them is used only inside the group. Instead of
+ * A group is a run of consecutive ops (CONV_2D, DEPTHWISE_CONV_2D, MAX_POOL_2D, AVERAGE_POOL_2D, PAD / PADV2 of height,
+ * width and channels, same-shape ADD, per-channel PRELU; NHWC int8, batch 1) fed by one activation X from outside and
+ * producing one activation Z; every tensor between them is used only inside the group. The ops may form branches
+ * (X -> {main branch, skip branch} -> ADD -> Z, in any graph order of the branch ops): each op's activation inputs
+ * are X or outputs of earlier ops of the group. Row dependencies: a (depthwise) convolution or a pooling reads
+ * input rows r*stride - pad .. + (kh-1)*dilation for output row r (pooling: its filter, dilation 1), PAD's output
+ * row r is input row r - top padding (rows inside the top or bottom padding read none: PAD's paddings are read
+ * from its constant input), ADD and PRELU row r read row r. Instead of
  * running op after op on whole tensors, the group produces Z row by row: for each Z row, a backward pass finds which
  * rows of every intermediate tensor are needed, and a forward pass computes just those rows, op after op. An
  * intermediate tensor therefore never exists whole: it lives in a window of a few rows (e.g. 3 rows for a 3x3
