@@ -18,19 +18,15 @@ needs_qemu = pytest.mark.skipif(not (shutil.which("arm-none-eabi-gcc") and shuti
 MODEL_SUFFIXES = (".tflite", ".onnx")
 # Known RAM shortfalls on models that otherwise run (measured; see the reason).
 RAM_XFAIL = {
-    "hand_landmark_lite": "RAM 0.86x TFLM (1,004,340 B vs 1,161,760 B, measured): the 112x112x64 output (803 KB) of "
-                          "the first expand CONV_2D is held whole: row-streamed groups (ek_stream_group.c) take "
-                          "CONV_2D, ADD, PRELU and, in --optimize ram only, DEPTHWISE_CONV_2D, and a MAX_POOL_2D of the "
-                          "other branch sits between the two in graph order (ram mode not measured) (issue 25: planner)",
-    "face_detection_short_range": "RAM 0.69x TFLM (328,244 B vs 475,480 B, measured): at the channel PAD of its "
-                                  "first strided BlazeBlock the block input (98,304 B), the conv output and the "
-                                  "padded copy (114,688 B each) are live at once; PAD does not join row-streamed "
-                                  "groups and DEPTHWISE_CONV_2D joins them in --optimize ram only (ram mode not "
-                                  "measured) (issue 25: runtime/planner work)",
+    "hand_landmark_lite": "RAM 0.86x TFLM (1,004,388 B vs 1,161,760 B, measured) in the default --optimize balanced: "
+                          "the 112x112x64 output (803 KB) of the first expand CONV_2D feeds a DEPTHWISE_CONV_2D, "
+                          "which only --optimize ram streams; there ops 0-7 (with the MAX_POOL_2D skip branch) are one "
+                          "row-streamed group: 0.179x (207,956 B, bit-exact, 838.6 M vs 209.2 M instructions) "
+                          "(issue 25: a row range on the fast depthwise path)",
     "face_landmark": "RAM 0.601x TFLM (300,380 B vs 499,816 B, measured) in the default --optimize balanced: the peak is "
-                     "at its DEPTHWISE_CONV_2D blocks, which only --optimize ram streams (0.380x there, 189,740 B, "
-                     "bit-exact: the row path is TFLite's per-pixel loop, 3.1x the instructions) (issue 25: a row "
-                     "range on the fast depthwise path)",
+                     "at its DEPTHWISE_CONV_2D blocks, which only --optimize ram streams (0.327x there, 163,684 B, "
+                     "bit-exact, measured with its PAD / MAX_POOL_2D in groups: the row path is TFLite's per-pixel "
+                     "loop, 298.4 M instructions) (issue 25: a row range on the fast depthwise path)",
     "hand_recrop": "RAM 0.641x TFLM (264,820 B vs 412,944 B, measured) in the default --optimize balanced: the peak is at "
                    "DEPTHWISE_CONV_2D outputs, which only --optimize ram streams (0.488x there, 201,332 B, bit-exact) "
                    "(issue 25: a row range on the fast depthwise path)",

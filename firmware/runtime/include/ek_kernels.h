@@ -220,7 +220,8 @@ typedef struct ek_context {
   int32_t plan_mve;           /* overlaps are planned for a Helium (MVE) device build (its kernels read some windows
                                  in place), also when planned on the host */
   /* Row-streamed groups (ek_stream_group.c): while row_end > 0, an op computes only output rows [row_begin, row_end)
-     (kernels with a row contract: CONV_2D, DEPTHWISE_CONV_2D, ADD without broadcasting, PRELU with a per-channel alpha), and with `frozen` ek_input/ek_output return
+     (kernels with a row contract: CONV_2D, DEPTHWISE_CONV_2D, MAX_POOL_2D, AVERAGE_POOL_2D, PAD / PADV2 (4-D), ADD without
+     broadcasting, PRELU with a per-channel alpha), and with `frozen` ek_input/ek_output return
      the prepared slots as the group runner filled them (tensor views whose data point at row windows). */
   int32_t row_begin, row_end;
   int32_t frozen;

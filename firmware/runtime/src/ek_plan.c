@@ -447,6 +447,9 @@ static int host_facts(const void *user, int32_t index, eks_tensor_facts *out) {
   out->type = t->type;
   out->is_constant = t->is_constant;
   out->bytes = t->bytes;
+  /* a constant's values as the prepared blob will reference them (in the model: ek_export_prepared's rule) */
+  const uint8_t *d = (const uint8_t *)t->data;
+  out->data = t->is_constant && d && d >= rt->model && d <= rt->model + rt->model_len ? (const void *)d : (const void *)0;
   return 1;
 }
 

@@ -145,9 +145,10 @@ EK_NOINLINE_PREP static ek_status check_tensor(ek_prepared *p, const ekp_tensor 
 /* ---- row-streamed groups (ek_stream_group.c) ------------------------------------------------------------- */
 #ifndef EK_NO_STREAM_GROUPS
 
-typedef struct group_view { /* what eks_build reads: the blob's records */
+typedef struct group_view { /* what eks_build reads: the blob's records (and the model's constants) */
   const ekp_tensor *tensors;
   int32_t num_tensors;
+  const uint8_t *model;
 } group_view;
 
 static int record_facts(const void *user, int32_t index, eks_tensor_facts *out) {
@@ -159,6 +160,7 @@ static int record_facts(const void *user, int32_t index, eks_tensor_facts *out) 
   out->type = r->type;
   out->is_constant = r->is_constant;
   out->bytes = r->bytes;
+  out->data = r->where == EKP_WHERE_MODEL ? (const void *)(v->model + r->offset) : (const void *)0; /* checked */
   return 1;
 }
 
@@ -320,7 +322,7 @@ ek_status ek_prepared_init(ek_prepared *p, const void *model, size_t model_len, 
       return bad(p, "prepared model: row-streamed group member without its group");
   }
 #ifndef EK_NO_STREAM_GROUPS
-  const group_view view = {tr, (int32_t)T};
+  const group_view view = {tr, (int32_t)T, (const uint8_t *)model};
   const ek_status gst = check_groups(p, b, ops, N, &view);
 #else
   const ek_status gst = check_groups(p, b, ops, N, (const void *)0);
@@ -408,7 +410,7 @@ static ek_status group_run_op(void *user, int32_t k, int32_t r0, int32_t r1, uin
 
 /* Runs the group whose first record is ops[0] (validated by check_groups at init). */
 static ek_status run_group(ek_prepared *p, const ekp_op *ops) {
-  const group_view view = {(const ekp_tensor *)(const void *)p->ctx.prep_tensors, p->ctx.num_tensors};
+  const group_view view = {(const ekp_tensor *)(const void *)p->ctx.prep_tensors, p->ctx.num_tensors, p->ctx.prep_model};
   eks_graph g;
   eks_needs needs;
   int32_t x = -1;

@@ -1,7 +1,13 @@
 /* edgekit runtime: row-streamed op groups (fused tiling, as MCUNetV2's patch-based inference does by patches).
  *
- * A group is a run of consecutive ops (CONV_2D, DEPTHWISE_CONV_2D, same-shape ADD, per-channel PRELU; NHWC int8, batch 1) fed by one activation X from
- * outside and producing one activation Z; every tensor between them is used only inside the group. Instead of
+ * A group is a run of consecutive ops (CONV_2D, DEPTHWISE_CONV_2D, MAX_POOL_2D, AVERAGE_POOL_2D, PAD / PADV2 of height,
+ * width and channels, same-shape ADD, per-channel PRELU; NHWC int8, batch 1) fed by one activation X from outside and
+ * producing one activation Z; every tensor between them is used only inside the group. The ops may form branches
+ * (X -> {main branch, skip branch} -> ADD -> Z, in any graph order of the branch ops): each op's activation inputs
+ * are X or outputs of earlier ops of the group. Row dependencies: a (depthwise) convolution or a pooling reads
+ * input rows r*stride - pad .. + (kh-1)*dilation for output row r (pooling: its filter, dilation 1), PAD's output
+ * row r is input row r - top padding (rows inside the top or bottom padding read none: PAD's paddings are read
+ * from its constant input), ADD and PRELU row r read row r. Instead of
  * running op after op on whole tensors, the group produces Z row by row: for each Z row, a backward pass finds which
  * rows of every intermediate tensor are needed, and a forward pass computes just those rows, op after op. An
  * intermediate tensor therefore never exists whole: it lives in a window of a few rows (e.g. 3 rows for a 3x3
@@ -31,13 +37,47 @@ int64_t eks_window_bytes(const eks_graph *g, const int32_t *window_rows) {
 
 /* Input rows [lo, hi] (clamped to the input) that op n reads for its output rows [r0, r1]; hi < lo: none. */
 static void input_rows(const eks_node *n, int32_t in_h, int32_t r0, int32_t r1, int32_t *lo, int32_t *hi) {
-  int32_t a = r0, b = r1;
-  if (n->opcode == EK_OP_CONV_2D || n->opcode == EK_OP_DEPTHWISE_CONV_2D) {
-    a = r0 * n->stride - n->pad;
-    b = r1 * n->stride - n->pad + (n->kh - 1) * n->dilation;
-  }
+  /* every node: rows r*stride - pad + [0, (kh-1)*dilation] (elementwise ops: stride 1, pad 0, kh 1; PAD: its top
+     padding as pad, so rows inside the top or bottom padding read none) */
+  const int32_t a = r0 * n->stride - n->pad, b = r1 * n->stride - n->pad + (n->kh - 1) * n->dilation;
   *lo = a < 0 ? 0 : a;
   *hi = b > in_h - 1 ? in_h - 1 : b;
+  if (*lo > *hi) *hi = *lo - 1; /* none (also when the range lies below the input's last row) */
+}
+
+/* The activation inputs of an op a group can stream: 1, 2 (ADD), or 0 (not streamable). */
+static int32_t activation_inputs(int32_t opcode) {
+  switch (opcode) {
+    case EK_OP_CONV_2D: case EK_OP_DEPTHWISE_CONV_2D: case EK_OP_PRELU: case EK_OP_MAX_POOL_2D:
+    case EK_OP_AVERAGE_POOL_2D: case EK_OP_PAD: case EK_OP_PADV2:
+      return 1;
+    case EK_OP_ADD:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+/* PAD's top padding from its constant [4, 2] int32 / int64 paddings (the rows it shifts by), or -1 if it pads the
+   batch or its paddings are not such a constant. */
+static int32_t pad_top(const eks_tensor_facts *pads) {
+  if (!pads->is_constant || !pads->data || pads->ndim != 2 || pads->dims[0] != 4 || pads->dims[1] != 2) return -1;
+  const int32_t elem = pads->type == EK_INT32 ? 4 : pads->type == EK_INT64 ? 8 : 0;
+  if (elem == 0 || pads->bytes != 8 * elem) return -1;
+  int64_t v[4];
+  for (int32_t i = 0; i < 4; ++i) { /* batch before/after, height before/after (little-endian, low word first) */
+    int32_t w32;
+    int64_t w64;
+    if (elem == 4) {
+      memcpy(&w32, (const uint8_t *)pads->data + 4 * i, 4);
+      v[i] = w32;
+    } else {
+      memcpy(&w64, (const uint8_t *)pads->data + 8 * i, 8);
+      v[i] = w64;
+    }
+  }
+  if (v[0] != 0 || v[1] != 0 || v[2] < 0 || v[2] > INT32_MAX / 2 || v[3] < 0) return -1;
+  return (int32_t)v[2];
 }
 
 /* Lowest row of tensor t that a consumer in the group will still read (its next output row's first input row),
@@ -68,9 +108,7 @@ int eks_build(eks_graph *g, int32_t nops, const int32_t *opcodes, const int32_t 
   for (int32_t k = 0; k < nops; ++k) {
     eks_node *n = &g->node[k];
     n->opcode = opcodes[k];
-    const int32_t nact = n->opcode == EK_OP_CONV_2D || n->opcode == EK_OP_DEPTHWISE_CONV_2D || n->opcode == EK_OP_PRELU
-                             ? 1
-                             : n->opcode == EK_OP_ADD ? 2 : 0;
+    const int32_t nact = activation_inputs(n->opcode);
     if (nact == 0 || num_inputs[k] < nact) return -1;
     if (!tensor(user, outputs[k], &f) || f.ndim != 4 || f.dims[0] != 1 || f.type != EK_INT8 || f.is_constant)
       return -1;
@@ -116,13 +154,24 @@ int eks_build(eks_graph *g, int32_t nops, const int32_t *opcodes, const int32_t 
       n->stride = 1;
       n->kh = 1;
       n->dilation = 1;
-    } else { /* CONV_2D, DEPTHWISE_CONV_2D: filter [., kh, kw, .] */
+    } else if (n->opcode == EK_OP_PAD || n->opcode == EK_OP_PADV2) { /* output row r is input row r - top */
+      eks_tensor_facts in, pads;
+      if (!tensor(user, inputs[k][0], &in) || !tensor(user, inputs[k][1], &pads) || in.ndim != 4) return -1;
+      const int32_t top = pad_top(&pads);
+      if (top < 0 || (int64_t)in.dims[1] + top > out_h) return -1;
+      n->stride = 1;
+      n->kh = 1;
+      n->dilation = 1;
+      n->pad = top;
+    } else { /* CONV_2D, DEPTHWISE_CONV_2D: filter [., kh, kw, .]; pooling: its filter_h */
       const ek_op_params *p = params[k];
       eks_tensor_facts in, w;
-      if (!tensor(user, inputs[k][0], &in) || !tensor(user, inputs[k][1], &w) || w.ndim != 4 || !w.is_constant) return -1;
+      const int pool = n->opcode == EK_OP_MAX_POOL_2D || n->opcode == EK_OP_AVERAGE_POOL_2D;
+      if (!tensor(user, inputs[k][0], &in) || in.ndim != 4) return -1;
+      if (!pool && (!tensor(user, inputs[k][1], &w) || w.ndim != 4 || !w.is_constant)) return -1;
       n->stride = p->stride_h;
-      n->dilation = p->dilation_h;
-      n->kh = w.dims[1];
+      n->dilation = pool ? 1 : p->dilation_h;
+      n->kh = pool ? p->filter_h : w.dims[1];
       if (n->stride < 1 || n->dilation < 1 || n->kh < 1) return -1;
       /* TFLite's ComputePaddingHeightWidth (both paddings: VALID gives 0) */
       const int32_t eff = (n->kh - 1) * n->dilation + 1;
@@ -170,7 +219,7 @@ static ek_status schedule(const eks_graph *g, eks_needs *needs, uint8_t *region,
       for (int32_t i = 0; i < n->nin; ++i) {
         int32_t lo, hi;
         input_rows(n, g->rows[n->in[i]], next[k + 1], need[k + 1], &lo, &hi);
-        if (hi > need[n->in[i]]) need[n->in[i]] = hi;
+        if (hi >= lo && hi > need[n->in[i]]) need[n->in[i]] = hi;
       }
     }
     for (int32_t k = 0; k < N; ++k) { /* forward: produce them */

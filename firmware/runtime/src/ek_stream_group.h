@@ -9,10 +9,11 @@
 /* One op of a group, in the group's local tensor numbering: 0 = the group's input X, k + 1 = output of op k
    (the last op's output is the group's output Z). */
 typedef struct eks_node {
-  int32_t opcode;          /* EK_OP_CONV_2D, EK_OP_ADD or EK_OP_PRELU */
-  int32_t nin;             /* activation inputs: 1 (conv, prelu) or 2 (add) */
+  int32_t opcode;          /* EK_OP_CONV_2D, DEPTHWISE_CONV_2D, MAX_POOL_2D, AVERAGE_POOL_2D, PAD, PADV2, ADD, PRELU */
+  int32_t nin;             /* activation inputs: 1 (conv, pool, pad, prelu) or 2 (add) */
   int32_t in[2];           /* local tensor ids */
-  int32_t stride, pad, kh, dilation; /* rows: output row r reads input rows r*stride - pad + [0, (kh-1)*dilation] */
+  int32_t stride, pad, kh, dilation; /* rows: output row r reads input rows r*stride - pad + [0, (kh-1)*dilation]
+                                        (PAD: stride 1, kh 1, pad = its top padding: rows in the padding read none) */
 } eks_node;
 
 typedef struct eks_graph {
@@ -35,6 +36,7 @@ typedef struct eks_needs {
 typedef struct eks_tensor_facts {
   const int32_t *dims;
   int32_t ndim, type, is_constant, bytes;
+  const void *data; /* a constant's values (PAD's paddings), or NULL */
 } eks_tensor_facts;
 typedef int (*eks_tensor_fn)(const void *user, int32_t index, eks_tensor_facts *out); /* 0: no such tensor */
 

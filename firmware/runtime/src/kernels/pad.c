@@ -3,11 +3,14 @@
  * Bit-exact with LiteRT BUILTIN_REF: tflite/kernels/pad.cc. Paddings: a constant [rank, 2] tensor of int32 or
  * int64 (values >= 0). Pad value for quantized int8/int16 (EvalInt): the output zero point, or the optional
  * third input (then its scale and zero point must equal the output's); for other types 0 or the third input.
- * Values are moved, never rescaled (input and output quantization are not compared, as in LiteRT).
+ * Values are moved, never rescaled (input and output quantization are not compared, as in LiteRT). In a row-streamed
+ * group (ctx->row_end > 0, 4-D, ek_stream_group.c) it writes only output rows [row_begin, row_end) (dimension 1),
+ * each from input row r - top padding or the pad value, with the same per-row code.
  */
 #include <string.h>
 
 #include "ek_kernels.h"
+#include "ek_stream.h"
 
 enum { PAD_MAX_DIMS = 5 };
 
@@ -130,7 +133,15 @@ static ek_status pad_eval(ek_context *ctx, ek_op *op) {
   for (int32_t d = 0; d < last; ++d) rows *= p->out_dims[d];
   if (out_row == 0 || rows == 0) return EK_OK;
   int32_t idx[PAD_MAX_DIMS] = {0}; /* output index over the leading dimensions */
-  for (int32_t r = 0; r < rows; ++r) {
+  int32_t r = 0;
+#ifndef EK_NO_STREAM_GROUPS
+  if (ctx->row_end > 0 && p->rank == 4) { /* output rows [row_begin, row_end) of batch 0 (a row-streamed group) */
+    r = ctx->row_begin * p->out_dims[2];
+    rows = ctx->row_end * p->out_dims[2];
+    idx[1] = ctx->row_begin;
+  }
+#endif
+  for (; r < rows; ++r) {
     uint8_t *dst = y + (size_t)r * (size_t)out_row * (size_t)e;
     int inside = in_row > 0;
     int32_t in_offset = 0; /* input row index */
@@ -154,8 +165,42 @@ static ek_status pad_eval(ek_context *ctx, ek_op *op) {
   return EK_OK;
 }
 
+/* Kernel access contract (firmware/runtime/README.md): rows (the last dimension) in increasing order; output row r
+   is written (fill, copy of its input row, fill) while its input row and the later ones are still to be read, so its
+   end must stay at or below the start of its input row: d_max = min over rows r with an input row i of
+   i*in_row - (r+1)*out_row (rows after the last input row read nothing). A channel PAD (BlazeFace's skip branch)
+   then sits just below its dying input instead of beside it. */
+static int pad_overlap(const ek_context *ctx, const ek_op *op, int input_index, int32_t *d_max) {
+  const pad_params *p = (const pad_params *)op->user_data;
+  (void)ctx;
+  if (input_index != 0 || !p || p->rank < 1) return EK_OVERLAP_NONE;
+  const int32_t last = p->rank - 1;
+  const int64_t in_row = (int64_t)p->in_dims[last] * p->elem, out_row = (int64_t)p->out_dims[last] * p->elem;
+  int64_t rows = 1, best = EK_STREAM_NO_LIMIT;
+  for (int32_t d = 0; d < last; ++d) rows *= p->out_dims[d];
+  if (in_row == 0 || rows == 0) return EK_OVERLAP_NONE;
+  int32_t idx[PAD_MAX_DIMS] = {0};
+  for (int64_t r = 0; r < rows; ++r) {
+    int inside = 1;
+    int64_t i = 0;
+    for (int32_t d = 0; d < last && inside; ++d) {
+      const int32_t k = idx[d] - p->before[d];
+      if (k < 0 || k >= p->in_dims[d]) inside = 0;
+      i = i * p->in_dims[d] + k;
+    }
+    if (inside && i * in_row - (r + 1) * out_row < best) best = i * in_row - (r + 1) * out_row;
+    for (int32_t d = last - 1; d >= 0; --d) {
+      if (++idx[d] < p->out_dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+  if (best >= EK_STREAM_NO_LIMIT) return EK_OVERLAP_NONE;
+  *d_max = ek_stream_clamp(best);
+  return EK_OVERLAP_UPTO;
+}
+
 /* edgekit-op: PAD | types: int8, uint8, int16, int32, int64, float16, float32, bool | versions: 1-4 | fast path: none */
-const ek_kernel ek_kernel_pad = {EK_OP_PAD, "PAD", EK_HOST_FN(pad_persistent_bytes), 0, EK_HOST_FN(pad_prepare), pad_eval, 0};
+const ek_kernel ek_kernel_pad = {EK_OP_PAD, "PAD", EK_HOST_FN(pad_persistent_bytes), 0, EK_HOST_FN(pad_prepare), pad_eval, EK_HOST_FN(pad_overlap)};
 /* PADV2 (tflite/kernels/pad.cc, the same Eval): PAD with its constant_values input (3 inputs). */
 /* edgekit-op: PADV2 | types: int8, int16, int32, float32, uint8, int64 | versions: 1-4 | fast path: none */
-const ek_kernel ek_kernel_padv2 = {EK_OP_PADV2, "PADV2", EK_HOST_FN(pad_persistent_bytes), 0, EK_HOST_FN(pad_prepare), pad_eval, 0};
+const ek_kernel ek_kernel_padv2 = {EK_OP_PADV2, "PADV2", EK_HOST_FN(pad_persistent_bytes), 0, EK_HOST_FN(pad_prepare), pad_eval, EK_HOST_FN(pad_overlap)};

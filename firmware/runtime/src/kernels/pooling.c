@@ -3,7 +3,9 @@
  * Bit-exact with LiteRT's reference_integer_ops::AveragePool / MaxPool (BUILTIN_REF): windows clipped to
  * the image, average rounded half away from zero with integer division by the clipped window's element
  * count, then clamped to the activation range of the output. Like the reference, values are not
- * rescaled: the converter gives pooling outputs the input's scale and zero point.
+ * rescaled: the converter gives pooling outputs the input's scale and zero point. In a row-streamed group
+ * (ctx->row_end > 0, ek_stream_group.c) it computes only output rows [row_begin, row_end), reading the input rows
+ * their windows cover, with the same per-pixel arithmetic.
  */
 #include "ek_conv_common.h"
 #include "ek_stream.h"
@@ -68,8 +70,15 @@ static ek_status pool_eval(ek_context *ctx, ek_op *op, int is_max) {
   const int32_t oh = out->dims[1], ow = out->dims[2];
   const int8_t *x = (const int8_t *)in->data;
   int8_t *y = (int8_t *)out->data;
+  int32_t oy0 = 0, oy1 = oh;
+#ifndef EK_NO_STREAM_GROUPS
+  if (ctx->row_end > 0) { /* output rows [row_begin, row_end) of batch 0 (a row-streamed group: n is 1) */
+    oy0 = ctx->row_begin;
+    oy1 = ctx->row_end;
+  }
+#endif
   for (int32_t b = 0; b < n; ++b) {
-    for (int32_t oy = 0; oy < oh; ++oy) {
+    for (int32_t oy = oy0; oy < oy1; ++oy) {
       const int32_t iy0 = pool_origin(oy, p->stride_h, d->pad_h);
       const int32_t fy0 = iy0 < 0 ? -iy0 : 0;
       const int32_t fy1 = p->filter_h < h - iy0 ? p->filter_h : h - iy0;
