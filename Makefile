@@ -38,10 +38,10 @@ demo: install
 	  --board mps2-an386 -o out/demo
 
 test: install
-	$(PY) -m pytest -q -ra --durations=15 tests
+	$(PY) -m pytest -q -ra --durations=15 -n 2 --dist loadgroup tests
 
 test-fast: install  # everything except the end-to-end tests marked slow
-	$(PY) -m pytest -q -ra -m "not slow" tests
+	$(PY) -m pytest -q -ra -n 2 --dist loadgroup -m "not slow" tests
 
 bench: install
 	$(PY) tests/benchmarks/run_all.py --out out/bench

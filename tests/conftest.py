@@ -17,6 +17,21 @@ MLPERF = Path(os.environ.get("EDGEKIT_MLPERF_DIR", REPO / "tests" / "fixtures" /
 SMOKE_TIMEOUT_S = 600  # one benchmark smoke run in-process (tests/test_benchmarks_smoke.py, tests/firmware/...)
 
 
+RAY_GROUP = "ray"  # every test that starts or uses a local Ray
+
+
+def pytest_collection_modifyitems(config, items):
+    """Worker groups for pytest-xdist (the Makefile runs ``-n 2 --dist loadgroup``): a test file runs on one
+    worker, so its module fixtures are built once; the Ray tests (tests/scale shares one local Ray per package)
+    and the Ray benchmark's smoke share one worker, so two Rays never compete for the 2 CPUs."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        path = Path(str(item.fspath)).resolve().relative_to(REPO)
+        ray = path.parts[:2] == ("tests", "scale") or "bench_ray_parity" in item.nodeid
+        item.add_marker(pytest.mark.xdist_group(RAY_GROUP if ray else path.as_posix()))
+
+
 @pytest.fixture(autouse=True)
 def isolated_cache(tmp_path_factory, monkeypatch):
     """Statistics cache per test session, never the user's."""
