@@ -33,7 +33,8 @@ from edgekit.firmware.support import KERNELS_DIR, kernel_files, require_support
 from edgekit.progress import step_progress
 from edgekit.tflite_graph import Graph, read_graph
 from edgekit.firmware.plan_types import (BuildRecord, DeviceFigures, FitReport, FlashFigures, HarnessApp, MemoryPlan,
-                                         FlashBudget, ModeFigures, OpRow, OverlapRow, PlainPlan, ProjectFiles, RamFigures,
+                                         FlashBudget, ModeFigures, OpRow, OverlapRow, PlainPlan, ProjectFiles,
+                                         RamFigures,
                                          StackFigure, StreamedGroupRow, TensorJson, VsTflm,
                                          WeightLayouts)
 from edgekit.firmware.results import FirmwareInfo, read_firmware_info
@@ -223,14 +224,21 @@ def check_weights(weights: str) -> str:
     """``weights`` if it is a --weights mode, else one clear UserError."""
     if weights not in WEIGHT_MODES:
         raise UserError(f"unknown --weights mode {weights!r}",
-                        fix=f"use one of {', '.join(WEIGHT_MODES)} (auto: re-laid-out weights unless flash is "
-                            "tight; int8: weights stay int8; relaid: always the faster re-laid-out copies)")
+                        fix=f"use one of {', '.join(WEIGHT_MODES)} (auto: re-laid-out weights within a flash "
+                            "budget of 1.2x the .tflite; int8: weights stay int8; relaid: always the faster "
+                            "re-laid-out copies)")
     return weights
 
 
 def _flash_need(plan: MemoryPlan) -> int:
     """Flash of the model's constants + prepared blob + the code reserve (what the fit check compares)."""
     return _model_flash(plan) + FLASH_CODE_RESERVE
+
+
+def _board_flash(board) -> Optional[int]:
+    """The board's flash bytes, or None for a target without a flash size (a library built for --cpu)."""
+    flash = getattr(board, "flash", None)
+    return None if flash is None else flash.bytes
 
 
 def _model_flash(plan: MemoryPlan) -> int:
@@ -258,7 +266,7 @@ def _budget_plan(model: bytes, graph: Graph, source: str, optimize: str, board, 
                  compact: MemoryPlan) -> MemoryPlan:
     """--weights auto when the whole model's re-laid-out copies exceed the flash budget: per op, greedily by
     estimated instructions saved per extra byte (weight_budget.py), measured on the plan it builds."""
-    limit = B.flash_limit_bytes(len(model), board.flash.bytes if board is not None else None, FLASH_CODE_RESERVE)
+    limit = B.flash_limit_bytes(len(model), _board_flash(board), FLASH_CODE_RESERVE)
     int8_flash, relaid_flash = _model_flash(compact), _model_flash(relaid)
     candidates = _layout_candidates(model, graph, source, optimize, board, compact["prepared_blob"], int8_flash)
     chosen = B.choose_layouts(candidates, limit - int8_flash)
@@ -272,7 +280,7 @@ def _budget_plan(model: bytes, graph: Graph, source: str, optimize: str, board, 
         plan = compact
     names = plan["op_names"]
     board_text = (f", {board.name}'s {board.flash.bytes:,} B flash less the {FLASH_CODE_RESERVE:,} B code reserve"
-                  if board is not None else "")
+                  if _board_flash(board) is not None else "")
     estimated_all = sum(c.saved_instructions for c in candidates)
     estimated = sum(c.saved_instructions for c in chosen)
     budget: FlashBudget = {
@@ -316,7 +324,7 @@ def choose_memory_plan(model: bytes, graph: Graph, source: str, optimize: str, b
     plan["weight_layouts"].update(weights=weights, relaid_bytes=max(0, plan["prepared_bytes"] - compact["prepared_bytes"]))
     compact["weight_layouts"].update(weights=weights, relaid_bytes=0)
     need = _flash_need(plan)
-    limit = B.flash_limit_bytes(len(model), board.flash.bytes if board is not None else None, FLASH_CODE_RESERVE)
+    limit = B.flash_limit_bytes(len(model), _board_flash(board), FLASH_CODE_RESERVE)
     if weights == "relaid" or _model_flash(plan) <= limit or _flash_need(compact) >= need:
         # (when the int8 plan takes no less flash, the layouts cost nothing; the fit check reports the model as it is)
         why = ("" if weights == "relaid" else
@@ -324,7 +332,7 @@ def choose_memory_plan(model: bytes, graph: Graph, source: str, optimize: str, b
                f"the re-laid-out weights fit the flash budget ({_model_flash(plan):,} B of the model within "
                f"{limit:,} B: {B.FLASH_LIMIT}x the .tflite" + (f" and {board.name}'s {board.flash.bytes:,} B less a "
                                                                 f"{FLASH_CODE_RESERVE:,} B code reserve"
-                                                                if board is not None else "") +
+                                                                if _board_flash(board) is not None else "") +
                f"; --weights int8 would keep {plan['weight_layouts']['relaid_bytes']:,} B less in the blob, slower "
                "on Cortex-M4); ")
         plan["weight_layouts"]["note"] = f"--weights {weights}: {why}" + plan["weight_layouts"]["note"]
