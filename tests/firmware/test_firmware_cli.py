@@ -64,14 +64,17 @@ def kws_project(tmp_path_factory) -> Path:
 
 @needs_gcc
 def test_kws_project_is_complete_and_sized_from_the_elf(kws_project, mlperf):
-    from edgekit.firmware.generate import memory_plan
+    from edgekit.firmware.boards import load_board
+    from edgekit.firmware.generate import choose_memory_plan
     from edgekit.firmware.sizes import elf_sizes
     from edgekit.tflite_graph import read_graph
 
     info = json.loads((kws_project / "firmware.json").read_text())
     model = (mlperf / KWS).read_bytes()
-    # the default firmware runs the prepared model: sized from the generator's host plan (--optimize balanced)
-    plan = memory_plan(model, read_graph(model), str(mlperf / KWS))
+    # the default firmware runs the prepared model: sized from the generator's host plan (--optimize balanced,
+    # --weights auto: the re-laid-out copies within the flash budget)
+    plan = choose_memory_plan(model, read_graph(model), str(mlperf / KWS), "balanced", load_board("mps2-an386"))
+    assert (plan["weight_layouts"]["constants_bytes"] + plan["prepared_bytes"]) / len(model) <= 1.2
     assert info["arena_bytes"] == plan["arena_bytes"] and info["state_bytes"] == plan["state_bytes"]
     sizes = elf_sizes(kws_project / "build" / "firmware.elf")
     assert info["flash_bytes"] == sizes.flash_bytes == sizes.text + sizes.rodata + sizes.data
