@@ -6,6 +6,8 @@ byte for byte) and the default plan of the MLPerf Tiny models on the Cortex-M4 b
 """
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -135,3 +137,20 @@ def test_the_default_plan_on_the_cortex_m4_board_keeps_flash_at_most_1_2x_the_tf
     assert rt.prepared["blob"] == plan["prepared_blob"]
     _runtime_over(model, rt, c.data, c.blob)
     assert _bit_exact(model, rt)
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
+                    reason="arm-none-eabi-gcc is not installed (apt-get install gcc-arm-none-eabi)")
+def test_edgekit_firmware_says_which_ops_kept_their_copies_within_the_budget(tmp_path, cli, capsys):
+    """The default `edgekit firmware` on the Cortex-M4 board: the CLI names the per-op choice and its budget, and
+    firmware.json plan.weight_layouts records it (the ops, their extra bytes, the estimated saving, the budget)."""
+    model = MLPERF / "ad_autoencoder_int8.tflite"
+    assert cli("firmware", model, "--board", "mps2-an386", "-o", tmp_path / "fw") == 0
+    out = capsys.readouterr().out
+    assert "--weights auto: re-laid-out weights for" in out and "(1.2x the .tflite)" in out and "(estimated)" in out
+    layouts = json.loads((tmp_path / "fw" / "firmware.json").read_text())["plan"]["weight_layouts"]
+    budget = layouts["flash_budget"]
+    assert layouts["weights"] == "auto" and budget["flash_bytes"] <= budget["limit_bytes"]
+    assert f"{len(layouts['relaid_ops'])} op(s)" in out and f"{budget['limit_bytes']:,} B" in out
+    assert {r["op_name"] for r in layouts["relaid_ops"]} == {"FULLY_CONNECTED"}
+    assert all(r["extra_bytes"] > 0 and r["estimated_instructions_saved"] > 0 for r in layouts["relaid_ops"])
