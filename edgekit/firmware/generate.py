@@ -132,8 +132,9 @@ def firmware_sources_hash() -> str:
         for path in sorted((FIRMWARE_DIR / sub).rglob("*")):
             if path.is_file() and "host" not in path.relative_to(FIRMWARE_DIR).parts:
                 h.update(str(path.relative_to(FIRMWARE_DIR)).encode() + b"\0" + path.read_bytes())
-    # the app's model API is rendered by app_api.py / library.py; kernel_paths.py picks the optional kernel paths
-    for module in ("generate.py", "app_api.py", "library.py", "kernel_paths.py"):
+    # the app's model API is rendered by app_api.py / library.py; kernel_paths.py picks the optional kernel paths,
+    # weight_budget.py the ops that keep re-laid-out weights (--weights auto)
+    for module in ("generate.py", "app_api.py", "library.py", "kernel_paths.py", "weight_budget.py"):
         h.update(Path(__file__).with_name(module).read_bytes())
     return h.hexdigest()
 
