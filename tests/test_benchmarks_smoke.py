@@ -20,7 +20,8 @@ EXPECTED_OUTPUT = {
                          "same instructions and bit-exactness per cell with 1 and 2 parallel places: True"),
     "bench_model_zoo": ("folded before calibration: {'DEQUANTIZE'", "bit-exact vs LiteRT BUILTIN_REF: True",
                         "smallest working arena", "instructions per inference:", "hand_landmark_lite:"),
-    "bench_weight_flash": ("KWS --weights int8: flash", "AD --weights relaid: flash", "(measured, host build"),
+    "bench_weight_flash": ("KWS --weights int8: flash", "AD --weights relaid: flash", "(measured, host build",
+                           "IC --weights auto: flash", "within the budget"),
 }
 
 

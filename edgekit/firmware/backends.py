@@ -47,7 +47,8 @@ FIRMWARE_BACKENDS: Registry[type] = Registry("firmware runtime")
 class EdgekitRuntime(FirmwareBackend):
     name = "edgekit"
     options = {"optimize": "speed | balanced | ram: where RAM and speed trade (kernel choice, scratch)",
-               "weights": "auto | int8 | relaid: weights kept int8 in flash or re-laid out for speed"}
+               "weights": "auto | int8 | relaid: weights kept int8 in flash, re-laid out for speed, or (auto) "
+                          "re-laid out per op within a flash budget of 1.2x the .tflite"}
 
     def generate(self, data, graph, board, outdir, *, source, build, app, optimize=None, weights=None, **options):
         from edgekit.firmware.generate import (DEFAULT_OPTIMIZE, DEFAULT_WEIGHTS, OPTIMIZE_MODES, _generate_edgekit,

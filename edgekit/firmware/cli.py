@@ -39,7 +39,8 @@ def register(subparsers) -> Dict[str, Callable]:
     f.add_argument("--weights", choices=("auto", "int8", "relaid"),
                    help="what the weights cost in flash (an option of the edgekit runtime): int8 = kept int8 "
                         "(smallest flash, slower kernels on Cortex-M4), relaid = re-laid-out copies for the fastest "
-                        "kernels (their originals left out), auto (default) = relaid unless the flash is tight")
+                        "kernels (their originals left out), auto (default) = the re-laid-out copies that fit a "
+                        "flash budget of 1.2x the .tflite (and the board's flash), per op by estimated speed per byte")
     f.add_argument("--harness", choices=("mlperf-tiny",), help="mlperf-tiny: an MLPerf Tiny (EEMBC ULPMark-ML) device "
                                                                "under test instead of edgekit's protocol (needs --task)")
     f.add_argument("--task", choices=("kws", "ic", "vww", "ad"), help="--harness mlperf-tiny: the benchmark")
@@ -113,8 +114,15 @@ def cmd_firmware(args) -> int:
         lines.append(f"--optimize {info.optimize}: prepared model {(info.plan or {})['prepared_bytes']:,} bytes in flash")
     layouts = (info.plan or {}).get("weight_layouts") or {}
     if "constants_bytes" in layouts:
-        lines.append(f"--weights {layouts.get('weights', 'auto')}: "
-                     + ("re-laid-out weights" if layouts["flash_layouts"] else "int8 weights")
+        budget = layouts.get("flash_budget")
+        what = ("re-laid-out weights" if layouts["flash_layouts"] else "int8 weights")
+        if budget is not None:  # --weights auto over its flash budget: a per-op choice
+            what = (f"re-laid-out weights for {len(layouts.get('relaid_ops') or [])} op(s), the rest int8, within a "
+                    f"flash budget of {budget['limit_bytes']:,} B ({budget['limit_ratio']}x the .tflite): model flash "
+                    f"{budget['flash_bytes']:,} B (int8 {budget['int8_flash_bytes']:,} B, all re-laid out "
+                    f"{budget['relaid_flash_bytes']:,} B), estimated {budget['estimated_instructions_saved']:,} of "
+                    f"{budget['estimated_instructions_saved_relaid']:,} instructions saved per inference (estimated)")
+        lines.append(f"--weights {layouts.get('weights', 'auto')}: " + what
                      + f", {layouts['constants_bytes']:,} B of the model's constants in flash, "
                        f"{layouts['originals_dropped_bytes']:,} B of originals left out (measured)")
     if info.runtime_code_bytes is not None:

@@ -18,7 +18,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from edgekit import __version__
 from edgekit._resources import data_dir
@@ -26,13 +26,15 @@ from edgekit.atomic import atomic_output_dir
 from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
 from edgekit.firmware import build as fw_build
 from edgekit.firmware.constants import CompactConstants, compact_constants, keeps_whole_model, unread_constants
+from edgekit.firmware import weight_budget as B
 from edgekit.firmware.kernel_paths import needed_paths, path_defines
 from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack, flash_split
 from edgekit.firmware.support import KERNELS_DIR, kernel_files, require_support
 from edgekit.progress import step_progress
 from edgekit.tflite_graph import Graph, read_graph
 from edgekit.firmware.plan_types import (BuildRecord, DeviceFigures, FitReport, FlashFigures, HarnessApp, MemoryPlan,
-                                         ModeFigures, OpRow, OverlapRow, PlainPlan, ProjectFiles, RamFigures,
+                                         FlashBudget, ModeFigures, OpRow, OverlapRow, PlainPlan, ProjectFiles,
+                                         RamFigures,
                                          StackFigure, StreamedGroupRow, TensorJson, VsTflm,
                                          WeightLayouts)
 from edgekit.firmware.results import FirmwareInfo, read_firmware_info
@@ -130,8 +132,9 @@ def firmware_sources_hash() -> str:
         for path in sorted((FIRMWARE_DIR / sub).rglob("*")):
             if path.is_file() and "host" not in path.relative_to(FIRMWARE_DIR).parts:
                 h.update(str(path.relative_to(FIRMWARE_DIR)).encode() + b"\0" + path.read_bytes())
-    # the app's model API is rendered by app_api.py / library.py; kernel_paths.py picks the optional kernel paths
-    for module in ("generate.py", "app_api.py", "library.py", "kernel_paths.py"):
+    # the app's model API is rendered by app_api.py / library.py; kernel_paths.py picks the optional kernel paths,
+    # weight_budget.py the ops that keep re-laid-out weights (--weights auto)
+    for module in ("generate.py", "app_api.py", "library.py", "kernel_paths.py", "weight_budget.py"):
         h.update(Path(__file__).with_name(module).read_bytes())
     return h.hexdigest()
 
@@ -151,15 +154,17 @@ def plans_for_mve(board) -> bool:
 
 
 def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT_OPTIMIZE,
-                board=None, flash_layouts: bool = True, plain: Optional[PlainPlan] = None) -> MemoryPlan:
+                board=None, flash_layouts: bool = True, plain: Optional[PlainPlan] = None,
+                relaid_ops: Optional[Sequence[int]] = None) -> MemoryPlan:
     """The runtime's own plan (same planner code as on the device), prepared for ``optimize``: the overlapped plan,
     the prepared blob (pointer-free; flash), and the plain in-place .tflite plan it replaces, with tensor names.
     ``flash_layouts=False``: weights stay int8 in the blob (no re-laid-out copies; see choose_memory_plan).
-    ``plain``: another plan's ``plain`` figures of the same model (the in-place path does not depend on the mode)."""
+    ``plain``: another plan's ``plain`` figures of the same model (the in-place path does not depend on the mode).
+    ``relaid_ops``: a per-op choice (--weights auto's budget): only these ops take their re-laid-out copies."""
     from edgekit.firmware.host_runtime import HostRuntime
 
     rt = HostRuntime(model, source=source, optimize=optimize, plan_mve=plans_for_mve(board),
-                     flash_layouts=flash_layouts)
+                     flash_layouts=flash_layouts, relaid_ops=relaid_ops)
     prepared = rt.prepared
     plan = dict(prepared["plan"])
     names = lambda i: graph.tensors[i].name if i < len(graph.tensors) else "?"  # noqa: E731
@@ -170,7 +175,9 @@ def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT
     plan["prepared_blob"] = prepared["blob"]
     plan["prepared_bytes"] = len(prepared["blob"])
     plan["state_slots"] = prepared["state_slots"]
-    plan["kernel_paths"] = needed_paths(graph, int8_weights=not flash_layouts)  # EK_NEED_* macros of its optional paths
+    int8_ops = None if relaid_ops is None else [i for i in range(len(graph.ops)) if i not in set(relaid_ops)]
+    plan["kernel_paths"] = needed_paths(graph, int8_weights=not flash_layouts,  # EK_NEED_* macros of its optional paths
+                                        int8_ops=int8_ops)
     # mutable RAM on a 32-bit device: the tensor slots + the ek_prepared object (the host's pointers are wider)
     plan["state_bytes"] = prepared["state_slots"] * TENSOR_RECORD_BYTES_32 + 8 + PREPARED_OBJECT_BYTES_32
     plan["overlaps"] = [dict(o, op_name=rt.op_names[o["op"]]) for o in prepared["overlaps"]]
@@ -218,21 +225,95 @@ def check_weights(weights: str) -> str:
     """``weights`` if it is a --weights mode, else one clear UserError."""
     if weights not in WEIGHT_MODES:
         raise UserError(f"unknown --weights mode {weights!r}",
-                        fix=f"use one of {', '.join(WEIGHT_MODES)} (auto: re-laid-out weights unless flash is "
-                            "tight; int8: weights stay int8; relaid: always the faster re-laid-out copies)")
+                        fix=f"use one of {', '.join(WEIGHT_MODES)} (auto: re-laid-out weights within a flash "
+                            "budget of 1.2x the .tflite; int8: weights stay int8; relaid: always the faster "
+                            "re-laid-out copies)")
     return weights
 
 
 def _flash_need(plan: MemoryPlan) -> int:
     """Flash of the model's constants + prepared blob + the code reserve (what the fit check compares)."""
-    return plan["weight_layouts"]["constants_bytes"] + plan["prepared_bytes"] + FLASH_CODE_RESERVE
+    return _model_flash(plan) + FLASH_CODE_RESERVE
+
+
+def _board_flash(board) -> Optional[int]:
+    """The board's flash bytes, or None for a target without a flash size (a library built for --cpu)."""
+    flash = getattr(board, "flash", None)
+    return None if flash is None else flash.bytes
+
+
+def _model_flash(plan: MemoryPlan) -> int:
+    """Flash of the model: the .tflite's constants kept + the prepared blob (what FLASH_LIMIT bounds)."""
+    return plan["weight_layouts"]["constants_bytes"] + plan["prepared_bytes"]
+
+
+def _layout_candidates(model: bytes, graph: Graph, source: str, optimize: str, board, int8_blob: bytes,
+                       int8_flash: int) -> List[B.LayoutCandidate]:
+    """Each op with a re-laid-out copy (its plan alone with that copy differs from the int8-weight plan), with the
+    flash that copy costs (measured: that plan's constants + blob over the int8 plan's)."""
+    from edgekit.firmware.host_runtime import HostRuntime
+
+    found = []
+    for i in B.layout_ops(graph):
+        blob = HostRuntime(model, source=source, optimize=optimize, plan_mve=plans_for_mve(board),
+                           relaid_ops=[i]).prepared["blob"]
+        if blob != int8_blob:
+            kept = len(model) if keeps_whole_model(graph.op_names) else len(compact_constants(model, blob).data)
+            found.append(B.candidate(graph, i, kept + len(blob) - int8_flash))
+    return found
+
+
+def _budget_plan(model: bytes, graph: Graph, source: str, optimize: str, board, relaid: MemoryPlan,
+                 compact: MemoryPlan) -> MemoryPlan:
+    """--weights auto when the whole model's re-laid-out copies exceed the flash budget: per op, greedily by
+    estimated instructions saved per extra byte (weight_budget.py), measured on the plan it builds."""
+    limit = B.flash_limit_bytes(len(model), _board_flash(board), FLASH_CODE_RESERVE)
+    int8_flash, relaid_flash = _model_flash(compact), _model_flash(relaid)
+    candidates = _layout_candidates(model, graph, source, optimize, board, compact["prepared_blob"], int8_flash)
+    chosen = B.choose_layouts(candidates, limit - int8_flash)
+    plan = compact
+    while chosen:  # the extra bytes were measured one op at a time: check the plan of them all, drop the least useful
+        plan = memory_plan(model, graph, source, optimize, board, plain=compact["plain"],
+                           relaid_ops=sorted(c.op for c in chosen))
+        if _model_flash(plan) <= limit:
+            break
+        chosen.pop()
+        plan = compact
+    names = plan["op_names"]
+    board_text = (f", {board.name}'s {board.flash.bytes:,} B flash less the {FLASH_CODE_RESERVE:,} B code reserve"
+                  if _board_flash(board) is not None else "")
+    estimated_all = sum(c.saved_instructions for c in candidates)
+    estimated = sum(c.saved_instructions for c in chosen)
+    budget: FlashBudget = {
+        "limit_ratio": B.FLASH_LIMIT, "limit_bytes": limit, "tflite_bytes": len(model),
+        "int8_flash_bytes": int8_flash, "relaid_flash_bytes": relaid_flash, "flash_bytes": _model_flash(plan),
+        "estimated_instructions_saved": estimated, "estimated_instructions_saved_relaid": estimated_all,
+        "estimate": B.RATE_SOURCE}
+    layouts = plan["weight_layouts"]
+    layouts.update(weights="auto", relaid_bytes=max(0, plan["prepared_bytes"] - compact["prepared_bytes"]),
+                   flash_budget=budget,
+                   relaid_ops=[{"op": c.op, "op_name": names[c.op], "extra_bytes": c.extra_bytes, "macs": c.macs,
+                                "estimated_instructions_saved": c.saved_instructions}
+                               for c in sorted(chosen, key=lambda c: c.op)])
+    kept = ", ".join(f"#{c.op} {names[c.op]}" for c in sorted(chosen, key=lambda c: c.op)) or "none"
+    layouts["note"] = (
+        f"--weights auto: flash budget {limit:,} B (the smaller of {B.FLASH_LIMIT}x the {len(model):,} B .tflite"
+        f"{board_text}): re-laid-out weights for {len(chosen)} of {len(candidates)} op(s) ({kept}), taken by "
+        f"estimated instructions saved per extra flash byte; flash {_model_flash(plan):,} B (measured; int8 weights "
+        f"{int8_flash:,} B, all re-laid out {relaid_flash:,} B); estimated {estimated:,} of the "
+        f"{estimated_all:,} instructions per inference all copies would save (estimated); " + layouts["note"])
+    log.info("%s: --weights auto: re-laid-out weights for %d of %d ops within a %d B flash budget", source,
+             len(chosen), len(candidates), limit)
+    return plan
 
 
 def choose_memory_plan(model: bytes, graph: Graph, source: str, optimize: str, board,
                        weights: str = DEFAULT_WEIGHTS) -> MemoryPlan:
     """``weights`` (--weights): "relaid" = the plan with re-laid-out weights in flash (faster on Cortex-M4), "int8" =
-    weights kept int8 (smallest flash), "auto" = relaid unless the constants + that blob + the code reserve would not
-    fit the board's flash while the int8 plan takes less: then int8, with the reason recorded."""
+    weights kept int8 (smallest flash), "auto" = re-laid-out copies within a flash budget: all of them when the
+    model's flash (constants + prepared blob) stays within weight_budget.FLASH_LIMIT x the .tflite and the board's
+    flash beside the code reserve, else per op, greedily by estimated instructions saved per extra byte (down to
+    none: the int8 plan), with the choice and the reason recorded in weight_layouts."""
     check_weights(weights)
     if weights == "int8":
         plan = memory_plan(model, graph, source, optimize, board, flash_layouts=False)
@@ -240,28 +321,24 @@ def choose_memory_plan(model: bytes, graph: Graph, source: str, optimize: str, b
         plan["weight_layouts"].update(weights=weights, relaid_bytes=0)
         return plan
     plan = memory_plan(model, graph, source, optimize, board)
-    compact = memory_plan(model, graph, source, optimize, board, flash_layouts=False)
+    compact = memory_plan(model, graph, source, optimize, board, flash_layouts=False, plain=plan["plain"])
     plan["weight_layouts"].update(weights=weights, relaid_bytes=max(0, plan["prepared_bytes"] - compact["prepared_bytes"]))
     compact["weight_layouts"].update(weights=weights, relaid_bytes=0)
     need = _flash_need(plan)
-    if weights == "relaid" or need <= board.flash.bytes or _flash_need(compact) >= need:
+    limit = B.flash_limit_bytes(len(model), _board_flash(board), FLASH_CODE_RESERVE)
+    if weights == "relaid" or _model_flash(plan) <= limit or _flash_need(compact) >= need:
         # (when the int8 plan takes no less flash, the layouts cost nothing; the fit check reports the model as it is)
         why = ("" if weights == "relaid" else
-               f"the re-laid-out weights fit {board.name}'s flash ({need:,} B with a {FLASH_CODE_RESERVE:,} B code "
-               f"reserve of {board.flash.bytes:,} B; --weights int8 would keep {plan['weight_layouts']['relaid_bytes']:,}"
-               " B less in the blob, slower on Cortex-M4); " if need <= board.flash.bytes else
-               "int8 weights would take no less flash; ")
+               "int8 weights would take no less flash; " if _flash_need(compact) >= need else
+               f"the re-laid-out weights fit the flash budget ({_model_flash(plan):,} B of the model within "
+               f"{limit:,} B: {B.FLASH_LIMIT}x the .tflite" + (f" and {board.name}'s {board.flash.bytes:,} B less a "
+                                                                f"{FLASH_CODE_RESERVE:,} B code reserve"
+                                                                if _board_flash(board) is not None else "") +
+               f"; --weights int8 would keep {plan['weight_layouts']['relaid_bytes']:,} B less in the blob, slower "
+               "on Cortex-M4); ")
         plan["weight_layouts"]["note"] = f"--weights {weights}: {why}" + plan["weight_layouts"]["note"]
         return plan
-    log.info("%s: re-laid-out weights would need %d B of flash (with a %d B code reserve), %s has %d: weights "
-             "kept int8", source, need, FLASH_CODE_RESERVE, board.name, board.flash.bytes)
-    compact["weight_layouts"]["note"] = (
-        f"--weights auto: weights kept int8: the re-laid-out weights (constants "
-        f"{plan['weight_layouts']['constants_bytes']:,} B + prepared blob {plan['prepared_bytes']:,} B instead of "
-        f"{compact['weight_layouts']['constants_bytes']:,} B + {compact['prepared_bytes']:,} B) would need {need:,} B "
-        f"of flash with a {FLASH_CODE_RESERVE:,} B code reserve, {board.name} has {board.flash.bytes:,} B (slower "
-        f"kernels, same outputs); " + compact["weight_layouts"]["note"])
-    return compact
+    return _budget_plan(model, graph, source, optimize, board, plan, compact)
 
 
 def early_fit_check(model_bytes: int, arena: int, state: int, board,

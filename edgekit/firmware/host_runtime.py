@@ -25,7 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
@@ -249,6 +249,7 @@ def _load(path: str) -> ctypes.CDLL:
         "ek_host_opcode": (i32, [vp, i32]),
         "ek_host_input_index": (i32, [vp, i32]), "ek_host_output_index": (i32, [vp, i32]),
         "ek_init_opt": (ctypes.c_int, [vp, vp, size_t, vp, size_t, vp, size_t, i32]),
+        "ek_init_opt_ops": (ctypes.c_int, [vp, vp, size_t, vp, size_t, vp, size_t, i32, vp, i32]),
         "ek_plan_overlapped_work_bytes": (size_t, [vp]),
         "ek_plan_overlapped": (ctypes.c_int, [vp, vp, size_t, ctypes.POINTER(_OverlapInfo), i32]),
         "ek_export_prepared": (ctypes.c_int, [vp, vp, size_t, ctypes.POINTER(size_t)]),
@@ -360,12 +361,15 @@ class HostRuntime:
     """One model loaded into the C runtime (ctypes, or a sanitizer-built subprocess with sanitize=True)."""
 
     def __init__(self, model_bytes: bytes, *, sanitize: bool = False, source: str = "<bytes>",
-                 optimize: Optional[str] = None, plan_mve: bool = False, flash_layouts: bool = True) -> None:
+                 optimize: Optional[str] = None, plan_mve: bool = False, flash_layouts: bool = True,
+                 relaid_ops: Optional[Iterable[int]] = None) -> None:
         """optimize=None runs the .tflite in place with the plain plan (what a device loading the model at run
         time does); "speed" / "balanced" / "ram" prepares the model as the firmware generator does (kernel
         variants for that mode, overlapped plan, prepared blob) and invokes through the prepared path.
         ``flash_layouts=False`` keeps the weights int8 in the prepared blob (no re-laid-out copies in flash:
-        slower on Cortex-M4, for boards whose flash cannot hold them)."""
+        slower on Cortex-M4, for boards whose flash cannot hold them). ``relaid_ops`` (with ``optimize`` and
+        flash_layouts): a per-op choice instead, only these op indices take their re-laid-out copies, every other op
+        keeps its weights int8 (--weights auto's flash budget; ek_init_opt_ops)."""
         if optimize is not None and optimize not in OPTIMIZE_MODES:
             raise InvalidModelError(f"unknown optimize mode {optimize!r}", fix=f"use one of {', '.join(OPTIMIZE_MODES)}")
         self.source = source
@@ -374,6 +378,10 @@ class HostRuntime:
         self.optimize = optimize
         self.plan_mve = plan_mve
         self.flash_layouts = flash_layouts
+        self.relaid_ops = None if relaid_ops is None else frozenset(int(i) for i in relaid_ops)
+        if self.relaid_ops is not None and (optimize is None or not flash_layouts or sanitize):
+            raise InternalError("relaid_ops is a per-op choice of a prepared model's layouts: it needs optimize, "
+                                "flash_layouts=True and the in-process runtime")
         check_supported(self.model_bytes, source=source)
         self._backend = _DriverBackend(self) if sanitize else _CtypesBackend(self)
         names = _tensor_names(self.model_bytes)
@@ -502,6 +510,13 @@ class _CtypesBackend:
         mode |= _FOR_MVE if self.owner.plan_mve else 0
         mode |= _FOR_EXPORT if self.owner.optimize is not None and self.owner.flash_layouts else 0
         mode |= _INT8_WEIGHTS if self.owner.optimize is not None and not self.owner.flash_layouts else 0
+        if self.owner.relaid_ops is not None:  # per op: 1 = keeps its weights int8 (kept alive: the export reads it)
+            count = len(op_codes(self.owner.model_bytes, source=self.owner.source))
+            self.int8_ops = np.array([0 if i in self.owner.relaid_ops else 1 for i in range(count)], dtype=np.uint8)
+            return self.lib.ek_init_opt_ops(self.rt, self.model.ctypes.data, len(self.model),
+                                            self.state.ctypes.data if state_len else None, state_len,
+                                            self.arena.ctypes.data if arena_len else None, arena_len, mode,
+                                            self.int8_ops.ctypes.data, len(self.int8_ops))
         return self.lib.ek_init_opt(self.rt, self.model.ctypes.data, len(self.model),
                                     self.state.ctypes.data if state_len else None, state_len,
                                     self.arena.ctypes.data if arena_len else None, arena_len, mode)

@@ -6,7 +6,7 @@ with EK_ERR_UNSUPPORTED: never run wrongly; a fast path left out only hands its 
 without ``EK_MODEL_PATHS`` (the host runtime, ``make check``) compile every path. See firmware/runtime/README.md ("Optional kernel paths")."""
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from typing import Callable, Dict, Iterable, List, Optional
 
 from edgekit.tflite_graph import Graph, Op
 
@@ -54,11 +54,13 @@ def _int8_fully_connected(graph: Graph, op: Op) -> bool:
     return op.name == "FULLY_CONNECTED" and _input_type(graph, op) == "INT8" and _input_type(graph, op, 1) == "INT8"
 
 
-def needed_paths(graph: Graph, int8_weights: bool = False) -> List[str]:
+def needed_paths(graph: Graph, int8_weights: bool = False, int8_ops: Optional[Iterable[int]] = None) -> List[str]:
     """The EK_NEED_* macros of the optional kernel paths ``graph``'s ops use, sorted. ``int8_weights``: the prepared
-    model keeps its weights int8 (EK_OPTIMIZE_INT8_WEIGHTS), so an int8 FULLY_CONNECTED takes FC_PATH_INT8."""
+    model keeps its weights int8 (EK_OPTIMIZE_INT8_WEIGHTS), so an int8 FULLY_CONNECTED takes FC_PATH_INT8;
+    ``int8_ops``: only these op indices keep theirs int8 (a per-op choice: --weights auto)."""
     macros = {macro for macro, needs in PATHS.items() if any(needs(graph, op) for op in graph.ops)}
-    if int8_weights and any(_int8_fully_connected(graph, op) for op in graph.ops):
+    kept = range(len(graph.ops)) if int8_weights else (int8_ops or ())
+    if any(0 <= i < len(graph.ops) and _int8_fully_connected(graph, graph.ops[i]) for i in kept):
         macros.add(FC_INT8)
     return sorted(macros)
 

@@ -82,10 +82,10 @@ def generate_library(model: Union[Path, str, bytes], outdir: Optional[Path] = No
     require_support(graph, "edgekit")
     if graph.inputs and any(graph.tensors[i].type not in ("INT8", "FLOAT32") for i in graph.inputs):
         raise UserError(f"{source}: model inputs must be int8 (or float32 feeding a QUANTIZE)")
-    # --weights: int8 keeps them int8; auto (no flash budget known here) and relaid take the re-laid-out copies
+    # --weights: int8 keeps them int8, relaid takes every re-laid-out copy, auto those within the flash budget as the
+    # firmware generator does (1.2x the .tflite; a library target knows no flash size)
     weights = G.check_weights(weights or G.DEFAULT_WEIGHTS)
-    plan = G.memory_plan(data, graph, source, optimize, target, flash_layouts=weights != "int8")
-    plan["weight_layouts"]["weights"] = weights
+    plan = G.choose_memory_plan(data, graph, source, optimize, target, weights)
     constants = constants_for(data, plan["prepared_blob"], graph.op_names)  # only what the prepared path reads
     plan["prepared_blob"] = constants.blob
     state_bytes = state_bytes_32(plan, len(graph.inputs), len(graph.outputs))

@@ -98,6 +98,32 @@ class PlainPlan(TypedDict):
 
 
 @with_config(STRICT)
+class RelaidOp(TypedDict):
+    """One op --weights auto gave its re-laid-out weight copy (within the flash budget)."""
+
+    op: int
+    op_name: str
+    extra_bytes: int                    # flash over the int8-weight plan, this op's copy alone (measured)
+    macs: int
+    estimated_instructions_saved: int   # per inference on Cortex-M4 (estimated: weight_budget.SAVED_RATES)
+
+
+@with_config(STRICT)
+class FlashBudget(TypedDict):
+    """--weights auto's flash budget for the model (compacted constants + prepared blob)."""
+
+    limit_ratio: float                  # x the .tflite (issue 29: 1.2)
+    limit_bytes: int                    # the smaller of limit_ratio x the .tflite and the board's flash less the code reserve
+    tflite_bytes: int
+    int8_flash_bytes: int               # measured: every op's weights int8
+    relaid_flash_bytes: int             # measured: every copy re-laid out
+    flash_bytes: int                    # measured: this plan
+    estimated_instructions_saved: int   # per inference, by the chosen copies (estimated)
+    estimated_instructions_saved_relaid: int  # by all copies (estimated)
+    estimate: str                       # how the instructions saved are estimated
+
+
+@with_config(STRICT)
 class WeightLayouts(TypedDict):
     """firmware.json plan.weight_layouts: what the weights cost in flash and why (measured from the prepared blob)."""
 
@@ -109,6 +135,8 @@ class WeightLayouts(TypedDict):
     relaid_bytes: NotRequired[int]          # of the blob over the int8-weight plan's: the re-laid-out copies
     originals_dropped: NotRequired[int]     # constant tensors no op reads (EKP_UNREAD), left out of flash
     originals_dropped_bytes: NotRequired[int]
+    relaid_ops: NotRequired[List[RelaidOp]]   # --weights auto over budget: the ops that kept their copies
+    flash_budget: NotRequired[FlashBudget]
 
 
 class MemoryPlan(ArenaPlan):

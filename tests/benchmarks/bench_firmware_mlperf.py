@@ -22,7 +22,8 @@ prints the depthwise instructions/MAC of the two forms and their ratio (issue 29
 row also gets a line of instructions and instructions/MAC per op class (measured).
 
     .venv/bin/python tests/benchmarks/bench_firmware_mlperf.py [--json out/bench/firmware_mlperf.json]
-        [--md out/bench/firmware_mlperf.md] [--samples N] [--models KWS,AD] [--modes balanced] [--smoke]
+        [--md out/bench/firmware_mlperf.md] [--samples N] [--models KWS,AD] [--modes balanced]
+        [--weights auto|int8|relaid] [--smoke]
 
 --smoke: host only (no firmware build, no QEMU): every mode of KWS and AD prepared and run through the same C
 runtime on this host, bit-exact against BUILTIN_REF, RAM figures from the prepared plan (32-bit state estimated).
@@ -171,8 +172,9 @@ def targets(name: str, board: str, tflm: Dict[str, Any], instructions: Optional[
     }
 
 
-def bench_device(name: str, model: bytes, board: str, mode: str, samples: int, tflm: Dict[str, Any]) -> Dict[str, Any]:
-    """Generate + build the firmware for one mode, run it under QEMU, collect every figure."""
+def bench_device(name: str, model: bytes, board: str, mode: str, samples: int, tflm: Dict[str, Any],
+                 weights: str = "auto") -> Dict[str, Any]:
+    """Generate + build the firmware for one mode (and --weights mode), run it under QEMU, collect every figure."""
     from edgekit.firmware.generate import cached_firmware
     from edgekit.run.base import RunRequest
     from edgekit.run.runners.mcu import QemuRunner
@@ -180,7 +182,7 @@ def bench_device(name: str, model: bytes, board: str, mode: str, samples: int, t
 
     inputs, graph = inputs_for(model, samples, seed=SEEDS[name])
     started = time.monotonic()
-    firmware = cached_firmware(model, board, source=f"{name.lower()}.tflite", optimize=mode)
+    firmware = cached_firmware(model, board, source=f"{name.lower()}.tflite", optimize=mode, weights=weights)
     build_s = time.monotonic() - started
     started = time.monotonic()
     run = QemuRunner(resolve_device(f"qemu:{board}")).run(
@@ -382,6 +384,9 @@ def main() -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
     parser.add_argument("--boards", default=",".join(sorted({b for b, _ in RUNS})),
                         help="comma-separated subset of the boards (default: every board a model is measured on)")
+    parser.add_argument("--weights", choices=("auto", "int8", "relaid"), default="auto",
+                        help="--weights of the firmware (default auto, the generator's default: re-laid-out weight "
+                             "copies within a flash budget of 1.2x the .tflite; relaid: every copy, fastest)")
     parser.add_argument("--per-op", action="store_true", help="also print each device row's per-op instructions")
     parser.add_argument("--smoke", action="store_true", help="host only: KWS and AD, every mode, bit-exact + RAM")
     args = parser.parse_args()
@@ -417,7 +422,7 @@ def main() -> int:
             tflm = tflm_figures(name, model)
             for mode in modes:
                 print(f"{name} on {board}, --optimize {mode} ...", file=sys.stderr, flush=True)
-                rows.append(bench_device(name, model, board, mode, args.samples, tflm))
+                rows.append(bench_device(name, model, board, mode, args.samples, tflm, args.weights))
     table = markdown(rows)
     print(table)
     print()

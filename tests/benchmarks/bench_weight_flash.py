@@ -2,7 +2,8 @@
 """Flash of a prepared model per --weights mode (issue 29: <= 1.2x the int8 .tflite plus runtime code, Cortex-M4).
 
 Per MLPerf Tiny model (KWS, IC, AD) and --weights mode (relaid: re-laid-out weight copies in the prepared blob, their
-originals left out; int8: weights kept int8), on QEMU mps2-an386 (Cortex-M4F), --optimize balanced: the flash the
+originals left out; int8: weights kept int8; auto, the default: the copies within a flash budget of 1.2x the
+.tflite, chosen per op by estimated instructions saved per extra byte), on QEMU mps2-an386 (Cortex-M4F), --optimize balanced: the flash the
 model takes (the compacted constants of the .tflite + the prepared blob, from the firmware's linker map) over the
 .tflite's bytes, the runtime code, exact instructions per inference (ekcount plugin) and FULLY_CONNECTED's share of
 them, and bit-exactness against LiteRT BUILTIN_REF.
@@ -28,7 +29,7 @@ import numpy as np  # noqa: E402
 from tests.benchmarks._figures import FigureLog, bench_options  # noqa: E402
 
 MODELS = {"KWS": "kws_ref_model_int8.tflite", "IC": "ic_resnet8_int8.tflite", "AD": "ad_autoencoder_int8.tflite"}
-WEIGHTS = ("relaid", "int8")
+WEIGHTS = ("relaid", "int8", "auto")
 BOARD = "mps2-an386"
 MODE = "balanced"
 FLASH_LIMIT = 1.2  # issue 29
@@ -61,14 +62,26 @@ def bench_host(name: str, model: bytes, weights: str) -> Dict[str, Any]:
     from edgekit.firmware.host_runtime import HostRuntime
     from tests.firmware.test_constants import _runtime_over
 
-    rt = HostRuntime(model, optimize=MODE, flash_layouts=weights == "relaid")
+    if weights == "auto":  # the per-op choice the firmware generator makes for the Cortex-M4 board
+        from edgekit.firmware.boards import load_board
+        from edgekit.firmware.generate import choose_memory_plan
+        from edgekit.tflite_graph import read_graph
+
+        plan = choose_memory_plan(model, read_graph(model), name, MODE, load_board(BOARD), weights)
+        relaid = [r["op"] for r in plan["weight_layouts"].get("relaid_ops") or []]
+        rt = HostRuntime(model, optimize=MODE, relaid_ops=relaid)
+        assert rt.prepared["blob"] == plan["prepared_blob"]
+    else:
+        rt = HostRuntime(model, optimize=MODE, flash_layouts=weights == "relaid")
     c = compact_constants(model, rt.prepared["blob"])
     _runtime_over(model, rt, c.data, c.blob)
     x = random_inputs(model, SEEDS[name])
     exact = all(np.array_equal(a, b) for a, b in zip(rt.invoke(x), reference(model, x)))
     return {"model": name, "weights": weights, "board": "host", "tflite": len(model), "constants": len(c.data),
             "prepared": len(c.blob), "dropped": unread_constants(c.blob), "bit_exact": exact,
-            "instructions": None, "fc_instructions": None, "runtime_code": None}
+            "instructions": None, "fc_instructions": None, "runtime_code": None,
+            "relaid_ops": len(relaid) if weights == "auto" else None,
+            "budget": plan["weight_layouts"].get("flash_budget") if weights == "auto" else None}
 
 
 def bench_device(name: str, model: bytes, weights: str, samples: int) -> Dict[str, Any]:
@@ -94,7 +107,9 @@ def bench_device(name: str, model: bytes, weights: str, samples: int) -> Dict[st
             "prepared": split.get("prepared"),
             "dropped": (layouts.get("originals_dropped"), layouts.get("originals_dropped_bytes")),
             "bit_exact": bool(work["outputs_bit_exact"]["value"]), "instructions": work["instructions_per_inference"],
-            "fc_instructions": fc, "runtime_code": split.get("runtime_code")}
+            "fc_instructions": fc, "runtime_code": split.get("runtime_code"),
+            "relaid_ops": len(layouts["relaid_ops"]) if "relaid_ops" in layouts else None,
+            "budget": layouts.get("flash_budget")}
 
 
 def main(argv=None) -> int:
@@ -125,6 +140,12 @@ def main(argv=None) -> int:
                     f"prepared = {ratio:.3f}x the {row['tflite']:,} B .tflite (measured, {where}; "
                     f"{'<=' if ratio <= FLASH_LIMIT else '>'} {FLASH_LIMIT}x); originals left out: "
                     f"{row['dropped'][0]} tensors, {row['dropped'][1]:,} B; bit-exact: {row['bit_exact']}")
+            if row["relaid_ops"] is not None:
+                line += f"; re-laid-out copies for {row['relaid_ops']} op(s) within the budget"
+                if row["budget"]:
+                    line += (f", {row['budget']['estimated_instructions_saved']:,} of the "
+                             f"{row['budget']['estimated_instructions_saved_relaid']:,} instructions all copies save "
+                             "(estimated)")
             if row["instructions"] is not None:
                 line += (f"; {row['instructions']:,} instructions/inference, FULLY_CONNECTED {row['fc_instructions']:,}"
                          f"; runtime code {row['runtime_code']:,} B (measured)")

@@ -64,14 +64,17 @@ def kws_project(tmp_path_factory) -> Path:
 
 @needs_gcc
 def test_kws_project_is_complete_and_sized_from_the_elf(kws_project, mlperf):
-    from edgekit.firmware.generate import memory_plan
+    from edgekit.firmware.boards import load_board
+    from edgekit.firmware.generate import choose_memory_plan
     from edgekit.firmware.sizes import elf_sizes
     from edgekit.tflite_graph import read_graph
 
     info = json.loads((kws_project / "firmware.json").read_text())
     model = (mlperf / KWS).read_bytes()
-    # the default firmware runs the prepared model: sized from the generator's host plan (--optimize balanced)
-    plan = memory_plan(model, read_graph(model), str(mlperf / KWS))
+    # the default firmware runs the prepared model: sized from the generator's host plan (--optimize balanced,
+    # --weights auto: the re-laid-out copies within the flash budget)
+    plan = choose_memory_plan(model, read_graph(model), str(mlperf / KWS), "balanced", load_board("mps2-an386"))
+    assert (plan["weight_layouts"]["constants_bytes"] + plan["prepared_bytes"]) / len(model) <= 1.2
     assert info["arena_bytes"] == plan["arena_bytes"] and info["state_bytes"] == plan["state_bytes"]
     sizes = elf_sizes(kws_project / "build" / "firmware.elf")
     assert info["flash_bytes"] == sizes.flash_bytes == sizes.text + sizes.rodata + sizes.data
@@ -428,8 +431,9 @@ def test_build_and_boot_report_progress(cli, capsys, tmp_path):
 
 
 def test_weights_stay_int8_when_their_flash_layout_would_not_fit_the_board(mlperf):
-    """Re-laid-out CONV_2D weights (faster on Cortex-M4) grow the prepared blob; on a board whose flash cannot
-    hold model + that blob + the code reserve, the generator keeps them int8 and says why (same outputs)."""
+    """Re-laid-out CONV_2D weights (faster on Cortex-M4) grow the prepared blob; on a board whose flash holds just the
+    int8-weight model + the code reserve, --weights auto keeps them int8 and says why (same outputs); with a little
+    more flash it gives the copies that fit to some ops only (the budget: tests/firmware/test_weight_budget.py)."""
     from dataclasses import replace
 
     from edgekit.firmware.boards import load_board
@@ -443,10 +447,15 @@ def test_weights_stay_int8_when_their_flash_layout_would_not_fit_the_board(mlper
     compact = memory_plan(model, graph, "kws", "balanced", board, flash_layouts=False)
     assert roomy["weight_layouts"]["flash_layouts"] is True
     assert compact["prepared_bytes"] < roomy["prepared_bytes"]  # the int16 weight records cost flash
-    limit = len(model) + compact["prepared_bytes"] + FLASH_CODE_RESERVE  # fits only with int8 weights
+    int8_flash = compact["weight_layouts"]["constants_bytes"] + compact["prepared_bytes"]
+    limit = int8_flash + FLASH_CODE_RESERVE  # fits only with int8 weights
     small = replace(board, flash=replace(board.flash, bytes=limit))
     chosen = choose_memory_plan(model, graph, "kws", "balanced", small)
-    assert chosen["weight_layouts"]["flash_layouts"] is False
+    assert chosen["weight_layouts"]["flash_layouts"] is False and chosen["weight_layouts"]["relaid_ops"] == []
     assert chosen["prepared_bytes"] == compact["prepared_bytes"]
-    assert f"{board.name} has {limit:,} B" in chosen["weight_layouts"]["note"]
+    assert f"{board.name}'s {limit:,} B flash" in chosen["weight_layouts"]["note"]
     assert (chosen["arena_bytes"], chosen["state_bytes"]) == (compact["arena_bytes"], compact["state_bytes"])
+    some = replace(board, flash=replace(board.flash, bytes=limit + 5000))
+    mixed = choose_memory_plan(model, graph, "kws", "balanced", some)["weight_layouts"]
+    assert 0 < len(mixed["relaid_ops"]) < len(roomy["weight_layouts"]["relaid_ops"])
+    assert mixed["flash_budget"]["flash_bytes"] <= mixed["flash_budget"]["limit_bytes"] == limit + 5000 - FLASH_CODE_RESERVE

@@ -239,6 +239,10 @@ typedef struct ek_context {
 #ifndef EK_PREPARED_ONLY
   int32_t for_export;         /* EK_OPTIMIZE_FOR_EXPORT was given: per-op data goes to a prepared blob (flash) */
   int32_t int8_weights;       /* EK_OPTIMIZE_INT8_WEIGHTS was given */
+  /* Per-op choice (ek_init_opt_ops; NULL: none): int8_ops[i] != 0 keeps op i's weights int8 as if
+     EK_OPTIMIZE_INT8_WEIGHTS were given for that op only (the others take their re-laid-out copies) */
+  const uint8_t *int8_ops;
+  int32_t num_int8_ops;
 #endif
 } ek_context;
 
@@ -252,13 +256,16 @@ static inline int ek_for_export(const ek_context *ctx) {
 #endif
 }
 
-/* Whether the weights must stay int8 (EK_OPTIMIZE_INT8_WEIGHTS; host only, as ek_for_export). */
-static inline int ek_int8_weights(const ek_context *ctx) {
+/* Whether op's weights must stay int8 (EK_OPTIMIZE_INT8_WEIGHTS, or this op's int8_ops entry; host only, as
+   ek_for_export). */
+static inline int ek_int8_weights(const ek_context *ctx, const ek_op *op) {
 #ifdef EK_PREPARED_ONLY
   (void)ctx;
+  (void)op;
   return 0;
 #else
-  return ctx->int8_weights;
+  return ctx->int8_weights ||
+         (ctx->int8_ops && op->index >= 0 && op->index < ctx->num_int8_ops && ctx->int8_ops[op->index] != 0);
 #endif
 }
 

@@ -119,6 +119,16 @@ ek_status ek_init(ek_runtime *rt, const void *model, size_t model_len, void *sta
 ek_status ek_init_opt(ek_runtime *rt, const void *model, size_t model_len, void *state, size_t state_len, void *arena,
                       size_t arena_len, int32_t optimize);
 
+#ifndef EK_PREPARED_ONLY
+/* ek_init_opt for a prepared-model export (EK_OPTIMIZE_FOR_EXPORT) choosing per op which weights stay int8:
+   int8_ops[i] != 0 keeps op i's weights int8 (as EK_OPTIMIZE_INT8_WEIGHTS does for every op), the others take their
+   re-laid-out copies (--weights auto's flash budget). int8_ops (num_int8_ops entries, op indices beyond it take their
+   copies; NULL: as ek_init_opt) must stay valid until the export. Host only. */
+ek_status ek_init_opt_ops(ek_runtime *rt, const void *model, size_t model_len, void *state, size_t state_len,
+                          void *arena, size_t arena_len, int32_t optimize, const uint8_t *int8_ops,
+                          int32_t num_int8_ops);
+#endif
+
 /* Sizes query: runs ek_init on `work` (used as scratch state; any size, bigger is faster to converge)
    without an arena. On success sets *state_bytes and *arena_bytes (the sizes ek_init needs). Returns
    EK_ERR_MEMORY with *state_bytes set to the work bytes needed to plan when work_len is smaller than

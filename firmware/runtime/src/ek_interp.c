@@ -118,8 +118,27 @@ ek_status ek_init(ek_runtime *rt, const void *model, size_t model_len, void *sta
   return ek_init_opt(rt, model, model_len, state, state_len, arena, arena_len, EK_OPTIMIZE_SPEED);
 }
 
+static ek_status init_impl(ek_runtime *rt, const void *model, size_t model_len, void *state, size_t state_len,
+                           void *arena, size_t arena_len, int32_t optimize, const uint8_t *int8_ops,
+                           int32_t num_int8_ops);
+
 ek_status ek_init_opt(ek_runtime *rt, const void *model, size_t model_len, void *state, size_t state_len, void *arena,
                       size_t arena_len, int32_t optimize) {
+  return init_impl(rt, model, model_len, state, state_len, arena, arena_len, optimize, (const uint8_t *)0, 0);
+}
+
+#ifndef EK_PREPARED_ONLY
+ek_status ek_init_opt_ops(ek_runtime *rt, const void *model, size_t model_len, void *state, size_t state_len,
+                          void *arena, size_t arena_len, int32_t optimize, const uint8_t *int8_ops,
+                          int32_t num_int8_ops) {
+  return init_impl(rt, model, model_len, state, state_len, arena, arena_len, optimize, int8_ops,
+                   num_int8_ops > 0 ? num_int8_ops : 0);
+}
+#endif
+
+static ek_status init_impl(ek_runtime *rt, const void *model, size_t model_len, void *state, size_t state_len,
+                           void *arena, size_t arena_len, int32_t optimize, const uint8_t *int8_ops,
+                           int32_t num_int8_ops) {
   ek_model_view mv;
   ek_read_error err = {EK_OK, -1, (const char *)0};
   ek_status st;
@@ -130,6 +149,11 @@ ek_status ek_init_opt(ek_runtime *rt, const void *model, size_t model_len, void 
 #ifndef EK_PREPARED_ONLY
   rt->ctx.for_export = (optimize & EK_OPTIMIZE_FOR_EXPORT) != 0;
   rt->ctx.int8_weights = (optimize & EK_OPTIMIZE_INT8_WEIGHTS) != 0;
+  rt->ctx.int8_ops = int8_ops;
+  rt->ctx.num_int8_ops = int8_ops ? num_int8_ops : 0;
+#else
+  (void)int8_ops;
+  (void)num_int8_ops;
 #endif
   rt->ctx.error_op = -1;
   rt->ctx.error_message = "";

@@ -88,7 +88,8 @@ static size_t conv_padded_bytes(const ek_context *ctx, const ek_op *op) {
    a Helium target (its path dots the int8 weights), else 0. */
 static size_t conv_expanded_bytes(const ek_context *ctx, const ek_op *op) {
   const int32_t depth = conv_blocked_depth(ctx, op), oc = conv_out_channels(ctx, op);
-  if (EK_CONV_MVE || ctx->plan_mve || !ek_for_export(ctx) || depth <= 0 || !ctx->tensors[op->inputs[1]].is_constant)
+  if (EK_CONV_MVE || ctx->plan_mve || !ek_for_export(ctx) || ek_int8_weights(ctx, op) || depth <= 0 ||
+      !ctx->tensors[op->inputs[1]].is_constant)
     return 0;
   return (size_t)(oc - ek_conv_op_constant_count(ctx, op, 0)) * (size_t)CONV_RECORD_WORDS((depth + 3) >> 2) * 4u;
 }

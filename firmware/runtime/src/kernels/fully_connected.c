@@ -100,9 +100,10 @@ static int fc_packed_shape(const ek_context *ctx, const ek_op *op, int32_t *unit
 }
 
 /* Helium builds (and prepared models planned for them) dot the original int8 weights, and so does every target when
-   the weights must stay int8 (EK_OPTIMIZE_INT8_WEIGHTS): no int16 copy (path FC_PATH_INT8). */
-static int fc_keeps_packed_weights(const ek_context *ctx) {
-  return !EK_CONV_MVE && !ctx->plan_mve && !ek_int8_weights(ctx);
+   the weights must stay int8 (EK_OPTIMIZE_INT8_WEIGHTS, or this op's entry of a per-op choice): no int16 copy
+   (path FC_PATH_INT8). */
+static int fc_keeps_packed_weights(const ek_context *ctx, const ek_op *op) {
+  return !EK_CONV_MVE && !ctx->plan_mve && !ek_int8_weights(ctx, op);
 }
 
 static size_t fc_packed_bytes(int32_t units, int32_t depth, int32_t num_scales, int with_weights) {
@@ -128,7 +129,7 @@ static size_t fc_persistent_bytes(const ek_context *ctx, const ek_op *op) {
   int32_t units = 0, depth = 0;
   const size_t base = FC_ALIGN8(sizeof(fc_data)) + (size_t)fc_num_scales(ctx, op) * sizeof(ek_dscale);
   return fc_packed_shape(ctx, op, &units, &depth)
-             ? base + fc_packed_bytes(units, depth, fc_num_scales(ctx, op), fc_keeps_packed_weights(ctx))
+             ? base + fc_packed_bytes(units, depth, fc_num_scales(ctx, op), fc_keeps_packed_weights(ctx, op))
              : base;
 }
 
@@ -204,7 +205,7 @@ static ek_status fc_prepare(ek_context *ctx, ek_op *op) {
   int32_t pu = 0, pd = 0;
   d->path = FC_PATH_REFERENCE;
   if (fc_packed_shape(ctx, op, &pu, &pd) && pu == units && pd == depth && (!bias || bias->is_constant)) {
-    d->path = fc_keeps_packed_weights(ctx) ? FC_PATH_PACKED : FC_PATH_INT8;
+    d->path = fc_keeps_packed_weights(ctx, op) ? FC_PATH_PACKED : FC_PATH_INT8;
     ek_dfast *fast = fc_fast(op->user_data, d->num_scales);
     const int32_t quads = (units + 3) / 4, chunks = depth / 4;
     int32_t *folds = (int32_t *)(void *)(fast + d->num_scales);
@@ -224,7 +225,7 @@ static ek_status fc_prepare(ek_context *ctx, ek_op *op) {
     const int64_t acc_bound = fold_bound + (int64_t)depth * 16384;
     for (int32_t i = 0; i < d->num_scales; ++i)
       ek_dfast_init(&fast[i], &ds[i], acc_bound < ((int64_t)1 << 31) ? acc_bound : -1);
-    for (int32_t q = 0; q < quads && fc_keeps_packed_weights(ctx); ++q) {
+    for (int32_t q = 0; q < quads && fc_keeps_packed_weights(ctx, op); ++q) {
       for (int32_t g = 0; g < chunks; ++g) {
         uint32_t *dst = packed + ((int64_t)q * chunks + g) * 8;
         for (int32_t j = 0; j < 4; ++j) {
