@@ -438,6 +438,10 @@ static int32_t floor_align(int32_t v) {
 }
 
 #ifndef EK_NO_STREAM_GROUPS
+#if defined(__GNUC__)
+extern int ek_dw_rows_fast(const ek_context *ctx, const ek_op *op) __attribute__((weak));
+#endif
+
 static int host_facts(const void *user, int32_t index, eks_tensor_facts *out) {
   const ek_runtime *rt = (const ek_runtime *)user;
   if (index < 0 || index >= rt->ctx.num_tensors) return 0;
@@ -462,9 +466,11 @@ static int group_at(const ek_runtime *rt, int32_t s, int32_t n, eks_graph *g, ek
   for (int32_t k = 0; k < n; ++k) {
     const ek_op *op = &rt->ops[s + k];
     if (op->num_outputs != 1) return -1;
-    /* a DEPTHWISE_CONV_2D row range runs TFLite's per-pixel loop, not the blocked path (face_landmark: 3.1x the
-       instructions, measured on QEMU): only --optimize ram streams it */
-    if (op->opcode == EK_OP_DEPTHWISE_CONV_2D && rt->ctx.optimize != EK_OPTIMIZE_RAM) return -1;
+    /* a DEPTHWISE_CONV_2D whose row range would run TFLite's per-pixel loop (layers off the blocked paths; e.g.
+       face_landmark's would take 3.1x the instructions, measured on QEMU) streams only with --optimize ram */
+    if (op->opcode == EK_OP_DEPTHWISE_CONV_2D && rt->ctx.optimize != EK_OPTIMIZE_RAM &&
+        !(ek_dw_rows_fast && ek_dw_rows_fast(&rt->ctx, op)))
+      return -1;
     opcodes[k] = op->opcode;
     nin[k] = op->num_inputs;
     ins[k] = op->inputs;
