@@ -1233,6 +1233,15 @@ static ek_tensor *dw_compute(ek_context *ctx, ek_op *op) {
  * between calls. Helium (multiplier 1, at least 4 taps, linear chunks): dw_mve_rows on the plane of 8 raw bytes
  * per pixel; otherwise the DSP / portable pass (dw_run_pass). */
 #ifndef EK_NO_STREAM_GROUPS /* a firmware without groups never gets a row range: no row path in its flash */
+/* The blocked row paths (~0.8 KB on Cortex-M4, ~1.4 KB on Helium): in a device build for one model (EK_MODEL_PATHS)
+   only when one of its groups holds a DEPTHWISE_CONV_2D (EK_NEED_DW_ROWS, edgekit/firmware/kernel_paths.py); without
+   them a row range runs TFLite's per-pixel loop (same outputs). */
+#if !defined(EK_MODEL_PATHS) || defined(EK_NEED_DW_ROWS)
+#define DW_ROWS_BLOCKED 1
+#else
+#define DW_ROWS_BLOCKED 0
+#endif
+#if DW_ROWS_BLOCKED
 typedef struct dw_rows_job {
   int32_t r0, r1;     /* output rows */
   int32_t cap;        /* padded rows the line area holds */
@@ -1345,12 +1354,19 @@ static int dw_rows_plan(const ek_context *ctx, const ek_op *op, dw_geometry *g, 
   return 1;
 }
 
+#endif /* DW_ROWS_BLOCKED */
+
 #ifndef EK_PREPARED_ONLY
 /* The planner's question (ek_plan.c group_at): does a row range of this op run on a blocked path? */
 int ek_dw_rows_fast(const ek_context *ctx, const ek_op *op) {
+#if DW_ROWS_BLOCKED
   dw_geometry g;
   dw_rows_job job;
   return op && op->opcode == EK_OP_DEPTHWISE_CONV_2D && dw_rows_plan(ctx, op, &g, &job);
+#else
+  (void)ctx, (void)op;
+  return 0;
+#endif
 }
 #endif
 
@@ -1361,9 +1377,10 @@ static ek_status dw_eval_rows(ek_context *ctx, ek_op *op) {
   ek_tensor *out = ek_output(ctx, op, 0);
   const int32_t ow = out->dims[2], oc = f->dims[3];
   int8_t *y = (int8_t *)out->data;
+  int fill = d->constants > 0;
+#if DW_ROWS_BLOCKED
   dw_geometry g;
   dw_rows_job job;
-  int fill = d->constants > 0;
   if (dw_rows_plan(ctx, op, &g, &job)) {
     job.r0 = ctx->row_begin;
     job.r1 = ctx->row_end;
@@ -1376,7 +1393,9 @@ static ek_status dw_eval_rows(ek_context *ctx, ek_op *op) {
       dw_blocked_rows(d, ch, &op->params, in, f, out, (uint32_t *)op->scratch, &g, &job);
       fill = fill && (d->fill > 0 || EK_CONV_MVE); /* else the group table wrote them (as in dw_blocked) */
     }
-  } else { /* TFLite's per-pixel loop */
+  } else
+#endif
+  { /* TFLite's per-pixel loop */
     const int32_t *bias = bias_t ? (const int32_t *)bias_t->data : (const int32_t *)0;
     for (int32_t oy = ctx->row_begin; oy < ctx->row_end; ++oy)
       for (int32_t ox = 0; ox < ow; ++ox)
