@@ -5,6 +5,7 @@ group in the default balanced mode, bit-exact with LiteRT BUILTIN_REF. The depth
 rows there, so a row range reading any input row outside the ones it needs would read other rows' bytes."""
 from __future__ import annotations
 
+import json
 import shutil
 from typing import Dict, List
 
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 
 from edgekit.firmware.host_runtime import HostRuntime
+from edgekit.firmware.kernel_paths import DW_ROWS, group_paths
 from tests.firmware.opmodels import T, build_graph, random_input, reference
+from tests.firmware.test_runtime_code_size import makefile_defines
 from tests.firmware.test_stream_groups import _conv
 
 needs_qemu = pytest.mark.skipif(shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
@@ -125,3 +128,75 @@ def test_depthwise_row_ranges_in_each_scratch_geometry(geometry):
     for _ in range(2):
         x = random_input(model, rng)
         assert np.array_equal(rt.invoke(x)[0], reference(model, x)[0]), geometry
+
+
+def test_the_generator_compiles_the_row_paths_only_for_a_plan_that_groups_a_depthwise(tmp_path):
+    """EK_NEED_DW_ROWS (kernel_paths.group_paths) from the prepared plan: set when a balanced group holds the
+    depthwise, absent when the plan has no group (speed)."""
+    from edgekit.firmware.generate import generate_firmware
+
+    assert group_paths([["CONV_2D", "DEPTHWISE_CONV_2D"]]) == [DW_ROWS] and group_paths([["CONV_2D", "ADD"]]) == []
+    model = tmp_path / "dw.tflite"
+    model.write_bytes(depthwise_model(7300, dict(h=12, w=8, c=16, kh=3, kw=3, stride=1, dilation=1, padding="SAME",
+                                                 multiplier=1, act="RELU", constants=0)))
+    for mode, wanted in (("balanced", True), ("speed", False)):
+        result = generate_firmware(model, "mps2-an386", tmp_path / mode, build=False, optimize=mode)
+        groups = result.info.to_dict()["plan"]["streamed_groups"]
+        assert ("DEPTHWISE_CONV_2D" in {n for g in groups for n in g["op_names"]}) is wanted, (mode, groups)
+        assert (f"-D{DW_ROWS}" in makefile_defines(tmp_path / mode)) is wanted, mode
+
+
+def mobilenet_blocks(seed: int = 7400) -> bytes:
+    """X (1, 32, 24, 8) -> three inverted residual bodies (1x1 expand -> depthwise 3x3 (stride 1, 2, 1) -> 1x1
+    project): every depthwise between two wide intermediates, as in MobileNet / MediaPipe."""
+    rng = np.random.default_rng(seed)
+    tensors: List[T] = [T((1, 32, 24, 8), scale=0.05, zero_point=int(rng.integers(-20, 20)), name="x")]
+    ops: list = []
+    cur, (h, w) = 0, (32, 24)
+    for stride in (1, 2, 1):
+        wt, bt = _conv(rng, 8, 48, 1)
+        tensors += [wt, bt, T((1, h, w, 48), scale=0.06, zero_point=int(rng.integers(-20, 20)))]
+        ops.append(("CONV_2D", [cur, len(tensors) - 3, len(tensors) - 2], [len(tensors) - 1],
+                    {"padding": "SAME", "stride_w": 1, "stride_h": 1, "fused_activation_function": "RELU6"}))
+        h, w = (h + stride - 1) // stride, (w + stride - 1) // stride
+        scales = rng.uniform(0.002, 0.02, size=48).tolist()
+        tensors += [T((1, 3, 3, 48), scale=scales, zero_point=[0] * 48, quantized_dimension=3,
+                      data=rng.integers(-127, 128, size=(1, 3, 3, 48)).astype(np.int8)),
+                    T((48,), dtype="int32", scale=[0.06 * s for s in scales], zero_point=[0] * 48,
+                      data=rng.integers(-3000, 3000, size=48).astype(np.int32)),
+                    T((1, h, w, 48), scale=0.07, zero_point=int(rng.integers(-20, 20)))]
+        ops.append(("DEPTHWISE_CONV_2D", [len(tensors) - 4, len(tensors) - 3, len(tensors) - 2], [len(tensors) - 1],
+                    {"padding": "SAME", "stride_w": stride, "stride_h": stride, "depth_multiplier": 1,
+                     "fused_activation_function": "RELU6"}))
+        wz, bz = _conv(rng, 48, 8, 1)
+        tensors += [wz, bz, T((1, h, w, 8), scale=0.05, zero_point=int(rng.integers(-20, 20)))]
+        ops.append(("CONV_2D", [len(tensors) - 4, len(tensors) - 3, len(tensors) - 2], [len(tensors) - 1],
+                    {"padding": "SAME", "stride_w": 1, "stride_h": 1, "fused_activation_function": "NONE"}))
+        cur = len(tensors) - 1
+    return build_graph(tensors, ops, [0], [cur])
+
+
+# Instructions of the balanced firmware (depthwise layers row-streamed) over the speed one (no groups), measured on
+# QEMU mps2-an386: the row ranges refill each window's rows per channel group (kh / stride rows per output row instead
+# of one). The bound guards against the per-pixel loop's 3x coming back.
+BALANCED_INSTRUCTION_LIMIT = 1.25
+
+
+@pytest.mark.slow
+@needs_qemu
+def test_depthwise_row_ranges_on_cortex_m4_are_bit_exact_and_cost_few_instructions(tmp_path, cli):
+    model = tmp_path / "blocks.tflite"
+    model.write_bytes(mobilenet_blocks())
+    counts = {}
+    for mode in ("speed", "balanced"):
+        fw = tmp_path / mode
+        assert cli("firmware", model, "--board", "mps2-an386", "--build", "-o", fw, "--optimize", mode) == 0
+        groups = json.loads((fw / "firmware.json").read_text())["plan"]["streamed_groups"]
+        assert ("DEPTHWISE_CONV_2D" in {n for g in groups for n in g["op_names"]}) is (mode == "balanced"), groups
+        out = tmp_path / f"run-{mode}"
+        assert cli("run", fw, "--device", "qemu:mps2-an386", "-n", "2", "-o", out) == 0
+        run = json.loads((out / "run.json").read_text())
+        exact = run["outputs_bit_exact"]
+        assert exact["bit_exact"] is True and exact["differing_elements"] == 0 and exact["total_elements"] > 0
+        counts[mode] = run["instructions_per_inference"]
+    assert counts["balanced"] <= BALANCED_INSTRUCTION_LIMIT * counts["speed"], counts
