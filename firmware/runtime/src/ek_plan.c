@@ -664,10 +664,39 @@ ek_status ek_plan_overlapped(ek_runtime *rt, void *work, size_t work_len, ek_ove
       best_limit = group_limits[l];
     }
   }
-  const int32_t count = choose_groups(rt, best_limit, group, ginfo);
+  int32_t count = choose_groups(rt, best_limit, group, ginfo);
   ek_status st = EK_OK;
   if (last_limit != best_limit)
     st = plan_with_groups(rt, bufs, order, placed, iv, pairs, buf_of, best_order, group, ginfo, info, max_info);
+  /* balanced: a group whose removal keeps the arena only costs instructions (a kernel call per row, the windows'
+     memmoves, a depthwise's window rows expanded once per output row): drop such groups, in graph order */
+  if (st == EK_OK && count > 0 && rt->ctx.optimize == EK_OPTIMIZE_BALANCED) {
+    const size_t kept = rt->arena_required;
+    int replan = 0;
+    for (int32_t s = 0; s < N && st == EK_OK; ++s) {
+      if (group[s] <= 0) continue;
+      const int32_t n = group[s] + 1;
+      int32_t saved_group[EKS_MAX_OPS], saved_info[EKS_MAX_OPS];
+      for (int32_t k = 0; k < n; ++k) {
+        saved_group[k] = group[s + k];
+        saved_info[k] = ginfo[s + k];
+        group[s + k] = ginfo[s + k] = 0;
+      }
+      st = plan_with_groups(rt, bufs, order, placed, iv, pairs, buf_of, best_order, group, ginfo, info, max_info);
+      replan = st == EK_OK && rt->arena_required > kept;
+      if (replan) { /* the group pays: keep it */
+        for (int32_t k = 0; k < n; ++k) {
+          group[s + k] = saved_group[k];
+          ginfo[s + k] = saved_info[k];
+        }
+      } else {
+        --count;
+      }
+      s += n - 1;
+    }
+    if (st == EK_OK && replan) /* the plan of the groups kept */
+      st = plan_with_groups(rt, bufs, order, placed, iv, pairs, buf_of, best_order, group, ginfo, info, max_info);
+  }
   if (st == EK_OK && rt->arena_required > before) { /* never worse than the plain plan */
     for (int32_t i = 0; i < N; ++i) group[i] = ginfo[i] = 0;
     const int32_t n = collect(rt, bufs);
