@@ -25,6 +25,8 @@
  *  - Helium (Cortex-M55), multiplier 1, plane mode: 3x3 stride-1 SAME layers with rows of 2-5 pixels (KWS) run
  *    dw_dot_mve (one VMLADAV.S8 per window over channel-major planes); other layers with at least 4 taps run
  *    dw_blocked_mve (8 channels per vector, widening multiplies). Both keep the blocked path's access contract.
+ *  - row ranges of a row-streamed group (dw_blocked_rows, dw_blocked_rows_mve; EK_NEED_DW_ROWS): the blocked passes on
+ *    the padded rows the range reads, filled per channel group into the same scratch (see there).
  * Channels whose output is one value for every input (dead filters of trained networks: ek_conv_constant_channels)
  * are computed in prepare, left out of the range checks (so the layer keeps the blocked path) and written by
  * ek_conv_fill_constant after the op.
