@@ -1338,7 +1338,11 @@ static EK_DW_NOINLINE void dw_blocked_rows_mve(const dw_data *d, const ek_conv_c
         memset(row + 8 * last, zp, (size_t)8 * (wp - last));
         const int8_t *src = x + ((ptrdiff_t)iy * w + (first - d->pad_w)) * c + c0;
         int8_t *dst = row + 8 * first;
-        for (int32_t i = 0; i < cols; ++i, src += c, dst += 8) memcpy(dst, src, (size_t)lanes);
+        if (lanes == 8) {
+          for (int32_t i = 0; i < cols; ++i, src += c, dst += 8) memcpy(dst, src, 8);
+        } else {
+          for (int32_t i = 0; i < cols; ++i, src += c, dst += 8) memcpy(dst, src, (size_t)lanes);
+        }
       }
       dw_mve_rows(d, p, plane, table, wt, c, kh, kw, wp, n, ow, y + (ptrdiff_t)a * ow * c + c0, live, full3x3);
       a += n;
