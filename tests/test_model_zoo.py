@@ -8,6 +8,7 @@ Models whose ops other issue-25 branches add are strict xfails naming those ops:
 import hashlib
 import re
 import shutil
+from typing import Dict
 
 import pytest
 
@@ -16,21 +17,10 @@ from tests.zoo import MODELS, RAM_TARGET, ZOO, run_model
 needs_qemu = pytest.mark.skipif(not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")),
                                 reason="needs arm-none-eabi-gcc and qemu-system-arm")
 MODEL_SUFFIXES = (".tflite", ".onnx")
-# Known RAM shortfalls on models that otherwise run (measured; see the reason).
-RAM_XFAIL = {
-    "hand_landmark_lite": "RAM 0.86x TFLM (1,004,388 B vs 1,161,760 B, measured) in the default --optimize balanced: "
-                          "the 112x112x64 output (803 KB) of the first expand CONV_2D feeds a DEPTHWISE_CONV_2D, "
-                          "which only --optimize ram streams; there ops 0-7 (with the MAX_POOL_2D skip branch) are one "
-                          "row-streamed group: 0.179x (207,956 B, bit-exact, 838.6 M vs 209.2 M instructions) "
-                          "(issue 25: a row range on the fast depthwise path)",
-    "face_landmark": "RAM 0.601x TFLM (300,380 B vs 499,816 B, measured) in the default --optimize balanced: the peak is "
-                     "at its DEPTHWISE_CONV_2D blocks, which only --optimize ram streams (0.327x there, 163,684 B, "
-                     "bit-exact, measured with its PAD / MAX_POOL_2D in groups: the row path is TFLite's per-pixel "
-                     "loop, 298.4 M instructions) (issue 25: a row range on the fast depthwise path)",
-    "hand_recrop": "RAM 0.641x TFLM (264,820 B vs 412,944 B, measured) in the default --optimize balanced: the peak is at "
-                   "DEPTHWISE_CONV_2D outputs, which only --optimize ram streams (0.488x there, 201,332 B, bit-exact) "
-                   "(issue 25: a row range on the fast depthwise path)",
-}
+# Known RAM shortfalls on models that otherwise run (measured; see the reason). None today: hand_landmark_lite,
+# face_landmark and hand_recrop reached the target once DEPTHWISE_CONV_2D row ranges ran on the blocked path in
+# balanced groups (0.179x, 0.327x, 0.488x, measured).
+RAM_XFAIL: Dict[str, str] = {}
 
 
 def _marks(model, extra: str = ""):

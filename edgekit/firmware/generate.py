@@ -27,7 +27,7 @@ from edgekit.errors import DoesNotFitError, InvalidModelError, UserError
 from edgekit.firmware import build as fw_build
 from edgekit.firmware.constants import CompactConstants, compact_constants, keeps_whole_model, unread_constants
 from edgekit.firmware import weight_budget as B
-from edgekit.firmware.kernel_paths import needed_paths, path_defines
+from edgekit.firmware.kernel_paths import group_paths, needed_paths, path_defines
 from edgekit.firmware.sizes import ElfSizes, StackEstimate, elf_functions, elf_sizes, estimate_stack, flash_split
 from edgekit.firmware.support import KERNELS_DIR, kernel_files, require_support
 from edgekit.progress import step_progress
@@ -184,6 +184,7 @@ def memory_plan(model: bytes, graph: Graph, source: str, optimize: str = DEFAULT
     plan["streamed_groups"] = [dict(g, ops=rt.op_names[g["first_op"]:g["last_op"] + 1],
                                     windows=[dict(w, name=names(w["tensor"])) for w in g["windows"]])
                                for g in prepared["streamed_groups"]]
+    plan["kernel_paths"] = sorted(set(plan["kernel_paths"]) | set(group_paths(g["ops"] for g in plan["streamed_groups"])))
     # the in-place .tflite path as a device loading the model at run time plans it (an export init may keep
     # re-laid-out weights in its state, which the prepared blob takes to flash: not that path's RAM)
     if plain is None:

@@ -6,7 +6,7 @@ with EK_ERR_UNSUPPORTED: never run wrongly; a fast path left out only hands its 
 without ``EK_MODEL_PATHS`` (the host runtime, ``make check``) compile every path. See firmware/runtime/README.md ("Optional kernel paths")."""
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from edgekit.tflite_graph import Graph, Op
 
@@ -63,6 +63,16 @@ def needed_paths(graph: Graph, int8_weights: bool = False, int8_ops: Optional[It
     if any(0 <= i < len(graph.ops) and _int8_fully_connected(graph, graph.ops[i]) for i in kept):
         macros.add(FC_INT8)
     return sorted(macros)
+
+
+# kernels/depthwise_conv_2d.c: the blocked row paths of DEPTHWISE_CONV_2D (~0.8 KB on Cortex-M4), taken by a
+# row-streamed group holding one; without them such a row range runs TFLite's per-pixel loop (same outputs, slower)
+DW_ROWS = "EK_NEED_DW_ROWS"
+
+
+def group_paths(group_ops: Iterable[Sequence[str]]) -> List[str]:
+    """The EK_NEED_* macros the prepared plan's row-streamed groups need (``group_ops``: each group's op names)."""
+    return [DW_ROWS] if any("DEPTHWISE_CONV_2D" in ops for ops in group_ops) else []
 
 
 def path_defines(graph_paths: List[str]) -> List[str]:

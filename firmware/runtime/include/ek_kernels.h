@@ -337,6 +337,13 @@ const char *ek_op_name(int32_t opcode); /* schema name for any builtin code, "UN
 #define EK_HOST_FN(f) f
 #endif
 
+/* Row-streamed groups, host planner (ek_plan.c): whether a row range of this prepared DEPTHWISE_CONV_2D runs on a
+   blocked path (kernels/depthwise_conv_2d.c; else TFLite's per-pixel loop, which only --optimize ram streams). Weak
+   in the planner: a build without the depthwise kernel file has no such op. */
+#if !defined(EK_NO_STREAM_GROUPS) && !defined(EK_PREPARED_ONLY)
+int ek_dw_rows_fast(const ek_context *ctx, const ek_op *op);
+#endif
+
 /* One object per kernel file, e.g. `const ek_kernel ek_kernel_conv_2d = {EK_OP_CONV_2D, "CONV_2D", ...};` */
 extern const ek_kernel ek_kernel_add, ek_kernel_average_pool_2d, ek_kernel_concatenation, ek_kernel_conv_2d,
     ek_kernel_depthwise_conv_2d, ek_kernel_dequantize, ek_kernel_fully_connected, ek_kernel_logistic,

@@ -438,6 +438,10 @@ static int32_t floor_align(int32_t v) {
 }
 
 #ifndef EK_NO_STREAM_GROUPS
+#if defined(__GNUC__)
+extern int ek_dw_rows_fast(const ek_context *ctx, const ek_op *op) __attribute__((weak));
+#endif
+
 static int host_facts(const void *user, int32_t index, eks_tensor_facts *out) {
   const ek_runtime *rt = (const ek_runtime *)user;
   if (index < 0 || index >= rt->ctx.num_tensors) return 0;
@@ -462,9 +466,11 @@ static int group_at(const ek_runtime *rt, int32_t s, int32_t n, eks_graph *g, ek
   for (int32_t k = 0; k < n; ++k) {
     const ek_op *op = &rt->ops[s + k];
     if (op->num_outputs != 1) return -1;
-    /* a DEPTHWISE_CONV_2D row range runs TFLite's per-pixel loop, not the blocked path (face_landmark: 3.1x the
-       instructions, measured on QEMU): only --optimize ram streams it */
-    if (op->opcode == EK_OP_DEPTHWISE_CONV_2D && rt->ctx.optimize != EK_OPTIMIZE_RAM) return -1;
+    /* a DEPTHWISE_CONV_2D whose row range would run TFLite's per-pixel loop (layers off the blocked paths; e.g.
+       face_landmark's would take 3.1x the instructions, measured on QEMU) streams only with --optimize ram */
+    if (op->opcode == EK_OP_DEPTHWISE_CONV_2D && rt->ctx.optimize != EK_OPTIMIZE_RAM &&
+        !(ek_dw_rows_fast && ek_dw_rows_fast(&rt->ctx, op)))
+      return -1;
     opcodes[k] = op->opcode;
     nin[k] = op->num_inputs;
     ins[k] = op->inputs;
@@ -658,10 +664,39 @@ ek_status ek_plan_overlapped(ek_runtime *rt, void *work, size_t work_len, ek_ove
       best_limit = group_limits[l];
     }
   }
-  const int32_t count = choose_groups(rt, best_limit, group, ginfo);
+  int32_t count = choose_groups(rt, best_limit, group, ginfo);
   ek_status st = EK_OK;
   if (last_limit != best_limit)
     st = plan_with_groups(rt, bufs, order, placed, iv, pairs, buf_of, best_order, group, ginfo, info, max_info);
+  /* balanced: a group whose removal keeps the arena only costs instructions (a kernel call per row, the windows'
+     memmoves, a depthwise's window rows expanded once per output row): drop such groups, in graph order */
+  if (st == EK_OK && count > 0 && rt->ctx.optimize == EK_OPTIMIZE_BALANCED) {
+    const size_t kept = rt->arena_required;
+    int replan = 0;
+    for (int32_t s = 0; s < N && st == EK_OK; ++s) {
+      if (group[s] <= 0) continue;
+      const int32_t n = group[s] + 1;
+      int32_t saved_group[EKS_MAX_OPS], saved_info[EKS_MAX_OPS];
+      for (int32_t k = 0; k < n; ++k) {
+        saved_group[k] = group[s + k];
+        saved_info[k] = ginfo[s + k];
+        group[s + k] = ginfo[s + k] = 0;
+      }
+      st = plan_with_groups(rt, bufs, order, placed, iv, pairs, buf_of, best_order, group, ginfo, info, max_info);
+      replan = st == EK_OK && rt->arena_required > kept;
+      if (replan) { /* the group pays: keep it */
+        for (int32_t k = 0; k < n; ++k) {
+          group[s + k] = saved_group[k];
+          ginfo[s + k] = saved_info[k];
+        }
+      } else {
+        --count;
+      }
+      s += n - 1;
+    }
+    if (st == EK_OK && replan) /* the plan of the groups kept */
+      st = plan_with_groups(rt, bufs, order, placed, iv, pairs, buf_of, best_order, group, ginfo, info, max_info);
+  }
   if (st == EK_OK && rt->arena_required > before) { /* never worse than the plain plan */
     for (int32_t i = 0; i < N; ++i) group[i] = ginfo[i] = 0;
     const int32_t n = collect(rt, bufs);

@@ -25,6 +25,8 @@
  *  - Helium (Cortex-M55), multiplier 1, plane mode: 3x3 stride-1 SAME layers with rows of 2-5 pixels (KWS) run
  *    dw_dot_mve (one VMLADAV.S8 per window over channel-major planes); other layers with at least 4 taps run
  *    dw_blocked_mve (8 channels per vector, widening multiplies). Both keep the blocked path's access contract.
+ *  - row ranges of a row-streamed group (dw_blocked_rows, dw_blocked_rows_mve; EK_NEED_DW_ROWS): the blocked passes on
+ *    the padded rows the range reads, filled per channel group into the same scratch (see there).
  * Channels whose output is one value for every input (dead filters of trained networks: ek_conv_constant_channels)
  * are computed in prepare, left out of the range checks (so the layer keeps the blocked path) and written by
  * ek_conv_fill_constant after the op.
@@ -1221,22 +1223,191 @@ static ek_tensor *dw_compute(ek_context *ctx, ek_op *op) {
   return out;
 }
 
-/* Output rows [row_begin, row_end) of batch 0 (a row-streamed group, ek_stream_group.c): TFLite's per-pixel loop on
-   every target (it reads only the input rows those outputs need, the rows the group's window holds; the blocked
-   paths fill whole planes or rings), then the constant channels of those rows. */
+/* ---------- output rows [row_begin, row_end) of batch 0 (a row-streamed group, ek_stream_group.c) ----------
+ * The blocked paths' passes and group tables, so the outputs are bit-exact with the whole op; only the filling
+ * changes: per channel group the padded rows that a chunk of output rows reads are filled (input rows outside the
+ * image: the zero point) into the op's scratch, linearly from the chunk's first window row, and one pass runs the
+ * chunk. Only the input rows the range needs are read (rows r * stride_h - pad_h .. + (kh - 1) * dilation_h for
+ * output row r, clamped to the image: the rows the group's window holds). The chunk holds as many output rows as
+ * the scratch's line area does (plane geometry: the whole padded plane, so any range; ring geometry: 2 * kh rows).
+ * A layer whose dilated window spans more rows than that (ring geometry, dilation_h > 1) fills each output row's kh
+ * rows compactly instead. The scratch is the group's kernel scratch, shared by the group's ops: nothing is kept
+ * between calls. Helium (multiplier 1, at least 4 taps, linear chunks): dw_mve_rows on the plane of 8 raw bytes
+ * per pixel; otherwise the DSP / portable pass (dw_run_pass). */
 #ifndef EK_NO_STREAM_GROUPS /* a firmware without groups never gets a row range: no row path in its flash */
+/* The blocked row paths (~0.8 KB on Cortex-M4, ~1.4 KB on Helium): in a device build for one model (EK_MODEL_PATHS)
+   only when one of its groups holds a DEPTHWISE_CONV_2D (EK_NEED_DW_ROWS, edgekit/firmware/kernel_paths.py); without
+   them a row range runs TFLite's per-pixel loop (same outputs). */
+#if !defined(EK_MODEL_PATHS) || defined(EK_NEED_DW_ROWS)
+#define DW_ROWS_BLOCKED 1
+#else
+#define DW_ROWS_BLOCKED 0
+#endif
+#if DW_ROWS_BLOCKED
+typedef struct dw_rows_job {
+  int32_t r0, r1;     /* output rows */
+  int32_t cap;        /* padded rows the line area holds */
+  int32_t chunk;      /* output rows per linear chunk; 0: compact rows (kh rows per output row) */
+} dw_rows_job;
+
+/* Output rows per linear chunk of a line area of `cap` padded rows (0: the window does not fit it). */
+static int32_t dw_rows_chunk(const ek_op_params *p, int32_t kh, int32_t cap) {
+  const int32_t span = (kh - 1) * p->dilation_h + 1;
+  return span <= cap ? (cap - span) / p->stride_h + 1 : 0;
+}
+
+static EK_DW_NOINLINE void dw_blocked_rows(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
+                                           const ek_tensor *in, const ek_tensor *f, ek_tensor *out, uint32_t *scratch,
+                                           const dw_geometry *g, const dw_rows_job *job) {
+  const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t oc = out->dims[3], ow = out->dims[2];
+  const int32_t kh = g->kh, kw = g->kw, wp = g->wp, row_words = 2 * wp;
+  const uint32_t zp_word = (uint32_t)(uint8_t)(-d->input_offset) * 0x01010101u;
+  uint32_t *lines = scratch;
+  uint32_t *table = lines + (g->plane ? g->hp * row_words : 2 * kh * row_words + kh); /* as in dw_blocked */
+  const int32_t clamp = d->act_min > -128 || d->act_max < 127;
+  const int8_t *x = (const int8_t *)in->data;
+  int8_t *y = (int8_t *)out->data;
+  for (int32_t c0 = 0; c0 < oc; c0 += 4) {
+    const int32_t lanes = oc - c0 < 4 ? oc - c0 : 4;
+    dw_lanes l;
+    dw_lanes_of(c, d->multiplier, c0, &l);
+    dw_group_table(ch, (const int8_t *)f->data, oc, kh * kw, c0, lanes, d->output_offset, table);
+    dw_pass ps = {table, lines, 4 * row_words * p->dilation_h, 8 * p->dilation_w, 8 * p->stride_w, ow, 1,
+                  4 * row_words * p->stride_h, y, oc, d->act_min, d->act_max, clamp, 0};
+    for (int32_t a = job->r0; a < job->r1;) {
+      const int32_t n = job->chunk > 0 ? (job->r1 - a < job->chunk ? job->r1 - a : job->chunk) : 1;
+      const int32_t first = a * p->stride_h - d->pad_h; /* input row of the chunk's first padded row */
+      const int32_t count = job->chunk > 0 ? (n - 1) * p->stride_h + (kh - 1) * p->dilation_h + 1 : kh;
+      const int32_t step = job->chunk > 0 ? 1 : p->dilation_h; /* input rows between filled rows */
+      for (int32_t k = 0; k < count; ++k) {
+        uint32_t *row = lines + k * row_words;
+        if (d->multiplier == 1)
+          dw_fill_row(x, h, w, c, first + k * step, d->pad_w, c0, lanes, zp_word, row, wp, 0);
+        else
+          dw_fill_row_lanes(x, h, w, c, first + k * step, d->pad_w, &l, zp_word, row, wp);
+      }
+      ps.tap_row_step = 4 * row_words * (job->chunk > 0 ? p->dilation_h : 1);
+      ps.row0 = lines;
+      ps.rows = n;
+      ps.dst = y + (ptrdiff_t)a * ow * oc + c0;
+      dw_run_pass(&ps, kh, kw, lanes);
+      a += n;
+    }
+  }
+}
+
+#if EK_CONV_MVE
+/* Helium: dw_blocked_mve's passes on linear chunks (multiplier 1, at least 4 taps): the padded rows as 8 raw bytes
+   per pixel (2 words, the DSP layout's size), the table where the DSP path keeps its group table. */
+static EK_DW_NOINLINE void dw_blocked_rows_mve(const dw_data *d, const ek_conv_channel *ch, const ek_op_params *p,
+                                               const ek_tensor *in, const ek_tensor *f, ek_tensor *out,
+                                               uint32_t *scratch, const dw_geometry *g, const dw_rows_job *job) {
+  const int32_t h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const int32_t kh = g->kh, kw = g->kw, wp = g->wp, ow = out->dims[2];
+  const int8_t zp = (int8_t)(-d->input_offset);
+  int8_t *plane = (int8_t *)scratch;
+  int32_t *table = (int32_t *)(void *)(scratch + (g->plane ? 2 * g->hp * wp : 4 * kh * wp + kh));
+  const int32_t first = d->pad_w < wp ? d->pad_w : wp, last = d->pad_w + w < wp ? d->pad_w + w : wp;
+  const int32_t cols = last - first;
+  const int8_t *x = (const int8_t *)in->data;
+  int8_t *y = (int8_t *)out->data;
+  for (int32_t c0 = 0; c0 < c; c0 += 8) {
+    const int32_t lanes = c - c0 < 8 ? c - c0 : 8;
+    for (int32_t j = 0; j < 8; ++j) { /* as in dw_blocked_mve */
+      const ek_conv_channel *cc = &ch[c0 + (j < lanes ? j : 0)];
+      const int32_t k = (j & 1) * 4 + (j >> 1);
+      table[k] = j < lanes ? cc->fold : 0;
+      table[8 + k] = j < lanes ? cc->multiplier : 0;
+      table[16 + k] = -ek_conv_exponent(cc);
+    }
+    const mve_pred16_t live = vctp16q((uint32_t)lanes);
+    const int8_t *wt = (const int8_t *)f->data + c0;
+    const int full3x3 = kh == 3 && kw == 3 && lanes == 8 && p->dilation_w == 1;
+    for (int32_t a = job->r0; a < job->r1;) {
+      const int32_t n = job->r1 - a < job->chunk ? job->r1 - a : job->chunk;
+      const int32_t iy0 = a * p->stride_h - d->pad_h, count = (n - 1) * p->stride_h + (kh - 1) * p->dilation_h + 1;
+      for (int32_t k = 0; k < count; ++k) {
+        int8_t *row = plane + (ptrdiff_t)8 * k * wp;
+        const int32_t iy = iy0 + k;
+        if (iy < 0 || iy >= h || cols <= 0) {
+          memset(row, zp, (size_t)8 * wp);
+          continue;
+        }
+        memset(row, zp, (size_t)8 * first);
+        memset(row + 8 * last, zp, (size_t)8 * (wp - last));
+        const int8_t *src = x + ((ptrdiff_t)iy * w + (first - d->pad_w)) * c + c0;
+        int8_t *dst = row + 8 * first;
+        if (lanes == 8) {
+          for (int32_t i = 0; i < cols; ++i, src += c, dst += 8) memcpy(dst, src, 8);
+        } else {
+          for (int32_t i = 0; i < cols; ++i, src += c, dst += 8) memcpy(dst, src, (size_t)lanes);
+        }
+      }
+      dw_mve_rows(d, p, plane, table, wt, c, kh, kw, wp, n, ow, y + (ptrdiff_t)a * ow * c + c0, live, full3x3);
+      a += n;
+    }
+  }
+}
+#endif
+
+/* The row range of a blocked-path layer as chunks (0: the layer keeps TFLite's per-pixel loop for its rows). */
+static int dw_rows_plan(const ek_context *ctx, const ek_op *op, dw_geometry *g, dw_rows_job *job) {
+  const dw_data *d = (const dw_data *)op->user_data;
+  if (!d || d->path != DW_PATH_BLOCKED || !dw_geometry_of(ctx, op, g)) return 0;
+  job->cap = g->plane ? g->hp : 2 * g->kh;
+  job->chunk = dw_rows_chunk(&op->params, g->kh, job->cap);
+  return 1;
+}
+
+#endif /* DW_ROWS_BLOCKED */
+
+#ifndef EK_PREPARED_ONLY
+/* The planner's question (ek_plan.c group_at): does a row range of this op run on a blocked path? */
+int ek_dw_rows_fast(const ek_context *ctx, const ek_op *op) {
+#if DW_ROWS_BLOCKED
+  dw_geometry g;
+  dw_rows_job job;
+  return op && op->opcode == EK_OP_DEPTHWISE_CONV_2D && dw_rows_plan(ctx, op, &g, &job);
+#else
+  (void)ctx, (void)op;
+  return 0;
+#endif
+}
+#endif
+
 static ek_status dw_eval_rows(ek_context *ctx, ek_op *op) {
   const dw_data *d = (const dw_data *)op->user_data;
   const ek_conv_channel *ch = dw_channels(op->user_data);
   const ek_tensor *in = ek_input(ctx, op, 0), *f = ek_input(ctx, op, 1), *bias_t = ek_input(ctx, op, 2);
   ek_tensor *out = ek_output(ctx, op, 0);
-  const int32_t *bias = bias_t ? (const int32_t *)bias_t->data : (const int32_t *)0;
   const int32_t ow = out->dims[2], oc = f->dims[3];
   int8_t *y = (int8_t *)out->data;
-  for (int32_t oy = ctx->row_begin; oy < ctx->row_end; ++oy)
-    for (int32_t ox = 0; ox < ow; ++ox)
-      dw_pixel_reference(d, ch, &op->params, in, f, bias, 0, oy, ox, y + ((int64_t)oy * ow + ox) * oc);
-  if (d->constants > 0)
+  int fill = d->constants > 0;
+#if DW_ROWS_BLOCKED
+  dw_geometry g;
+  dw_rows_job job;
+  if (dw_rows_plan(ctx, op, &g, &job)) {
+    job.r0 = ctx->row_begin;
+    job.r1 = ctx->row_end;
+#if EK_CONV_MVE
+    if (d->multiplier == 1 && g.kh * g.kw >= 4 && job.chunk > 0) {
+      dw_blocked_rows_mve(d, ch, &op->params, in, f, out, (uint32_t *)op->scratch, &g, &job);
+    } else
+#endif
+    {
+      dw_blocked_rows(d, ch, &op->params, in, f, out, (uint32_t *)op->scratch, &g, &job);
+      fill = fill && (d->fill > 0 || EK_CONV_MVE); /* else the group table wrote them (as in dw_blocked) */
+    }
+  } else
+#endif
+  { /* TFLite's per-pixel loop */
+    const int32_t *bias = bias_t ? (const int32_t *)bias_t->data : (const int32_t *)0;
+    for (int32_t oy = ctx->row_begin; oy < ctx->row_end; ++oy)
+      for (int32_t ox = 0; ox < ow; ++ox)
+        dw_pixel_reference(d, ch, &op->params, in, f, bias, 0, oy, ox, y + ((int64_t)oy * ow + ox) * oc);
+  }
+  if (fill)
     ek_conv_fill_constant(y + (ptrdiff_t)ctx->row_begin * ow * d->channels, (ctx->row_end - ctx->row_begin) * ow,
                           d->channels, dw_constant_list(d), d->constants);
   return EK_OK;
