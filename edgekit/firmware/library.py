@@ -450,6 +450,7 @@ def library_info(stage: Path, name: str, data: bytes, graph: Graph, plan: G.Memo
                              "state: 32-bit record sizes + the API's tensors + alignment, checked against the real "
                              "sizeof() when the library compiles"},
         "kernels": kernels,
+        "streamed_groups": G.streamed_group_report(plan),
         "files": files,
         "prebuilt": prebuilt.to_dict(),
         "integrations": {

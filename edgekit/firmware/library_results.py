@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Dict, List, Literal, Optional
 
+from edgekit.firmware.plan_types import StreamedGroupRow
 from edgekit.firmware.results import TensorInfo
 from edgekit.results import Result, Section
 from edgekit.run.results import Signature
@@ -92,6 +93,7 @@ class LibraryInfo(Result):
     api: LibraryApi
     memory: LibraryMemory
     kernels: List[str]
+    streamed_groups: List[StreamedGroupRow] = []  # ops run together row by row: the op hook sees each group once
     files: List[LibraryFile]
     prebuilt: PrebuiltArchive
     integrations: Dict[str, str]          # build system -> how to use it
