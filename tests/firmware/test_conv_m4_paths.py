@@ -171,8 +171,8 @@ def test_vww_t_pointwise_layers_meet_the_instruction_rate_target(tmp_path, cli):
     input channels (op 2) included, at <= 1.2 instructions per MAC (exact counts of the ekcount plugin: deterministic,
     not a timing), bit-exact. With --weights relaid (every layer's re-laid-out copy): the default auto keeps only the
     copies within its flash budget, and the late 1x1 layers (many weights over few pixels) then dot int8 weights.
-    With --optimize speed: balanced row-streams ops 0-3 (the group saves arena), and a group's instructions are
-    counted for the group, not per layer."""
+    With --optimize speed (no row-streamed groups): balanced streams ops 0-3 together (it saves arena), and a
+    group's instructions are counted for the group, not per layer."""
     from edgekit.tflite_graph import read_graph
     from tests.benchmarks.vww_model import vww_int8
 
