@@ -22,7 +22,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -40,7 +39,8 @@ log = logging.getLogger(__name__)
 QEMU = "qemu-system-arm"
 QEMU_INSTALL = "apt-get install qemu-system-arm"
 PTY_LINE = re.compile(r"char device redirected to (\S+)")
-_LIVE: "weakref.WeakSet[QemuProcess]" = weakref.WeakSet()
+# every QemuProcess not closed yet (strong references: one left by an interrupted caller is still closed at exit)
+_LIVE: "set[QemuProcess]" = set()
 
 
 def qemu_path() -> str:
@@ -75,7 +75,26 @@ the caller passes UART0's chardev in ``extra_args`` and connects to it; ``transp
         self.board, self.elf = board, Path(elf)
         if not self.elf.is_file():
             raise UserError(f"firmware ELF {self.elf} does not exist", fix="build the firmware first")
+        self.process: Optional[subprocess.Popen] = None
+        self.transport: Optional[Transport] = None
         self.workdir = Path(tempfile.mkdtemp(prefix="ekq-", dir="/tmp"))  # short: unix socket paths are limited
+        _LIVE.add(self)  # from here on close() (or the exit hook) removes the folder, even if a signal lands now
+        try:
+            self._start(board, uart, plugin, icount, connect_timeout_s, extra_args)
+        except DeviceError as exc:
+            if self.process is None:
+                self.close()
+                raise
+            self.wait_exit(1.0)
+            detail = self.describe()
+            self.close()
+            raise DeviceError(f"{exc.message}\n{detail}", fix=exc.fix) from exc
+        except BaseException:  # Ctrl-C / SIGTERM (edgekit.interrupts) mid-start: nothing may outlive it
+            self.close()
+            raise
+
+    def _start(self, board: Board, uart: str, plugin: Optional[str], icount: bool, connect_timeout_s: float,
+               extra_args: Sequence[str]) -> None:
         self.log_path = self.workdir / "qemu.log"
         self.socket_path = self.workdir / "uart.sock"
         cmd = [qemu_path(), "-M", board.qemu_machine, "-nodefaults", "-display", "none", "-no-reboot"]
@@ -91,29 +110,18 @@ the caller passes UART0's chardev in ``extra_args`` and connects to it; ``transp
             cmd += ["-plugin", plugin]
         cmd += [*extra_args, "-kernel", str(self.elf)]
         self.command = cmd
-        self.transport: Optional[Transport] = None
         self._log = open(self.log_path, "wb")
         self.started_at = time.monotonic()
         log.debug("starting %s", " ".join(cmd))
         self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
-        _LIVE.add(self)
         if uart == "external":  # the caller wired UART0 itself (extra_args) and connects to it
             return
-        try:
-            if uart == "socket":
-                self.transport = SocketTransport.connect(self.socket_path, connect_timeout_s, alive=self.alive)
-            else:
-                self.transport = SerialTransport(self._wait_pty(connect_timeout_s))
-            self.transport.description = f"QEMU {board.qemu_machine} UART0"
-        except DeviceError as exc:
-            self.wait_exit(1.0)
-            detail = self.describe()
-            self.close()
-            raise DeviceError(f"{exc.message}\n{detail}", fix=exc.fix) from exc
-        except BaseException:
-            self.close()
-            raise
+        if uart == "socket":
+            self.transport = SocketTransport.connect(self.socket_path, connect_timeout_s, alive=self.alive)
+        else:
+            self.transport = SerialTransport(self._wait_pty(connect_timeout_s))
+        self.transport.description = f"QEMU {board.qemu_machine} UART0"
 
     def _wait_pty(self, timeout_s: float) -> str:
         deadline = time.monotonic() + timeout_s
@@ -127,7 +135,7 @@ the caller passes UART0's chardev in ``extra_args`` and connects to it; ``transp
         raise DeviceError(f"QEMU did not report its UART pty within {timeout_s:.1f} s\n{self.describe()}")
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.process is not None and self.process.poll() is None
 
     def log_text(self) -> str:
         try:
@@ -155,26 +163,35 @@ the caller passes UART0's chardev in ``extra_args`` and connects to it; ``transp
             return None
 
     def close(self) -> None:
-        """Kill and reap QEMU, close the UART, remove the working folder. Safe to call twice."""
-        if self.transport is not None:
-            self.transport.close()
-        if self.process.poll() is None:
-            from edgekit.run.faults import stopped
+        """Kill and reap QEMU, close the UART, remove the working folder. Safe to call twice, and completes even
+        when a Ctrl-C / SIGTERM interrupts it (the kill turns into SIGKILL, the folder is still removed)."""
+        try:
+            if self.transport is not None:
+                self.transport.close()
+            if self.alive():
+                from edgekit.run.faults import stopped
 
-            try:  # a stopped QEMU never handles SIGTERM: kill it at once
-                os.killpg(self.process.pid, signal.SIGKILL if stopped(self.process.pid) else signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            if self.wait_exit(3.0) is None:
-                try:
-                    os.killpg(self.process.pid, signal.SIGKILL)
+                try:  # a stopped QEMU never handles SIGTERM: kill it at once
+                    os.killpg(self.process.pid, signal.SIGKILL if stopped(self.process.pid) else signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-                self.wait_exit(10.0)
-        if not self._log.closed:
-            self._log.close()
-        _LIVE.discard(self)
-        shutil.rmtree(self.workdir, ignore_errors=True)
+                if self.wait_exit(3.0) is None:
+                    self._kill_now()
+        finally:
+            if self.alive():  # interrupted while waiting for a polite exit
+                self._kill_now()
+            log_file = getattr(self, "_log", None)
+            if log_file is not None and not log_file.closed:
+                log_file.close()
+            _LIVE.discard(self)
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _kill_now(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.wait_exit(10.0)
 
     def __enter__(self) -> "QemuProcess":
         return self
@@ -202,18 +219,20 @@ class QemuSession:
         self.timeout_s = timeout_s
         self.counts_path: Optional[Path] = None
         self._counts_dir: Optional[Path] = None
+        self.qemu: Optional[QemuProcess] = None
         plugin = None
         if count_instructions:
             addresses = marker_addresses(self.elf)
             if "ib" not in addresses or "ie" not in addresses:
                 raise UserError(f"{self.elf} has no ek_marker_infer_begin/end symbols to count between",
                                 fix="link firmware/boards/common/ek_markers.S and call the markers around inference")
-            self._counts_dir = Path(tempfile.mkdtemp(prefix="ekc-", dir="/tmp"))
-            self.counts_path = self._counts_dir / "counts.txt"
-            plugin = plugin_argument(build_plugin(), self.counts_path, addresses, plugin_mode)
-        self.qemu = QemuProcess(board, self.elf, uart=uart, plugin=plugin, icount=icount,
-                                connect_timeout_s=boot_timeout_s)
-        try:
+        try:  # every way out (a boot failure, Ctrl-C / SIGTERM) removes the counts folder and QEMU's
+            if count_instructions:
+                self._counts_dir = Path(tempfile.mkdtemp(prefix="ekc-", dir="/tmp"))
+                self.counts_path = self._counts_dir / "counts.txt"
+                plugin = plugin_argument(build_plugin(), self.counts_path, addresses, plugin_mode)
+            self.qemu = QemuProcess(board, self.elf, uart=uart, plugin=plugin, icount=icount,
+                                    connect_timeout_s=boot_timeout_s)
             assert self.qemu.transport is not None
             self.client = DeviceClient(self.qemu.transport, timeout_s=timeout_s, context=self.qemu.describe)
             if uart == "pty":
@@ -289,10 +308,13 @@ class QemuSession:
         return with_fault(error, fault_kind, headline)
 
     def close(self) -> None:
-        if getattr(self, "qemu", None) is not None:
-            self.qemu.close()
-        if self._counts_dir is not None:
-            shutil.rmtree(self._counts_dir, ignore_errors=True)
+        """Stop QEMU and remove its working and counts folders. Safe to call twice."""
+        try:
+            if self.qemu is not None:
+                self.qemu.close()
+        finally:
+            if self._counts_dir is not None:
+                shutil.rmtree(self._counts_dir, ignore_errors=True)
 
     def __enter__(self) -> "QemuSession":
         return self

@@ -4,6 +4,7 @@ with the edgekit runtime) bit-exact against LiteRT BUILTIN_REF."""
 from __future__ import annotations
 
 import shutil
+import signal
 import time
 import zlib
 from pathlib import Path
@@ -133,6 +134,64 @@ def test_uart_over_a_pty(selftest):
         assert qemu.client.transport.description.startswith("QEMU mps2-an386")
         assert qemu.client.echo(b"\x00\xEB\x90pty") == b"\x00\xEB\x90pty"
         np.testing.assert_array_equal(qemu.infer([selftest_input()]).outputs[0], selftest_input() ^ np.int8(0x5A))
+
+
+def test_an_interrupt_while_qemu_starts_leaves_no_qemu_and_no_working_folder(selftest, monkeypatch):
+    """SIGTERM (edgekit.interrupts raises it as a KeyboardInterrupt) landing right after QEMU was spawned, before
+    its UART is connected: the process is killed and its ekq- folder and the session's ekc- counts folder removed."""
+    from edgekit.firmware import qemu as Q
+
+    seen = []
+
+    def interrupted(path, *args, **kwargs):
+        seen.append(Path(path).parent)
+        raise KeyboardInterrupt
+
+    real_mkdtemp, made = Q.tempfile.mkdtemp, []
+
+    def mkdtemp(*args, **kwargs):
+        made.append(Path(real_mkdtemp(*args, **kwargs)))
+        return str(made[-1])
+
+    monkeypatch.setattr(Q.SocketTransport, "connect", staticmethod(interrupted))
+    monkeypatch.setattr(Q.tempfile, "mkdtemp", mkdtemp)
+    before, live_before = set(p.pid for p in qemu_children()), set(Q._LIVE)
+    with pytest.raises(KeyboardInterrupt):
+        QemuSession(B.load_board("mps2-an386"), selftest("mps2-an386"), count_instructions=True)
+    assert len(seen) == 1 and sorted(p.name[:4] for p in made) == ["ekc-", "ekq-"]
+    assert not [p for p in made if p.exists()]
+    assert not [p for p in qemu_children() if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+    assert set(Q._LIVE) == live_before
+
+
+def test_an_interrupt_during_close_still_kills_qemu_and_removes_its_folder(selftest, monkeypatch):
+    """A second Ctrl-C while close() waits for QEMU's polite exit: QEMU is SIGKILLed, the folder still removed."""
+    from edgekit.firmware import qemu as Q
+
+    process = QemuProcess(B.load_board("mps2-an386"), selftest("mps2-an386"))
+    workdir, pid = process.workdir, process.process.pid
+    waits = []
+
+    def wait_exit(timeout_s):
+        waits.append(timeout_s)
+        if len(waits) == 1:
+            raise KeyboardInterrupt
+        return process.process.wait(timeout=timeout_s)
+
+    real_killpg, signals = Q.os.killpg, []
+
+    def killpg(pgid, signum):  # the polite SIGTERM is lost (QEMU ignores it); only the forced kill acts
+        signals.append(signum)
+        if signum == signal.SIGKILL:
+            real_killpg(pgid, signum)
+
+    monkeypatch.setattr(process, "wait_exit", wait_exit)
+    monkeypatch.setattr(Q.os, "killpg", killpg)
+    with pytest.raises(KeyboardInterrupt):
+        process.close()
+    assert signals == [signal.SIGTERM, signal.SIGKILL]
+    assert process.process.poll() == -signal.SIGKILL and not psutil.pid_exists(pid)
+    assert not workdir.exists() and process not in Q._LIVE
 
 
 def test_missing_elf_and_real_board_are_rejected(tmp_path):

@@ -83,6 +83,7 @@ def test_runner_commands_over_the_pty_in_performance_and_accuracy_mode(kws_harne
     from edgekit.run.runners.mcu import litert_reference
 
     pty_file = tmp_path / "pty.txt"
+    qemu: List[int] = []
     proc = subprocess.Popen([sys.executable, "-m", "edgekit.cli", "qemu", str(kws_harness), "--serial", "pty",
                              "--pty-file", str(pty_file)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -126,7 +127,15 @@ def test_runner_commands_over_the_pty_in_performance_and_accuracy_mode(kws_harne
         assert f"UART0: {pty}" in out and "stopping QEMU (SIGTERM)" in out
         assert not Path(f"/proc/{qemu[0]}").exists() or "Z" in (Path(f"/proc/{qemu[0]}") / "stat").read_text().split()[2]
         assert not pty_file.exists() and not workdir.exists()
-    finally:
+    finally:  # on a failure: edgekit is SIGKILLed, and QEMU (in its own session) with it, so nothing outlives the test
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
+        from tests.test_signals import cmdline
+
+        for pid in qemu:
+            if "qemu-system-arm" in cmdline(pid):  # still that QEMU (never a reused pid)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
