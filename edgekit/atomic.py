@@ -23,6 +23,22 @@ log = logging.getLogger(__name__)
 EDGEKIT_FILES = ("manifest.json", "firmware.json", "run.json", "library.json")
 
 
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one rename: a reader never sees, and an interrupted run never leaves, a
+    half-written file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    log.debug("wrote %s", path)
+
+
 def written_by_edgekit(folder: Path) -> bool:
     """True when ``folder`` holds an edgekit record (manifest.json, firmware.json or run.json)."""
     return any((Path(folder) / name).is_file() for name in EDGEKIT_FILES)

@@ -18,6 +18,7 @@ def register(subparsers) -> Dict[str, Callable]:
 
 
 def cmd_ops(args) -> int:
+    from edgekit.atomic import write_atomically
     from edgekit.errors import UserError
     from edgekit.firmware import optable
     from edgekit.firmware.support import KERNELS_DIR
@@ -37,7 +38,7 @@ def cmd_ops(args) -> int:
         if not path.is_file():
             raise UserError(f"{path} is not a file", fix="pass the README that holds the op table markers")
         text = optable.replace_block(path.read_text(), optable.to_markdown(entries), str(path))
-        optable.write_atomically(path, text)
+        write_atomically(path, text)
         print(f"wrote the table of {len(entries)} operators into {path}")
         return 0
     if args.json:

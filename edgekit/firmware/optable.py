@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -135,17 +133,3 @@ def committed_block(document: str) -> str:
         return ""
     return document.split(BEGIN, 1)[1].split(END, 1)[0].lstrip("\n")
 
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one rename (no half-written file if interrupted)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    log.info("wrote %s", path)

@@ -9,7 +9,6 @@ removed and the exit code is 0.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Callable, Dict
@@ -40,6 +39,7 @@ def _board_of(args: argparse.Namespace) -> str:
 
 
 def cmd_qemu(args: argparse.Namespace) -> int:
+    from edgekit.atomic import write_atomically
     from edgekit.console import say
     from edgekit.firmware.boards import load_board
     from edgekit.firmware.qemu import QemuProcess
@@ -55,13 +55,11 @@ def cmd_qemu(args: argparse.Namespace) -> int:
         raise UserError(f"board {board.name} is real hardware, not a QEMU board",
                         fix="connect the runner to the board's own serial port")
     firmware = resolve_firmware(args.firmware, board.name)
-    partial = args.pty_file.with_name(f".{args.pty_file.name}.partial-{os.getpid()}") if args.pty_file else None
     try:
         with QemuProcess(board, firmware.elf, uart="external", extra_args=["-serial", "pty"]) as qemu:
             pty = qemu._wait_pty(10.0)
             if args.pty_file is not None:  # atomically: a script polling for the file never reads it half-written
-                partial.write_text(pty + "\n")
-                os.replace(partial, args.pty_file)
+                write_atomically(args.pty_file, pty + "\n")
             app = firmware.info.app if firmware.info is not None else None
             what = f"{app['harness']} harness ({app['model_id']})" if app else "firmware"
             say(f"QEMU {board.qemu_machine} runs {what} {firmware.elf} (pid {qemu.process.pid})")
@@ -80,7 +78,6 @@ def cmd_qemu(args: argparse.Namespace) -> int:
             say("the firmware ended (QEMU exited 0)")
             return 0
     finally:
-        for path in (args.pty_file, partial):
-            if path is not None and path.exists():
-                path.unlink()
+        if args.pty_file is not None and args.pty_file.exists():
+            args.pty_file.unlink()
         firmware.close()

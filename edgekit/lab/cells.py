@@ -93,18 +93,10 @@ def row_from_run(row: LabRow, run: RunReport) -> LabRow:
 
 def write_json_atomically(path: Path, data: LabRow) -> None:
     """Write a JSON file whole or not at all (a temporary file renamed over it)."""
-    import os
-    import tempfile
+    from edgekit.atomic import write_atomically
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, json.dumps(data, indent=2))
 
 
 def run_cell(cell: Cell, matrix: Matrix, outdir: Path) -> LabRow:
