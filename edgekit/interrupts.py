@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import contextmanager
-from typing import Dict, Iterator
+from typing import Dict, Iterator, List
 
 # the signals handled like SIGINT (SIGHUP does not exist on Windows)
 HANDLED = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
@@ -67,3 +67,38 @@ def signals_as_interrupt() -> Iterator[None]:
     finally:
         for signum, before in previous.items():
             signal.signal(signum, before)  # type: ignore[arg-type]
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Within the block, Ctrl-C, SIGTERM and SIGHUP wait: a cleanup that must finish (kill a child, remove its
+    folder) is not cut in half. The first signal that arrived is acted on as the block ends, by the handler that
+    was in place before (``Terminated`` / ``KeyboardInterrupt``, or the default action).
+
+    Outside the main thread (where Python never runs signal handlers) the block runs unchanged.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: List[int] = []
+    previous: Dict[int, object] = {}
+    for signum in (int(signal.SIGINT), *HANDLED):
+        before = signal.getsignal(signum)
+        if before is signal.SIG_IGN or before is None:  # ignored, or set outside Python: nothing to defer
+            continue
+        previous[signum] = signal.signal(signum, lambda n, frame: pending.append(n))
+    try:
+        yield
+    finally:
+        for signum, before in previous.items():
+            signal.signal(signum, before)  # type: ignore[arg-type]
+        if pending:
+            _deliver(pending[0], previous[pending[0]])
+
+
+def _deliver(signum: int, handler: object) -> None:
+    """Act on a deferred signal as ``handler`` (what was installed when it arrived) would have."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler is signal.SIG_DFL:
+        signal.raise_signal(signum)

@@ -169,3 +169,25 @@ def test_signal_handlers_are_restored_after_main(cli, tmp_path):
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     cli("verify", tmp_path / "missing")
     assert {s: signal.getsignal(s) for s in before} == before
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_inside_signals_deferred_is_acted_on_when_the_block_ends(signum):
+    """Cleanup that must finish runs to its end; the first signal then raises as it would have, handlers restored."""
+    from edgekit.interrupts import Terminated, signals_as_interrupt, signals_deferred
+
+    steps = []
+    with signals_as_interrupt():
+        before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        with pytest.raises(KeyboardInterrupt) as caught:
+            with signals_deferred():
+                os.kill(os.getpid(), signum)
+                os.kill(os.getpid(), signal.SIGHUP)  # a second signal: only the first is acted on
+                steps.append("cleanup finished")
+        after = {s: signal.getsignal(s) for s in before}
+        if signum == signal.SIGTERM:  # raise_terminated, the handler that acted, ignores later SIGTERM/SIGHUP
+            before.update({signal.SIGTERM: signal.SIG_IGN, signal.SIGHUP: signal.SIG_IGN})
+        assert after == before
+    assert steps == ["cleanup finished"]
+    assert isinstance(caught.value, Terminated) == (signum == signal.SIGTERM)
+    assert getattr(caught.value, "signum", signal.SIGINT) == signum

@@ -24,7 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import BinaryIO, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from edgekit.firmware.boards import Board
 from edgekit.firmware.plugin import PluginCounts, build_plugin, marker_addresses, parse_counts, plugin_argument
 from edgekit.firmware.protocol import DeviceClient, DeviceInfo, InferResult, Transport
 from edgekit.firmware.transport import SerialTransport, SocketTransport
+from edgekit.interrupts import signals_deferred
 
 log = logging.getLogger(__name__)
 
@@ -77,21 +78,19 @@ the caller passes UART0's chardev in ``extra_args`` and connects to it; ``transp
             raise UserError(f"firmware ELF {self.elf} does not exist", fix="build the firmware first")
         self.process: Optional[subprocess.Popen] = None
         self.transport: Optional[Transport] = None
+        self._log: Optional[BinaryIO] = None
         self.workdir = Path(tempfile.mkdtemp(prefix="ekq-", dir="/tmp"))  # short: unix socket paths are limited
         _LIVE.add(self)  # from here on close() (or the exit hook) removes the folder, even if a signal lands now
         try:
             self._start(board, uart, plugin, icount, connect_timeout_s, extra_args)
-        except DeviceError as exc:
-            if self.process is None:
+        except BaseException as exc:  # a boot failure, or Ctrl-C / SIGTERM (edgekit.interrupts): nothing outlives it
+            if not isinstance(exc, DeviceError) or self.process is None:
                 self.close()
                 raise
             self.wait_exit(1.0)
             detail = self.describe()
             self.close()
             raise DeviceError(f"{exc.message}\n{detail}", fix=exc.fix) from exc
-        except BaseException:  # Ctrl-C / SIGTERM (edgekit.interrupts) mid-start: nothing may outlive it
-            self.close()
-            raise
 
     def _start(self, board: Board, uart: str, plugin: Optional[str], icount: bool, connect_timeout_s: float,
                extra_args: Sequence[str]) -> None:
@@ -163,35 +162,32 @@ the caller passes UART0's chardev in ``extra_args`` and connects to it; ``transp
             return None
 
     def close(self) -> None:
-        """Kill and reap QEMU, close the UART, remove the working folder. Safe to call twice, and completes even
-        when a Ctrl-C / SIGTERM interrupts it (the kill turns into SIGKILL, the folder is still removed)."""
-        try:
-            if self.transport is not None:
-                self.transport.close()
-            if self.alive():
-                from edgekit.run.faults import stopped
+        """Kill and reap QEMU, close the UART, remove the working folder. Safe to call twice. A Ctrl-C / SIGTERM
+        that arrives meanwhile is acted on once this is done; an exception raised inside still ends QEMU (SIGKILL)
+        and removes the folder."""
+        with signals_deferred():
+            try:
+                if self.transport is not None:
+                    self.transport.close()
+                if self.alive():
+                    from edgekit.run.faults import stopped
 
-                try:  # a stopped QEMU never handles SIGTERM: kill it at once
-                    os.killpg(self.process.pid, signal.SIGKILL if stopped(self.process.pid) else signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                if self.wait_exit(3.0) is None:
-                    self._kill_now()
-        finally:
-            if self.alive():  # interrupted while waiting for a polite exit
-                self._kill_now()
-            log_file = getattr(self, "_log", None)
-            if log_file is not None and not log_file.closed:
-                log_file.close()
-            _LIVE.discard(self)
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def _kill_now(self) -> None:
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.wait_exit(10.0)
+                    try:  # a stopped QEMU never handles SIGTERM: kill it at once
+                        os.killpg(self.process.pid, signal.SIGKILL if stopped(self.process.pid) else signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+                    self.wait_exit(3.0)
+            finally:
+                if self.alive():  # no polite exit within 3 s, or an exception while waiting for it
+                    try:
+                        os.killpg(self.process.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    self.wait_exit(10.0)
+                if self._log is not None and not self._log.closed:
+                    self._log.close()
+                _LIVE.discard(self)
+                shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> "QemuProcess":
         return self
@@ -308,13 +304,15 @@ class QemuSession:
         return with_fault(error, fault_kind, headline)
 
     def close(self) -> None:
-        """Stop QEMU and remove its working and counts folders. Safe to call twice."""
-        try:
-            if self.qemu is not None:
-                self.qemu.close()
-        finally:
-            if self._counts_dir is not None:
-                shutil.rmtree(self._counts_dir, ignore_errors=True)
+        """Stop QEMU and remove its working and counts folders. Safe to call twice; a Ctrl-C / SIGTERM that arrives
+        meanwhile is acted on once this is done."""
+        with signals_deferred():
+            try:
+                if self.qemu is not None:
+                    self.qemu.close()
+            finally:
+                if self._counts_dir is not None:
+                    shutil.rmtree(self._counts_dir, ignore_errors=True)
 
     def __enter__(self) -> "QemuSession":
         return self

@@ -3,6 +3,7 @@ UART (socket and pty), hung / silent / garbling / faulting firmware, and the mod
 with the edgekit runtime) bit-exact against LiteRT BUILTIN_REF."""
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import time
@@ -192,6 +193,25 @@ def test_an_interrupt_during_close_still_kills_qemu_and_removes_its_folder(selft
     assert signals == [signal.SIGTERM, signal.SIGKILL]
     assert process.process.poll() == -signal.SIGKILL and not psutil.pid_exists(pid)
     assert not workdir.exists() and process not in Q._LIVE
+
+
+def test_a_sigterm_during_close_waits_until_qemu_and_its_folder_are_gone(selftest, monkeypatch):
+    """The CI failure of stop 32: the command's SIGTERM lands while close() waits for QEMU to exit. The signal is
+    deferred: QEMU exits, the folder is removed, then Terminated (edgekit.interrupts) is raised."""
+    from edgekit.firmware import qemu as Q
+    from edgekit.interrupts import Terminated, signals_as_interrupt
+
+    process = QemuProcess(B.load_board("mps2-an386"), selftest("mps2-an386"))
+    workdir, real_wait = process.workdir, process.wait_exit
+
+    def wait_exit(timeout_s):
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered to this (the main) thread's handler at once
+        return real_wait(timeout_s)
+
+    monkeypatch.setattr(process, "wait_exit", wait_exit)
+    with signals_as_interrupt(), pytest.raises(Terminated):
+        process.close()
+    assert process.process.poll() is not None and not workdir.exists() and process not in Q._LIVE
 
 
 def test_missing_elf_and_real_board_are_rejected(tmp_path):
